@@ -1,0 +1,57 @@
+"""tilelang: tile-level GPU kernels in Python.
+
+Write a kernel as a function over tiles, launch it over a grid of blocks::
+
+    import tilelang as tl
+
+    @tl.tile_kernel
+    def add(x, y, out, TILE: tl.Constant):
+        i = tl.block_id(0)
+        tl.store(out, tl.load(x, index=(i,), shape=(TILE,)) + tl.load(y, index=(i,), shape=(TILE,)), index=(i,))
+
+    add[tl.cdiv(n, 1024)](x, y, out, TILE=1024)
+
+See docs/ for the language, the dtype rules and the compiler's stages.
+"""
+
+from .dtypes import (
+    bfloat16,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from .errors import (
+    TileArgumentError,
+    TileCompilerError,
+    TileError,
+    TileOutsideKernelError,
+    TileShapeError,
+    TileSyntaxError,
+    TileTypeError,
+    TileValueError,
+)
+from .explain import Explanation, explain
+from .kernel import TileKernel, tile_kernel
+from .language import *  # noqa: F403 - the documented ops are the public surface
+from .language import __all__ as _language_all
+from ._frontend.tracing import Array, Tile
+
+__version__ = "0.1.0"
+
+__all__ = [
+    *_language_all,
+    "tile_kernel", "TileKernel", "explain", "Explanation", "Tile", "Array",
+    "TileError", "TileTypeError", "TileShapeError", "TileValueError", "TileSyntaxError",
+    "TileArgumentError", "TileOutsideKernelError", "TileCompilerError",
+    "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64",
+]  # fmt: skip

@@ -1,0 +1,54 @@
+"""The reference semantics: run the tile IR with NumPy, one block at a time.
+
+Each primitive's ``interpret`` rule (in ``_ir/primitives.py``) computes on NumPy arrays
+of the declared dtypes; 16-bit floats are computed in float32 and rounded once per
+operation, integers wrap. Blocks run in row-major order of their ids.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import ChainMap
+
+import numpy as np
+
+from .._ir.core import Block, Literal, Program
+
+
+class _BlockContext:
+    """What interpret rules may ask of the running block."""
+
+    def __init__(self, grid, interpreter):
+        self.grid = grid
+        self.block = (0, 0, 0)
+        self.run_block = interpreter.run_block
+
+
+class Interpreter:
+    def __init__(self, program: Program):
+        self.program = program
+        self.ctx = None
+        self.env = ChainMap()  # a loop body sees the values of the blocks around it
+
+    def __call__(self, grid, args):
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.ctx = _BlockContext(grid, self)
+        with np.errstate(all="ignore"):
+            for z, y, x in itertools.product(*(range(g) for g in reversed(grid))):
+                self.ctx.block = (x, y, z)
+                self.run_block(self.program.body, args)
+
+    def run_block(self, block: Block, values):
+        outer = self.env
+        env = self.env = outer.new_child(dict(zip(block.params, values)))
+
+        def read(a):
+            return np.asarray(a.value) if isinstance(a, Literal) else env[a]
+
+        try:
+            for eqn in block.eqns:
+                outs = eqn.prim.rule("interpret")(self.ctx, *(read(a) for a in eqn.inputs), **eqn.params)
+                env.update(zip(eqn.outputs, outs))
+            return [read(r) for r in block.results]
+        finally:
+            self.env = outer

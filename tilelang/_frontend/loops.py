@@ -1,0 +1,318 @@
+"""``for k in tl.range(...)``: runtime loops traced once into one structured equation.
+
+Tracing runs the Python function once, so a runtime loop has to be captured as a whole.
+Before the first trace, the kernel's source is rewritten (line and column numbers kept):
+
+    for k in tl.range(a, b, c):            def __tl_body_1(k, acc, m):
+        acc = acc + f(k)            →          acc = acc + f(k)
+                                               return (acc, m)
+                                           (acc, m) = __tl_loop(tl.range(a, b, c), __tl_body_1,
+                                                                ("acc", "m"), locals())
+
+Every name the body assigns is a candidate. At trace time ``__tl_loop`` traces the body
+once with fresh values for the candidates that are tiles; those the body rebinds become
+loop-carried (whatever the spelling: ``acc += x``, ``m, l = m2, l2``), the rest are
+passed through. Python scalars the body changes are promoted to 0-d tiles and the body
+traced again. Anything that cannot be captured faithfully (``break``, a rebound list, a
+type that changes across an iteration) is a TileError, never a wrong program.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import itertools
+
+import numpy as np
+
+from .. import dtypes
+from .._ir import primitives as P
+from .._ir.core import Block, Literal, TileType, Var
+from ..errors import SourceLoc, TileSyntaxError, TileTypeError
+from .tracing import Tile, TraceScope, Unbound, as_atom, bind, bind1, current_block, literal, located
+
+
+class range:
+    """A runtime loop ``for k in tl.range(start, stop, step):``, traced once.
+
+    Bounds may be runtime scalars; ``k`` is an integer scalar tile. Tiles the body
+    rebinds are loop-carried. Example::
+
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, tl.cdiv(K, BK)):
+            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)),
+                         tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    """
+
+    def __init__(self, start, stop=None, step=1):
+        current_block("range")
+        if stop is None:
+            start, stop = 0, start
+        atoms = [as_atom(x, "tl.range bound") for x in (start, stop, step)]
+        for a in atoms:
+            if a.type.shape != () or not (a.type.dtype.is_int or a.type.dtype.is_bool):
+                raise located(TileTypeError(f"tl.range bounds must be integer scalars, got {a.type}"))
+        d, weak = atoms[0].type.dtype, atoms[0].type.weak
+        for a in atoms[1:]:
+            d, weak = dtypes.promote(d, weak, a.type.dtype, a.type.weak)
+        if d.is_bool:
+            d = dtypes.int32
+        self.index_dtype = d
+        self.bounds = [_as_dtype(a, d) for a in atoms]
+
+    def __iter__(self):
+        raise located(
+            TileSyntaxError(
+                "tl.range can only be the iterable of a `for` statement written in the @tl.tile_kernel "
+                "function itself (not in a helper, a comprehension or a list())"
+            )
+        )
+
+
+def _as_dtype(atom, d):
+    if atom.type.dtype is d and not atom.type.weak:
+        return atom
+    if isinstance(atom, Literal):
+        return literal(atom.value.item(), d)
+    return bind1(P.convert, [atom], "range", dtype=d).var
+
+
+# ------------------------------------------------------------------ trace time
+
+
+def run_loop(rng: range, body_fn, names, scope):
+    """Trace ``body_fn`` once as the body of a structured loop; returns the names' new values."""
+    values = [
+        scope[n] if n in scope else Unbound(f"`{n}` is used in a tl.range loop body before it is assigned")
+        for n in names
+    ]
+    while True:
+        result = _trace_once(rng, body_fn, names, values)
+        if result is not None:
+            return result
+
+
+def _is_scalar(v):
+    return isinstance(v, (bool, int, float, np.generic))
+
+
+def _trace_once(rng, body_fn, names, values):
+    """Trace the body; None if it must be traced again (a Python scalar became carried)."""
+    index = Var(TileType((), rng.index_dtype), hint="k")
+    block = Block(params=[index])
+    params = {n: Var(v.type, hint=n) for n, v in zip(names, values) if isinstance(v, Tile)}
+    args = [Tile(params[n]) if n in params else v for n, v in zip(names, values)]
+    with TraceScope(block):
+        outs = body_fn(Tile(index), *args)
+        changed = [i for i, (v, o) in enumerate(zip(values, outs)) if _is_scalar(v) and not _same_scalar(v, o)]
+        if not changed:
+            new = {n: _carried_result(n, params[n], o) for n, o in zip(names, outs) if n in params}
+    if changed:
+        for i in changed:
+            lit = as_atom(values[i])
+            values[i] = bind1(P.full, [lit], "range", shape=(), dtype=lit.type.dtype)
+        return None
+
+    init = dict(zip(names, values))
+    carried = [n for n in params if new[n] is not params[n]]
+    block.params = [index] + [params[n] for n in carried]
+    block.results = [new[n] for n in carried]
+    _substitute(block, {params[n]: init[n].var for n in params if n not in carried})
+    finals = bind(P.range_loop, [*rng.bounds, *(init[n] for n in carried)], "range", body=block)
+    finals = dict(zip(carried, finals))
+    out = []
+    for n, v, o in zip(names, values, outs):
+        if n in finals:
+            out.append(finals[n])
+        elif isinstance(v, Unbound):
+            out.append(
+                Unbound(f"`{n}` is assigned in a tl.range loop body and used after the loop; assign it before the loop")
+            )
+        elif n in params or o is v or _same_scalar(v, o):
+            out.append(v)
+        else:
+            raise located(
+                TileSyntaxError(
+                    f"`{n}` (a {type(v).__name__}) is rebound in a tl.range loop body; only tiles and "
+                    "scalars can be carried from one iteration to the next"
+                )
+            )
+    return out
+
+
+def _same_scalar(v, o):
+    return type(v) is type(o) and v == o
+
+
+def _carried_result(name, param, out):
+    """The body's new value for a carried tile, checked to keep the tile's type."""
+    if isinstance(out, Tile) and out.var is param:
+        return param
+    atom = as_atom(out, f"loop-carried `{name}`")
+    want = param.type
+    if isinstance(atom, Literal) and atom.type.weak:
+        atom = literal(atom.value.item(), want.dtype)
+    if atom.type.shape != want.shape or atom.type.dtype is not want.dtype:
+        raise located(
+            TileTypeError(
+                f"loop-carried `{name}` is {want.strong()} before the loop but {atom.type.strong()} after the body; "
+                f"a carried tile must keep its shape and dtype (convert with .astype(tl.{want.dtype.name}))"
+            )
+        )
+    if isinstance(atom, Literal) or atom.type.weak != want.weak:
+        atom = bind1(P.full, [atom], "range", shape=want.shape, dtype=want.dtype).var
+    return atom
+
+
+def _substitute(block: Block, mapping: dict):
+    if not mapping:
+        return
+    for eqn in block.eqns:
+        eqn.inputs = tuple(mapping.get(a, a) if isinstance(a, Var) else a for a in eqn.inputs)
+        for v in eqn.params.values():
+            if isinstance(v, Block):
+                _substitute(v, mapping)
+    block.results = [mapping.get(a, a) if isinstance(a, Var) else a for a in block.results]
+
+
+# ---------------------------------------------------------------- source rewrite
+
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
+                  ast.DictComp, ast.GeneratorExp)  # fmt: skip
+
+
+def _walk_scope(nodes):
+    """Nodes of ``nodes`` without descending into nested function, class or comprehension scopes."""
+    stack = list(reversed(nodes))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _NESTED_SCOPES):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _assigned_names(body):
+    names = []
+    for node in _walk_scope(body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in names:
+            names.append(node.id)
+        elif isinstance(node, _NESTED_SCOPES[:2] + (ast.ClassDef,)) and node.name not in names:
+            names.append(node.name)
+    return names
+
+
+def _check_body(body, filename):
+    def fail(node, what):
+        loc = SourceLoc(filename, node.lineno, node.col_offset, node.end_col_offset)
+        raise TileSyntaxError(f"`{what}` inside a tl.range loop cannot be traced; restructure with tl.where", loc)
+
+    loops = (ast.For, ast.While, ast.AsyncFor)
+    for node in _walk_scope(body):
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+            fail(node, type(node).__name__.lower())
+        if isinstance(node, (ast.Break, ast.Continue)) and not _inside(node, body, loops):
+            fail(node, type(node).__name__.lower())
+
+
+def _inside(target, body, kinds):
+    """Whether ``target`` sits in a loop nested inside ``body`` (so break/continue are Python's)."""
+    for node in _walk_scope(body):
+        if isinstance(node, kinds) and any(n is target for n in ast.walk(node)):
+            return True
+    return False
+
+
+class _LoopRewriter(ast.NodeTransformer):
+    def __init__(self, is_tl_range, filename):
+        self.is_tl_range = is_tl_range
+        self.filename = filename
+        self.count = itertools.count(1)
+        self.changed = False
+
+    def visit_For(self, node):
+        self.generic_visit(node)  # inner loops first
+        if not (isinstance(node.iter, ast.Call) and self.is_tl_range(node.iter.func)):
+            return node
+        loc = SourceLoc(self.filename, node.lineno, node.col_offset, node.end_col_offset)
+        if not isinstance(node.target, ast.Name):
+            raise TileSyntaxError("the target of a tl.range loop must be a single name", loc)
+        if node.orelse:
+            raise TileSyntaxError("`for ... else` is not supported with tl.range", loc)
+        _check_body(node.body, self.filename)
+        self.changed = True
+        names = [n for n in _assigned_names(node.body) if n != node.target.id]
+        fn_name = f"__tl_body_{next(self.count)}"
+        args = [ast.arg(arg=node.target.id)] + [ast.arg(arg=n) for n in names]
+        ret = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
+        fn = ast.FunctionDef(
+            name=fn_name,
+            args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=node.body + [ret],
+            decorator_list=[],
+            returns=None,
+            type_params=[],
+        )
+        call = ast.Call(
+            func=ast.Name(id="__tl_loop", ctx=ast.Load()),
+            args=[
+                node.iter,
+                ast.Name(id=fn_name, ctx=ast.Load()),
+                ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
+                ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]),
+            ],
+            keywords=[],
+        )
+        target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())
+        assign = ast.Assign(targets=[target], value=call) if names else ast.Expr(value=call)
+        for new in (fn, ret, assign, call):
+            ast.copy_location(new, node)
+        return [fn, assign]
+
+
+def rewrite_loops(fn):
+    """``fn`` with its tl.range loops rewritten, or ``fn`` itself when it has none."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return fn  # no source (e.g. a REPL): plain tracing, and tl.range raises if used
+    source = "".join(lines)
+    indented = source[:1].isspace()
+    tree = ast.parse(("if 1:\n" + source) if indented else source)
+    ast.increment_lineno(tree, first - 1 - (1 if indented else 0))
+    fdef = tree.body[0].body[0] if indented else tree.body[0]
+    fdef.decorator_list = []
+
+    namespace = dict(vars(builtins))
+    namespace.update(fn.__globals__)
+    freevars = fn.__code__.co_freevars
+    namespace.update(zip(freevars, (c.cell_contents for c in fn.__closure__ or ())))
+
+    def is_tl_range(expr):
+        try:
+            return eval(compile(ast.Expression(expr), "<tilelang>", "eval"), namespace) is range
+        except Exception:
+            return False
+
+    filename = fn.__code__.co_filename
+    rewriter = _LoopRewriter(is_tl_range, filename)
+    fdef = rewriter.visit(fdef)
+    if not rewriter.changed:
+        return fn
+    factory = ast.FunctionDef(
+        name="__tl_factory",
+        args=ast.arguments(
+            posonlyargs=[], args=[ast.arg(arg=a) for a in ("__tl_loop", *freevars)],
+            kwonlyargs=[], kw_defaults=[], defaults=[],
+        ),
+        body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
+        decorator_list=[], returns=None, type_params=[],
+    )  # fmt: skip
+    module = ast.fix_missing_locations(ast.Module(body=[ast.copy_location(factory, fdef)], type_ignores=[]))
+    local = {}
+    exec(compile(module, filename, "exec"), fn.__globals__, local)
+    cells = [c.cell_contents for c in fn.__closure__ or ()]
+    new = local["__tl_factory"](run_loop, *cells)
+    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    return new
+

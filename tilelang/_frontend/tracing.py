@@ -1,0 +1,244 @@
+"""Tracing: tracer objects that record equations into the block being built.
+
+While a kernel is traced, tiles are :class:`Tile` objects and array arguments are
+:class:`Array` objects. Every operation goes through :func:`bind`, which checks the
+primitive's type rule, records an equation with the user's source location and returns
+tracers for the results.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import dtypes
+from .._ir.core import ArrayType, Block, Eqn, Literal, TileType, Var
+from ..errors import (
+    TileError,
+    TileOutsideKernelError,
+    TileSyntaxError,
+    TileTypeError,
+    TileValueError,
+    user_location,
+)
+
+
+class _State(threading.local):
+    blocks: list | None = None
+
+
+_state = _State()
+
+
+class TraceScope:
+    """Collects equations into ``block`` while active; scopes nest for loop bodies."""
+
+    def __init__(self, block: Block):
+        self.block = block
+
+    def __enter__(self):
+        if _state.blocks is None:
+            _state.blocks = []
+        _state.blocks.append(self.block)
+        return self.block
+
+    def __exit__(self, *exc):
+        _state.blocks.pop()
+        if not _state.blocks:
+            _state.blocks = None
+
+
+def current_block(op_name: str = "this operation") -> Block:
+    if not _state.blocks:
+        raise TileOutsideKernelError(
+            f"tl.{op_name} can only be called while a kernel is traced; did you forget @tl.tile_kernel?",
+            user_location(),
+        )
+    return _state.blocks[-1]
+
+
+def located(err: TileError) -> TileError:
+    if err.loc is None:
+        err.loc = user_location()
+    return err
+
+
+def bind(prim, inputs, op_name=None, **params):
+    """Record ``prim`` applied to ``inputs`` (tracers or atoms); returns result tracers."""
+    block = current_block(op_name or prim.name)
+    atoms = [x.var if isinstance(x, (Tile, Array)) else x for x in inputs]
+    try:
+        out_types = prim.rule("type")(*(a.type for a in atoms), **params)
+    except TileError as err:
+        raise located(err) from None
+    outs = [Var(t) for t in out_types]
+    block.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), params, user_location()))
+    return [Tile(v) for v in outs]
+
+
+def bind1(prim, inputs, op_name=None, **params):
+    return bind(prim, inputs, op_name, **params)[0]
+
+
+# ---------------------------------------------------------------------- atoms
+
+
+def literal(value, dtype=None) -> Literal:
+    """A scalar constant; without ``dtype`` it is weakly typed (a Python scalar)."""
+    weak = dtype is None and not isinstance(value, np.generic)
+    d = dtypes.scalar_dtype(value) if dtype is None else dtypes.dtype(dtype)
+    if d.is_int and not isinstance(value, (np.generic, bool)) and isinstance(value, int):
+        info = np.iinfo(d.np)
+        if not info.min <= value <= info.max:
+            raise located(TileTypeError(f"Python int {value} does not fit in {d.name}"))
+    with np.errstate(all="ignore"):
+        return Literal(np.asarray(value).astype(d.np)[()], TileType((), d, weak))
+
+
+def as_atom(x, what="operand"):
+    """A tracer's var, or a literal for a Python/NumPy scalar."""
+    if isinstance(x, Tile):
+        return x.var
+    if isinstance(x, (Var, Literal)):
+        return x
+    if isinstance(x, (bool, int, float, np.generic)):
+        return literal(x)
+    if isinstance(x, Unbound):
+        raise located(TileSyntaxError(x.message))
+    if isinstance(x, Array):
+        raise located(TileTypeError(f"an array cannot be used as a tile {what}; load it with tl.load"))
+    raise located(TileTypeError(f"{what} of type {type(x).__name__} is not a tile or a scalar"))
+
+
+def static_int(x, what: str) -> int:
+    """A compile-time integer (shapes, axes); a traced value here is a user error."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    if isinstance(x, Tile):
+        raise located(
+            TileValueError(f"{what} must be a compile-time constant, got a runtime value; declare it tl.Constant")
+        )
+    raise located(TileTypeError(f"{what} must be an int, got {type(x).__name__}"))
+
+
+def static_shape(shape, what="shape") -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer, Tile)):
+        shape = (shape,)
+    out = tuple(static_int(s, what) for s in shape)
+    if any(s <= 0 for s in out):
+        raise located(TileValueError(f"{what} {list(out)}: tile dimensions must be positive"))
+    return out
+
+
+class Unbound:
+    """Stands for a variable that has no value at this point of a tl.range loop."""
+
+    def __init__(self, message):
+        self.message = message
+
+    def __getattr__(self, name):
+        raise located(TileSyntaxError(self.message))
+
+
+# --------------------------------------------------------------------- tracers
+
+
+class Tile:
+    """A tile while a kernel is traced: a static shape, a dtype and a recorded value.
+
+    Supports Python operators (with NumPy broadcasting and tilelang's promotion rules),
+    ``.shape``, ``.dtype``, ``.astype(dtype)``, ``.T`` and ``t[None, :]`` to add axes.
+    """
+
+    __slots__ = ("var",)
+    __hash__ = object.__hash__
+
+    def __init__(self, var: Var):
+        self.var = var
+
+    @property
+    def type(self) -> TileType:
+        return self.var.type
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.var.type.shape
+
+    @property
+    def dtype(self):
+        return self.var.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"Tile({self.type})"
+
+    def __bool__(self):
+        raise located(
+            TileSyntaxError(
+                "a tile has no Python truth value while tracing: `if`, `while`, `and`, `or` and `not` "
+                "on tiles cannot be traced; select elementwise with tl.where(cond, a, b)"
+            )
+        )
+
+    def __iter__(self):
+        raise located(TileSyntaxError("cannot iterate over a tile; use tl.range for loops"))
+
+    def _not_static(self, *args):
+        raise located(
+            TileValueError(
+                "a traced value is used where a Python value is needed (a shape, a range(), an int()); "
+                "make it a tl.Constant parameter, or use tl.range for a runtime loop"
+            )
+        )
+
+    __index__ = __int__ = __float__ = __complex__ = _not_static
+
+    def __len__(self):
+        if not self.shape:
+            raise located(TileTypeError("len() of a 0-d tile"))
+        return self.shape[0]
+
+    def __setitem__(self, key, value):
+        raise located(TileSyntaxError("tiles are immutable values; build a new tile with tl.where"))
+
+    # Operators and methods are attached by tilelang.language, next to the ops they call.
+
+
+class Array:
+    """An array argument while a kernel is traced. ``x.shape[d]`` is a runtime int64 scalar."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var: Var):
+        self.var = var
+
+    @property
+    def type(self) -> ArrayType:
+        return self.var.type
+
+    @property
+    def dtype(self):
+        return self.var.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.var.type.ndim
+
+    @property
+    def shape(self) -> tuple:
+        from .._ir import primitives as P
+
+        return tuple(bind1(P.array_dim, [self], "shape", axis=d) for d in range(self.ndim))
+
+    def __repr__(self):
+        return f"Array({self.type})"
+
+    def __getitem__(self, key):
+        raise located(TileSyntaxError("arrays are not indexed directly; read them with tl.load or tl.gather"))
+
+    def __setitem__(self, key, value):
+        raise located(TileSyntaxError("arrays are not assigned directly; write them with tl.store or tl.scatter"))

@@ -1,0 +1,149 @@
+"""The tile IR: typed SSA equations over tiles, in structured blocks.
+
+One equation type serves every operation (as JAX's ``JaxprEqn``): a primitive, input
+atoms, output variables, static params and the user's source location. A loop is an
+equation whose params hold its body block. Variables are identified by object identity;
+names are given only when a program is printed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..dtypes import DType
+from ..errors import SourceLoc, TileCompilerError
+
+
+@dataclass(frozen=True)
+class TileType:
+    """A tile: a static shape and an element dtype. 0-d tiles are scalars.
+
+    ``weak`` marks a scalar whose dtype yields to the other operand's (Python scalars and
+    runtime scalar arguments), so ``x * 2.0`` keeps ``x``'s dtype.
+    """
+
+    shape: tuple[int, ...]
+    dtype: DType
+    weak: bool = False
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def strong(self) -> TileType:
+        return TileType(self.shape, self.dtype) if self.weak else self
+
+    def __str__(self):
+        return f"{self.dtype.short}[{','.join(map(str, self.shape))}]" + ("~" if self.weak else "")
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """A kernel array argument: dtype and rank; its shape and strides are runtime values."""
+
+    dtype: DType
+    ndim: int
+
+    def __str__(self):
+        return f"{self.dtype.short}[{','.join('?' * self.ndim)}]*"
+
+
+class Var:
+    """An SSA value. ``hint`` is the user's variable name where known (for printing)."""
+
+    __slots__ = ("type", "hint")
+
+    def __init__(self, type, hint: str | None = None):
+        self.type = type
+        self.hint = hint
+
+    def __repr__(self):
+        return f"Var({self.type})"
+
+
+class Literal:
+    """A constant scalar used directly as an input."""
+
+    __slots__ = ("value", "type")
+
+    def __init__(self, value, type: TileType):
+        self.value = value
+        self.type = type
+
+    def __repr__(self):
+        return f"Literal({self.value!r}:{self.type})"
+
+
+Atom = Var | Literal
+
+
+@dataclass
+class Eqn:
+    prim: Primitive
+    inputs: tuple
+    outputs: tuple
+    params: dict
+    loc: SourceLoc | None = None
+
+
+@dataclass
+class Block:
+    """A sequence of equations with parameters and results (a loop body, a kernel)."""
+
+    params: list
+    eqns: list = field(default_factory=list)
+    results: list = field(default_factory=list)
+
+
+@dataclass
+class Program:
+    """A traced kernel: its body block (params = the runtime arguments, in order)."""
+
+    name: str
+    arg_names: list
+    body: Block
+    constants: dict
+
+
+class Primitive:
+    """An operation of the tile IR. Its rules live in ``rules`` keyed by stage name.
+
+    ``effect`` is None for pure operations, ``"read"`` for memory reads (may be dropped
+    when unused, never merged) and ``"write"`` for stores and atomics (always kept).
+    """
+
+    def __init__(self, name: str, effect: str | None = None, multiple_results: bool = False):
+        self.name = name
+        self.effect = effect
+        self.multiple_results = multiple_results
+        self.rules: dict[str, Callable] = {}
+
+    def rule(self, stage: str) -> Callable:
+        try:
+            return self.rules[stage]
+        except KeyError:
+            raise TileCompilerError(f"primitive '{self.name}' has no {stage} rule") from None
+
+    def __repr__(self):
+        return self.name
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def primitive(name: str, **kw: Any) -> Primitive:
+    prim = Primitive(name, **kw)
+    PRIMITIVES[name] = prim
+    return prim
+
+
+def sub_blocks(eqn: Eqn):
+    return [v for v in eqn.params.values() if isinstance(v, Block)]

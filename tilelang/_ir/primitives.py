@@ -1,0 +1,550 @@
+"""Every primitive of the tile IR with its rules side by side.
+
+Each primitive registers a ``type`` rule (input types and params → output types, raising
+a TileError on misuse; the verifier re-runs it) and an ``interpret`` rule (NumPy values →
+NumPy values, the reference semantics). Later stages add their own rules to the same
+``Primitive.rules`` dict. Elementwise operations are driven by tables.
+
+The frontend inserts explicit ``convert`` and ``broadcast`` equations, so elementwise
+primitives see operands of one type.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..dtypes import DType, bool_, dtype, float32, int32, int64
+from ..errors import TileShapeError, TileTypeError, TileValueError
+from .core import ArrayType, TileType, primitive
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _np(t: TileType):
+    return t.strong().dtype.np
+
+
+def _same_types(name, types):
+    """Elementwise operands share one dtype; each is 0-d (a scalar) or of the result shape."""
+    shapes = {t.shape for t in types if t.shape != ()}
+    dtypes = {t.dtype for t in types}
+    if len(shapes) > 1 or len(dtypes) > 1:
+        raise TileTypeError(f"{name}: operands must have one type, got {', '.join(map(str, types))}")
+    return TileType(shapes.pop() if shapes else (), types[0].dtype, all(t.weak for t in types))
+
+
+def _rounded(fn, out_dtype: DType, *args):
+    """Apply ``fn``; 16-bit floats are computed in float32 and rounded once, as the GPU does."""
+    with np.errstate(all="ignore"):
+        if out_dtype.is_float and out_dtype.bits == 16:
+            args = [a.astype(np.float32) if a.dtype.kind == "f" else a for a in args]
+        return np.asarray(fn(*args)).astype(out_dtype.np)
+
+
+def _kinds(name, t: TileType, kinds: str):
+    if t.dtype.kind not in kinds:
+        allowed = {"b": "bool", "i": "signed int", "u": "unsigned int", "f": "float"}
+        raise TileTypeError(
+            f"{name} is not defined for {t.dtype.name}; it takes {', '.join(allowed[k] for k in kinds)} tiles"
+        )
+
+
+# ---------------------------------------------------------------------- elementwise
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+# name: (NumPy function, dtype kinds allowed)
+UNARY = {
+    "neg": (np.negative, "iuf"),
+    "invert": (np.invert, "biu"),
+    "abs": (np.abs, "iuf"),
+    "exp": (np.exp, "f"),
+    "exp2": (np.exp2, "f"),
+    "log": (np.log, "f"),
+    "log2": (np.log2, "f"),
+    "sqrt": (np.sqrt, "f"),
+    "rsqrt": (lambda x: 1 / np.sqrt(x), "f"),
+    "sin": (np.sin, "f"),
+    "cos": (np.cos, "f"),
+    "tanh": (np.tanh, "f"),
+    "erf": (lambda x: _erf(x.astype(np.float64)).astype(np.float64), "f"),
+    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), "f"),
+    "floor": (np.floor, "f"),
+    "ceil": (np.ceil, "f"),
+}
+
+BINARY = {
+    "add": (np.add, "iuf"),
+    "sub": (np.subtract, "iuf"),
+    "mul": (np.multiply, "iuf"),
+    "div": (np.true_divide, "f"),
+    "floordiv": (np.floor_divide, "iuf"),
+    "mod": (np.mod, "iuf"),
+    "pow": (np.power, "f"),
+    "maximum": (np.maximum, "biuf"),
+    "minimum": (np.minimum, "biuf"),
+    "and": (np.bitwise_and, "biu"),
+    "or": (np.bitwise_or, "biu"),
+    "xor": (np.bitwise_xor, "biu"),
+    "shl": (np.left_shift, "iu"),
+    "shr": (np.right_shift, "iu"),
+}
+
+COMPARE = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
+
+
+def _def_unary(name, fn, kinds):
+    p = primitive(name)
+
+    def type_rule(x):
+        _kinds(name, x, kinds)
+        return [x]
+
+    def interpret(ctx, x):
+        out_dtype = dtype(x.dtype)
+        if name == "invert" and x.dtype == np.bool_:
+            return [np.logical_not(x)]
+        return [_rounded(fn, out_dtype, x)]
+
+    p.rules.update(type=type_rule, interpret=interpret)
+
+
+def _shift(name, x, y):
+    """Shift counts of the bit width or more (or negative) shift everything out, as PTX does."""
+    bits = x.dtype.itemsize * 8
+    too_far = y.astype(np.uint64) >= bits
+    y = np.where(too_far, bits - 1, y).astype(x.dtype)
+    with np.errstate(all="ignore"):
+        if name == "shl":
+            return np.where(too_far, 0, np.left_shift(x, y)).astype(x.dtype)
+        shifted = np.right_shift(x, y)
+        return shifted if x.dtype.kind == "i" else np.where(too_far, 0, shifted).astype(x.dtype)
+
+
+def _def_binary(name, fn, kinds, result_bool=False):
+    p = primitive(name)
+
+    def type_rule(x, y):
+        t = _same_types(name, [x, y])
+        _kinds(name, t, kinds)
+        return [TileType(t.shape, bool_)] if result_bool else [t]
+
+    def interpret(ctx, x, y):
+        if result_bool:
+            return [fn(x, y)]
+        if name in ("shl", "shr"):
+            return [_shift(name, x, y)]
+        out_dtype = dtype(x.dtype)
+        return [_rounded(fn, out_dtype, x, y)]
+
+    p.rules.update(type=type_rule, interpret=interpret)
+
+
+for _n, (_f, _k) in UNARY.items():
+    _def_unary(_n, _f, _k)
+for _n, (_f, _k) in BINARY.items():
+    _def_binary(_n, _f, _k)
+for _n, _f in COMPARE.items():
+    _def_binary(_n, _f, "biuf", result_bool=True)
+
+
+where = primitive("where")
+
+
+def _where_type(c, x, y):
+    if c.dtype is not bool_:
+        raise TileTypeError(f"where: condition must be bool, got {c}")
+    t = _same_types("where", [x, y])
+    if c.shape not in ((), t.shape) and t.shape != ():
+        raise TileShapeError(f"where: condition {c} and values {t} differ in shape")
+    return [TileType(c.shape if t.shape == () else t.shape, t.dtype, t.weak)]
+
+
+where.rules.update(type=_where_type, interpret=lambda ctx, c, x, y: [np.where(c, x, y)])
+
+convert = primitive("convert")
+
+
+def _convert_interpret(ctx, x, *, dtype):
+    with np.errstate(all="ignore"):
+        if dtype.is_bool:
+            return [x != 0]
+        if dtype.is_int and x.dtype.kind == "f":  # truncate toward zero; NaN and overflow give 0
+            x = np.trunc(x.astype(np.float64))
+            info = np.iinfo(dtype.np)
+            x = np.where((x >= info.min) & (x <= info.max), x, 0)
+        return [np.asarray(x).astype(dtype.np)]
+
+
+convert.rules.update(
+    type=lambda x, *, dtype: [TileType(x.shape, dtype)],
+    interpret=_convert_interpret,
+)
+
+# ------------------------------------------------------------------------ creation
+
+full = primitive("full")
+
+
+def _full_type(v, *, shape, dtype):
+    if v.shape != ():
+        raise TileShapeError(f"full: the fill value must be a scalar, got {v}")
+    return [TileType(tuple(shape), dtype)]
+
+
+full.rules.update(
+    type=_full_type,
+    interpret=lambda ctx, v, *, shape, dtype: [np.full(shape, v, dtype=dtype.np)],
+)
+
+iota = primitive("iota")
+iota.rules.update(
+    type=lambda *, start, stop: [TileType((stop - start,), int32)],
+    interpret=lambda ctx, *, start, stop: [np.arange(start, stop, dtype=np.int32)],
+)
+
+# ---------------------------------------------------------------------- grid, arrays
+
+block_id = primitive("block_id")
+block_id.rules.update(
+    type=lambda *, axis: [TileType((), int32)],
+    interpret=lambda ctx, *, axis: [np.int32(ctx.block[axis])],
+)
+num_blocks = primitive("num_blocks")
+num_blocks.rules.update(
+    type=lambda *, axis: [TileType((), int32)],
+    interpret=lambda ctx, *, axis: [np.int32(ctx.grid[axis])],
+)
+array_dim = primitive("array_dim")
+
+
+def _array_dim_type(a, *, axis):
+    if not isinstance(a, ArrayType) or not 0 <= axis < a.ndim:
+        raise TileValueError(f"array_dim: axis {axis} out of range for {a}")
+    return [TileType((), int64)]
+
+
+array_dim.rules.update(type=_array_dim_type, interpret=lambda ctx, a, *, axis: [np.int64(a.shape[axis])])
+
+# ----------------------------------------------------------------------- reductions
+
+REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+ARG_REDUCE = {"argmax": np.argmax, "argmin": np.argmin}
+
+
+def _reduce_type(name, kinds):
+    def rule(x, *, axis):
+        _kinds(name, x, kinds)
+        if not 0 <= axis < x.ndim:
+            raise TileValueError(f"{name}: axis {axis} out of range for a {x.ndim}-d tile")
+        shape = x.shape[:axis] + x.shape[axis + 1 :]
+        return [TileType(shape, int32 if name.startswith("arg") else x.dtype)]
+
+    return rule
+
+
+def _def_reduce(name, fn):
+    p = primitive(f"reduce_{name}")
+    kinds = "biuf" if name in ("max", "min") else "iuf"
+
+    def interpret(ctx, x, *, axis):
+        with np.errstate(all="ignore"):
+            return [np.asarray(fn(x, axis=axis)).astype(x.dtype)]
+
+    p.rules.update(type=_reduce_type(name, kinds), interpret=interpret)
+
+
+def _def_arg_reduce(name, fn):
+    p = primitive(name)
+
+    def interpret(ctx, x, *, axis):
+        return [np.asarray(fn(x, axis=axis)).astype(np.int32)]
+
+    p.rules.update(type=_reduce_type(name, "biuf"), interpret=interpret)
+
+
+for _n, _f in REDUCE.items():
+    _def_reduce(_n, _f)
+for _n, _f in ARG_REDUCE.items():
+    _def_arg_reduce(_n, _f)
+
+SCAN = {"cumsum": np.cumsum, "cumprod": np.cumprod}
+
+
+def _def_scan(name, fn):
+    p = primitive(name)
+
+    def type_rule(x, *, axis):
+        _kinds(name, x, "iuf")
+        if not 0 <= axis < x.ndim:
+            raise TileValueError(f"{name}: axis {axis} out of range for a {x.ndim}-d tile")
+        return [x]
+
+    def interpret(ctx, x, *, axis):
+        with np.errstate(all="ignore"):
+            return [np.asarray(fn(x, axis=axis)).astype(x.dtype)]
+
+    p.rules.update(type=type_rule, interpret=interpret)
+
+
+for _n, _f in SCAN.items():
+    _def_scan(_n, _f)
+
+# ----------------------------------------------------------------------- shape ops
+
+reshape = primitive("reshape")
+
+
+def _reshape_type(x, *, shape):
+    new = TileType(tuple(shape), x.dtype, x.weak)
+    if new.size != x.size:
+        raise TileShapeError(f"reshape: cannot reshape {x} ({x.size} elements) to {list(shape)}")
+    return [new]
+
+
+reshape.rules.update(type=_reshape_type, interpret=lambda ctx, x, *, shape: [x.reshape(shape)])
+
+transpose = primitive("transpose")
+
+
+def _transpose_type(x, *, perm):
+    if sorted(perm) != list(range(x.ndim)):
+        raise TileValueError(f"transpose: {list(perm)} is not a permutation of the {x.ndim} axes of {x}")
+    return [TileType(tuple(x.shape[p] for p in perm), x.dtype)]
+
+
+transpose.rules.update(
+    type=_transpose_type, interpret=lambda ctx, x, *, perm: [np.ascontiguousarray(np.transpose(x, perm))]
+)
+
+broadcast = primitive("broadcast")
+
+
+def _broadcast_type(x, *, shape):
+    shape = tuple(shape)
+    if len(shape) != x.ndim or any(s != d and s != 1 for s, d in zip(x.shape, shape)):
+        raise TileShapeError(f"cannot broadcast {x} to shape {list(shape)}")
+    return [TileType(shape, x.dtype, x.weak)]
+
+
+broadcast.rules.update(
+    type=_broadcast_type, interpret=lambda ctx, x, *, shape: [np.broadcast_to(x, shape).copy()]
+)
+
+# -------------------------------------------------------------------------- memory
+
+
+def _check_offsets(name, offsets):
+    for o in offsets:
+        if o.shape != () or not o.dtype.is_int:
+            raise TileTypeError(f"{name}: offsets must be integer scalars, got {o}")
+
+
+def _window(array, starts, shape):
+    """Slices of ``array`` and of the tile for the in-bounds part of a window."""
+    src, dst = [], []
+    for s, n, dim in zip(starts, shape, array.shape):
+        s = int(s)
+        lo, hi = max(s, 0), min(s + n, dim)
+        hi = max(hi, lo)
+        src.append(slice(lo, hi))
+        dst.append(slice(lo - s, hi - s))
+    return tuple(src), tuple(dst)
+
+
+load = primitive("load", effect="read")
+
+
+def _load_type(a, *rest, shape):
+    *offsets, padding = rest
+    if len(offsets) != a.ndim or len(shape) != a.ndim:
+        raise TileShapeError(f"load: a {a.ndim}-d array needs {a.ndim} offsets and a {a.ndim}-d tile shape")
+    _check_offsets("load", offsets)
+    if padding.shape != () or padding.dtype is not a.dtype:
+        raise TileTypeError(f"load: padding must be a {a.dtype.name} scalar, got {padding}")
+    return [TileType(tuple(shape), a.dtype)]
+
+
+def _load_interpret(ctx, a, *rest, shape):
+    *offsets, padding = rest
+    out = np.full(shape, padding, dtype=a.dtype)
+    src, dst = _window(a, offsets, shape)
+    out[dst] = a[src]
+    return [out]
+
+
+load.rules.update(type=_load_type, interpret=_load_interpret)
+
+store = primitive("store", effect="write")
+
+
+def _store_type(a, tile, *offsets):
+    if len(offsets) != a.ndim or tile.ndim != a.ndim:
+        raise TileShapeError(f"store: a {a.ndim}-d array needs {a.ndim} offsets and a {a.ndim}-d tile, got {tile}")
+    _check_offsets("store", offsets)
+    if tile.dtype is not a.dtype:
+        raise TileTypeError(f"store: tile {tile} does not match array {a}")
+    return []
+
+
+def _store_interpret(ctx, a, tile, *offsets):
+    src, dst = _window(a, offsets, tile.shape)
+    a[src] = tile[dst]
+    return []
+
+
+store.rules.update(type=_store_type, interpret=_store_interpret)
+
+
+def _indexed_type(name, a, indices, mask, values=None):
+    if len(indices) != a.ndim:
+        raise TileShapeError(f"{name}: a {a.ndim}-d array needs {a.ndim} index tiles, got {len(indices)}")
+    shape = indices[0].shape
+    for t in indices:
+        if not t.dtype.is_int or t.shape != shape:
+            raise TileTypeError(f"{name}: index tiles must be integer tiles of one shape, got {t}")
+    if mask is not None and (mask.dtype is not bool_ or mask.shape != shape):
+        raise TileTypeError(f"{name}: mask must be a bool tile of shape {list(shape)}, got {mask}")
+    if values is not None and (values.dtype is not a.dtype or values.shape != shape):
+        raise TileTypeError(f"{name}: values must be {a.dtype.name}[{','.join(map(str, shape))}], got {values}")
+    return shape
+
+
+def _split_indexed(a, rest, masked, has_values):
+    rest = list(rest)
+    mask = rest.pop() if masked else None
+    values = rest.pop() if has_values else None
+    return rest[: a.ndim], mask, values
+
+
+def _in_bounds(a, indices, mask):
+    ok = np.ones(indices[0].shape, dtype=bool)
+    for i, dim in zip(indices, a.shape):
+        ok &= (i >= 0) & (i < dim)
+    return ok if mask is None else ok & mask
+
+
+gather = primitive("gather", effect="read")
+
+
+def _gather_type(a, *rest, masked):
+    *rest, padding = rest
+    indices, mask, _ = _split_indexed(a, rest, masked, False)
+    shape = _indexed_type("gather", a, indices, mask)
+    if padding.shape != () or padding.dtype is not a.dtype:
+        raise TileTypeError(f"gather: padding must be a {a.dtype.name} scalar, got {padding}")
+    return [TileType(shape, a.dtype)]
+
+
+def _gather_interpret(ctx, a, *rest, masked):
+    *rest, padding = rest
+    indices, mask, _ = _split_indexed(a, rest, masked, False)
+    ok = _in_bounds(a, indices, mask)
+    out = np.full(indices[0].shape, padding, dtype=a.dtype)
+    out[ok] = a[tuple(i[ok] for i in indices)]
+    return [out]
+
+
+gather.rules.update(type=_gather_type, interpret=_gather_interpret)
+
+scatter = primitive("scatter", effect="write")
+
+
+def _scatter_type(a, *rest, masked):
+    indices, mask, values = _split_indexed(a, rest, masked, True)
+    _indexed_type("scatter", a, indices, mask, values)
+    return []
+
+
+def _scatter_interpret(ctx, a, *rest, masked):
+    indices, mask, values = _split_indexed(a, rest, masked, True)
+    ok = _in_bounds(a, indices, mask)
+    a[tuple(i[ok] for i in indices)] = values[ok]
+    return []
+
+
+scatter.rules.update(type=_scatter_type, interpret=_scatter_interpret)
+
+ATOMIC = {"add": np.add, "max": np.maximum, "min": np.minimum}
+atomic = primitive("atomic", effect="write")
+
+
+def _atomic_type(a, *rest, op, masked):
+    indices, mask, values = _split_indexed(a, rest, masked, True)
+    _indexed_type(f"atomic_{op}", a, indices, mask, values)
+    _kinds(f"atomic_{op}", values, "iuf")
+    return []
+
+
+def _atomic_interpret(ctx, a, *rest, op, masked):
+    indices, mask, values = _split_indexed(a, rest, masked, True)
+    ok = _in_bounds(a, indices, mask)
+    ATOMIC[op].at(a, tuple(i[ok] for i in indices), values[ok])
+    return []
+
+
+atomic.rules.update(type=_atomic_type, interpret=_atomic_interpret)
+
+# ----------------------------------------------------------------------------- dot
+
+dot = primitive("dot")
+
+
+def dot_result_dtype(d: DType) -> DType:
+    """fp32 accumulation for 16-bit floats, int32 for narrow ints."""
+    if d.is_float:
+        return d if d.bits >= 32 else float32
+    return int64 if d.bits == 64 else int32
+
+
+def _dot_type(a, b, acc):
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise TileShapeError(f"dot: needs 2-d tiles (M,K) and (K,N), got {a} and {b}")
+    if a.dtype is not b.dtype:
+        raise TileTypeError(f"dot: operands must have one dtype, got {a} and {b}")
+    _kinds("dot", a, "iuf")
+    shape = (a.shape[0], b.shape[1])
+    if acc.shape != shape or acc.dtype is not dot_result_dtype(a.dtype):
+        raise TileTypeError(f"dot: accumulator must be {dot_result_dtype(a.dtype).name}{list(shape)}, got {acc}")
+    return [acc]
+
+
+def _dot_interpret(ctx, a, b, acc):
+    with np.errstate(all="ignore"):
+        return [(acc + a.astype(acc.dtype) @ b.astype(acc.dtype)).astype(acc.dtype)]
+
+
+dot.rules.update(type=_dot_type, interpret=_dot_interpret)
+
+# ---------------------------------------------------------------------------- loops
+
+range_loop = primitive("range_loop", multiple_results=True)
+
+
+def _range_type(start, stop, step, *init, body):
+    for t in (start, stop, step):
+        if t.shape != () or not t.dtype.is_int:
+            raise TileTypeError(f"tl.range bounds must be integer scalars, got {t}")
+    return [t for t in init]
+
+
+def _range_interpret(ctx, start, stop, step, *init, body):
+    if step == 0:
+        raise TileValueError("tl.range: step must not be zero")
+    carried = list(init)
+    index_dtype = body.params[0].type.dtype.np
+    for k in range(int(start), int(stop), int(step)):
+        carried = ctx.run_block(body, [index_dtype.type(k), *carried])
+    return carried
+
+
+range_loop.rules.update(type=_range_type, interpret=_range_interpret)

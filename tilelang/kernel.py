@@ -1,0 +1,264 @@
+"""``@tile_kernel``: specialization, the compile pipeline and launch.
+
+A kernel is compiled once per specialization: the dtype and rank of each array
+argument, the dtype of each scalar argument and the value of each ``tl.Constant``.
+:func:`compile_kernel` is the pipeline, one named stage after another; the text of each
+stage is kept in ``CompiledKernel.stages`` (what :func:`tilelang.explain` prints).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+
+import numpy as np
+
+from . import dtypes
+from ._backends.interpreter import Interpreter
+from ._frontend.loops import rewrite_loops
+from ._frontend.tracing import Array, Tile, TraceScope
+from ._ir.core import ArrayType, Block, Program, TileType, Var
+from ._ir.printer import format_program
+from ._ir.verifier import verify
+from ._passes.simplify import simplify
+from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, user_location
+from .language import Constant
+
+BACKENDS = ("interpret",)
+DEBUG = os.environ.get("TILELANG_DEBUG", "") not in ("", "0")  # verify the IR after every stage
+
+
+def default_backend() -> str:
+    return os.environ.get("TILELANG_BACKEND", "interpret")
+
+
+# ------------------------------------------------------------- specialization
+
+
+def _is_constant_annotation(annotation, fn) -> bool:
+    if annotation is Constant:
+        return True
+    if isinstance(annotation, str):  # `from __future__ import annotations`
+        try:
+            return eval(annotation, fn.__globals__) is Constant
+        except Exception:
+            return annotation.split(".")[-1].split("[")[0] == "Constant"
+    return False
+
+
+_SIGNATURE = re.compile(r"^\s*(\w+)\s*(?:\[([\s:,]*)\])?\s*$")
+
+
+def _from_signature_text(text: str, name: str):
+    """``"f32[:, :]"`` → a 2-d float32 array type; ``"i64"`` → an int64 scalar type."""
+    m = _SIGNATURE.match(text)
+    short = {d.short: d for d in dtypes.ALL_DTYPES}
+    if not m or (m.group(1) not in short and m.group(1) not in dtypes.BY_NAME):
+        raise TileArgumentError(f"argument `{name}`: cannot read {text!r} as a signature like 'f32[:]' or 'i64'")
+    d = short.get(m.group(1)) or dtypes.BY_NAME[m.group(1)]
+    if m.group(2) is None:
+        return TileType((), d)
+    return ArrayType(d, m.group(2).count(":"))
+
+
+def _host_array(value):
+    """A NumPy view of ``value`` if it is a host array (NumPy, or anything with ``__array_interface__``)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
+        return np.asarray(value)
+    return None
+
+
+def _arg_type(name, value):
+    """The IR type of a runtime argument."""
+    if isinstance(value, (TileType, ArrayType)):
+        return value
+    if isinstance(value, str):
+        return _from_signature_text(value, name)
+    if isinstance(value, (bool, int, float, np.generic)):
+        try:
+            d = dtypes.scalar_dtype(value)
+        except TileError as err:
+            raise TileArgumentError(f"argument `{name}`: {err.message}") from None
+        return TileType((), d, weak=not isinstance(value, np.generic))
+    array = _host_array(value)
+    if array is not None:
+        try:
+            return ArrayType(dtypes.dtype(array.dtype), array.ndim)
+        except TileError as err:
+            raise TileTypeError(f"argument `{name}`: {err.message}") from None
+    raise TileArgumentError(
+        f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}"
+    )
+
+
+class TileKernel:
+    """A function written in the tile language, compiled per specialization and launched
+    over a grid of blocks: ``kernel[grid](*args, **constants)``."""
+
+    def __init__(self, fn, backend: str | None = None):
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.backend = backend
+        self.signature = inspect.signature(fn)
+        for p in self.signature.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TileSyntaxError(f"tile kernel {fn.__name__}: *args and **kwargs parameters are not supported")
+        self.constants = {
+            n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)
+        }
+        self._traceable = None
+        self._compiled = {}
+
+    def __repr__(self):
+        return f"<tile_kernel {self.__name__}{self.signature}>"
+
+    def __call__(self, *args, **kwargs):
+        raise TileArgumentError(
+            f"launch a tile kernel over a grid: {self.__name__}[grid](...), e.g. {self.__name__}[tl.cdiv(n, TILE)](...)",
+            user_location(),
+        )
+
+    def __getitem__(self, grid):
+        return _Launcher(self, grid)
+
+    def traceable(self):
+        if self._traceable is None:
+            self._traceable = rewrite_loops(self.fn)
+        return self._traceable
+
+    def bind(self, args, kwargs) -> dict:
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise TileArgumentError(f"{self.__name__}(): {err}") from None
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def specialize(self, arguments: dict):
+        """The specialization key: each argument's type, or its value for a Constant."""
+        key = []
+        for name, value in arguments.items():
+            if name in self.constants:
+                if _host_array(value) is not None or isinstance(value, (Tile, Array)):
+                    raise TileArgumentError(f"argument `{name}` is a tl.Constant; pass a Python value, not an array")
+                try:
+                    hash(value)
+                except TypeError:
+                    raise TileArgumentError(f"tl.Constant `{name}` must be hashable, got {type(value).__name__}") from None
+                key.append(("const", name, type(value).__name__, value))
+            else:
+                key.append(("arg", name, _arg_type(name, value)))
+        return tuple(key)
+
+    def compile(self, key, backend: str):
+        ck = (key, backend)
+        if ck not in self._compiled:
+            self._compiled[ck] = compile_kernel(self, key, backend)
+        return self._compiled[ck]
+
+
+def tile_kernel(fn=None, *, backend: str | None = None):
+    """Mark a function as a tile kernel: ``@tl.tile_kernel`` or ``@tl.tile_kernel(backend="interpret")``."""
+    if fn is None:
+        return lambda f: TileKernel(f, backend=backend)
+    return TileKernel(fn, backend=backend)
+
+
+# ------------------------------------------------------------------ pipeline
+
+
+def trace(kernel: TileKernel, key) -> Program:
+    """Run the kernel function once on tracers; the tile IR it records."""
+    body = Block(params=[])
+    tracer_args, names, constants = [], [], {}
+    for entry in key:
+        if entry[0] == "const":
+            _, name, _, value = entry
+            constants[name] = value
+            tracer_args.append(value)
+        else:
+            _, name, t = entry
+            var = Var(t, hint=name)
+            body.params.append(var)
+            names.append(name)
+            tracer_args.append(Array(var) if isinstance(t, ArrayType) else Tile(var))
+    with TraceScope(body):
+        result = kernel.traceable()(*tracer_args)
+    if result is not None:
+        raise TileSyntaxError(f"tile kernel {kernel.__name__} returned a value; kernels write results with tl.store")
+    return Program(kernel.__name__, names, body, constants)
+
+
+class CompiledKernel:
+    """One specialization: the program after each stage, its text forms and how to run it."""
+
+    def __init__(self, program: Program, stages: dict, run):
+        self.program = program
+        self.stages = stages
+        self.run = run
+
+
+def _stage(stages, name, program):
+    if DEBUG:
+        verify(program, name)
+    stages[name] = format_program(program)
+    return program
+
+
+def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
+    """The compile pipeline, as a list of stages."""
+    stages = {}
+    program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
+    program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
+    if backend == "interpret":
+        return CompiledKernel(program, stages, Interpreter(program))
+    raise TileArgumentError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+# -------------------------------------------------------------------- launch
+
+
+def _grid(grid, arguments):
+    if callable(grid):
+        grid = grid(arguments)
+    if isinstance(grid, (int, np.integer)):
+        grid = (grid,)
+    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+        raise TileArgumentError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
+    for g in grid:
+        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or g < 0:
+            raise TileArgumentError(f"grid sizes must be non-negative ints, got {grid!r}")
+    return tuple(int(g) for g in grid)
+
+
+def _runtime_value(name, t, value):
+    if isinstance(t, ArrayType):
+        array = _host_array(value)
+        if array is None:
+            raise TileArgumentError(f"argument `{name}`: expected an array, got {type(value).__name__}")
+        return array
+    return np.asarray(value).astype(t.dtype.np)[()]
+
+
+class _Launcher:
+    def __init__(self, kernel: TileKernel, grid):
+        self.kernel = kernel
+        self.grid = grid
+
+    def __call__(self, *args, backend: str | None = None, **kwargs):
+        kernel = self.kernel
+        try:
+            arguments = kernel.bind(args, kwargs)
+            grid = _grid(self.grid, arguments)
+            key = kernel.specialize(arguments)
+            compiled = kernel.compile(key, backend or kernel.backend or default_backend())
+            values = [_runtime_value(e[1], e[2], arguments[e[1]]) for e in key if e[0] == "arg"]
+            compiled.run(grid, values)
+        except TileError as err:
+            if err.loc is None:
+                err.loc = user_location()
+            raise err.with_traceback(None) from None

@@ -1,0 +1,642 @@
+"""The tile language: the operations a ``@tl.tile_kernel`` function is written in.
+
+Every public function here is a thin, documented wrapper that checks its arguments,
+applies broadcasting and dtype promotion (see :mod:`tilelang.dtypes`) and records one or
+a few primitives of the tile IR. They work only while a kernel is traced.
+
+Example::
+
+    import tilelang as tl
+
+    @tl.tile_kernel
+    def add(x, y, out, TILE: tl.Constant):
+        i = tl.block_id(0)
+        a = tl.load(x, index=(i,), shape=(TILE,))
+        b = tl.load(y, index=(i,), shape=(TILE,))
+        tl.store(out, a + b, index=(i,))
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from . import dtypes as _dt
+from ._frontend.loops import range
+from ._frontend.tracing import (
+    Array,
+    Tile,
+    as_atom,
+    bind,
+    bind1,
+    literal,
+    located,
+    static_int,
+    static_shape,
+)
+from ._ir import primitives as P
+from ._ir.core import PRIMITIVES, Literal, TileType
+from .dtypes import float32, int64
+from .errors import TileShapeError, TileSyntaxError, TileTypeError, TileValueError
+
+__all__ = [
+    "Constant", "range", "block_id", "num_blocks", "cdiv",
+    "zeros", "full", "arange", "load", "store", "gather", "scatter",
+    "atomic_add", "atomic_max", "atomic_min",
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
+    "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
+    "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
+    "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "dot",
+]  # fmt: skip
+
+
+class Constant:
+    """Annotation for compile-time parameters: ``def k(x, TILE: tl.Constant)``.
+
+    A Constant's value is a Python value while tracing (usable in shapes and Python
+    control flow) and part of the kernel's specialization key.
+    """
+
+    def __class_getitem__(cls, item):
+        return cls
+
+
+# --------------------------------------------------------------- coercion helpers
+
+
+def _broadcast_shapes(*shapes):
+    ndim = builtins.max(len(s) for s in shapes)
+    out = []
+    for dims in zip(*[(1,) * (ndim - len(s)) + tuple(s) for s in shapes]):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            text = " with ".join(f"[{','.join(map(str, s))}]" for s in shapes)
+            raise located(TileShapeError(f"cannot broadcast shapes {text}"))
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _convert(atom, dtype, weak=False):
+    """``atom`` as ``dtype``: literals are converted now, traced values by an equation."""
+    if isinstance(atom, Literal):
+        value = atom.value.item() if atom.type.weak else atom.value
+        lit = literal(value, dtype)
+        return Literal(lit.value, TileType((), dtype, weak))
+    if atom.type.dtype is dtype:
+        return atom
+    return bind1(P.convert, [atom], "astype", dtype=dtype).var
+
+
+def _broadcast(atom, shape):
+    """``atom`` broadcast to ``shape``; 0-d atoms stay scalars (elementwise ops take them)."""
+    t = atom.type
+    if t.shape == () or t.shape == shape:
+        return atom
+    if len(t.shape) < len(shape):
+        padded = (1,) * (len(shape) - len(t.shape)) + t.shape
+        atom = bind1(P.reshape, [atom], "broadcast", shape=padded).var
+    return bind1(P.broadcast, [atom], "broadcast", shape=shape).var
+
+
+def _operands(*xs, dtype=None, float_only=False):
+    """Promote and broadcast operands to one dtype and shape (0-d operands stay scalars)."""
+    atoms = [as_atom(x) for x in xs]
+    d, weak = atoms[0].type.dtype, atoms[0].type.weak
+    for a in atoms[1:]:
+        d, weak = _dt.promote(d, weak, a.type.dtype, a.type.weak)
+    if dtype is not None:
+        d, weak = dtype, False
+    if float_only and not d.is_float:
+        d = float32
+    shape = _broadcast_shapes(*(a.type.shape for a in atoms))
+    return [_broadcast(_convert(a, d, weak), shape) for a in atoms]
+
+
+def _elementwise(name, *xs, float_only=False):
+    return bind1(PRIMITIVES[name], _operands(*xs, float_only=float_only), name)
+
+
+def _tile(x) -> Tile:
+    atom = as_atom(x)
+    return Tile(atom) if not isinstance(atom, Literal) else bind1(P.full, [atom], "full", shape=(), dtype=atom.type.dtype)
+
+
+def _axis(axis, ndim, op):
+    axis = static_int(axis, f"{op} axis")
+    if not -ndim <= axis < ndim:
+        raise located(TileValueError(f"{op}: axis {axis} is out of range for a {ndim}-d tile"))
+    return axis % ndim
+
+
+# ------------------------------------------------------------------- grid
+
+
+def block_id(axis: int = 0) -> Tile:
+    """The index of this block along grid ``axis`` (0, 1 or 2), an int32 scalar.
+
+    Example: ``i = tl.block_id(0)``.
+    """
+    return bind1(P.block_id, [], "block_id", axis=_grid_axis(axis))
+
+
+def num_blocks(axis: int = 0) -> Tile:
+    """The number of blocks of the grid along ``axis``, an int32 scalar."""
+    return bind1(P.num_blocks, [], "num_blocks", axis=_grid_axis(axis))
+
+
+def _grid_axis(axis):
+    axis = static_int(axis, "grid axis")
+    if axis not in (0, 1, 2):
+        raise located(TileValueError(f"grid axis must be 0, 1 or 2, got {axis}"))
+    return axis
+
+
+def cdiv(a, b):
+    """Ceiling division: ``tl.cdiv(10, 4) == 3``. Works on Python ints and on tiles."""
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return (a + b - 1) // b
+
+
+# --------------------------------------------------------------- creation
+
+
+def full(shape, value, dtype=None) -> Tile:
+    """A tile of ``shape`` filled with ``value`` (a Python scalar or a 0-d tile).
+
+    Example: ``m = tl.full((128,), float("-inf"), tl.float32)``.
+    """
+    shape = static_shape(shape)
+    atom = as_atom(value, "fill value")
+    if atom.type.shape != ():
+        raise located(TileShapeError(f"full: the fill value must be a scalar, got {atom.type}"))
+    d = _dt.dtype(dtype) if dtype is not None else atom.type.dtype
+    return bind1(P.full, [_convert(atom, d)], "full", shape=shape, dtype=d)
+
+
+def zeros(shape, dtype=float32) -> Tile:
+    """A tile of zeros: ``acc = tl.zeros((64, 64), tl.float32)``."""
+    return full(shape, 0, dtype)
+
+
+def arange(start, stop=None) -> Tile:
+    """int32 tile ``[start, start+1, ..., stop-1]`` for compile-time bounds: ``tl.arange(0, 128)``."""
+    if stop is None:
+        start, stop = 0, start
+    start, stop = static_int(start, "arange start"), static_int(stop, "arange stop")
+    if stop <= start:
+        raise located(TileValueError(f"arange({start}, {stop}) would be empty"))
+    return bind1(P.iota, [], "arange", start=start, stop=stop)
+
+
+# ------------------------------------------------------------------ memory
+
+
+def _check_array(array, op):
+    if not isinstance(array, Array):
+        raise located(TileTypeError(f"{op}: the first argument must be a kernel array argument, got {type(array).__name__}"))
+
+
+def _offsets(array, index, offset, shape, op):
+    if (index is None) == (offset is None):
+        raise located(TileValueError(f"{op}: give exactly one of index= (tile-space) or offset= (elements)"))
+    coords = index if index is not None else offset
+    if not isinstance(coords, (tuple, list)):
+        coords = (coords,)
+    if len(coords) != array.ndim:
+        raise located(TileShapeError(f"{op}: a {array.ndim}-d array needs {array.ndim} coordinates, got {len(coords)}"))
+    out = []
+    for c, n in zip(coords, shape):
+        atom = as_atom(c, "coordinate")
+        if atom.type.shape != () or not (atom.type.dtype.is_int or atom.type.dtype.is_bool):
+            raise located(TileTypeError(f"{op}: coordinates must be integer scalars, got {atom.type}"))
+        atom = _convert(atom, int64)
+        if index is not None and n != 1:
+            scaled = int(atom.value) * n if isinstance(atom, Literal) else _elementwise("mul", atom, n).var
+            atom = literal(scaled, int64) if isinstance(atom, Literal) else scaled
+        out.append(atom)
+    return out
+
+
+def _value_for(array, value, what):
+    atom = as_atom(value, what)
+    if atom.type.dtype is not array.dtype:
+        if not atom.type.weak:
+            raise located(
+                TileTypeError(
+                    f"{what} is {atom.type.dtype.name} but the array holds {array.dtype.name}; "
+                    f"convert it with .astype(tl.{array.dtype.name})"
+                )
+            )
+        atom = _convert(atom, array.dtype)
+    return atom
+
+
+def load(array, index=None, shape=None, offset=None, padding=0) -> Tile:
+    """Read a tile-shaped window of ``array``; out-of-bounds elements read as ``padding``.
+
+    ``index=(i, j)`` addresses the tile grid (element offset ``i*shape[0], j*shape[1]``);
+    ``offset=(r, c)`` gives element offsets for windows off the tile grid.
+
+    Example: ``a = tl.load(x, index=(tl.block_id(0),), shape=(1024,))``.
+    """
+    _check_array(array, "load")
+    if shape is None:
+        raise located(TileValueError("load: shape= is required"))
+    shape = static_shape(shape, "load shape")
+    if len(shape) != array.ndim:
+        raise located(TileShapeError(f"load: a {array.ndim}-d array needs a {array.ndim}-d shape, got {list(shape)}"))
+    offsets = _offsets(array, index, offset, shape, "load")
+    pad = _value_for(array, padding, "padding")
+    return bind1(P.load, [array, *offsets, pad], "load", shape=shape)
+
+
+def store(array, tile, index=None, offset=None) -> None:
+    """Write ``tile`` into the window of ``array`` at ``index``/``offset``; out-of-bounds elements are skipped.
+
+    Example: ``tl.store(out, a + b, index=(i,))``.
+    """
+    _check_array(array, "store")
+    atom = _value_for(array, tile, "the stored tile")
+    if atom.type.ndim != array.ndim:
+        raise located(TileShapeError(f"store: a {array.ndim}-d array needs a {array.ndim}-d tile, got {atom.type}"))
+    offsets = _offsets(array, index, offset, atom.type.shape, "store")
+    bind(P.store, [array, atom, *offsets], "store")
+
+
+def _indexed(array, indices, values, mask, op):
+    _check_array(array, op)
+    if len(indices) != array.ndim:
+        raise located(TileShapeError(f"{op}: a {array.ndim}-d array needs {array.ndim} index tiles, got {len(indices)}"))
+    atoms = [as_atom(i, "index") for i in indices]
+    for a in atoms:
+        if not a.type.dtype.is_int:
+            raise located(TileTypeError(f"{op}: indices must be integer tiles, got {a.type}"))
+    extra = []
+    if values is not None:
+        extra.append(_value_for(array, values, "values"))
+    if mask is not None:
+        m = as_atom(mask, "mask")
+        if not m.type.dtype.is_bool:
+            raise located(TileTypeError(f"{op}: mask must be a bool tile, got {m.type}"))
+        extra.append(m)
+    everything = atoms + extra
+    shape = _broadcast_shapes(*(a.type.shape for a in everything))
+    return [_full_shape(a, shape) for a in everything]
+
+
+def _full_shape(atom, shape):
+    """Unlike elementwise operands, indices and masks are broadcast even from 0-d."""
+    if atom.type.shape == shape:
+        return atom
+    if isinstance(atom, Literal) or atom.type.shape == ():
+        return bind1(P.full, [atom], "broadcast", shape=shape, dtype=atom.type.dtype).var if shape else atom
+    return _broadcast(atom, shape)
+
+
+def gather(array, *indices, mask=None, padding=0) -> Tile:
+    """Read ``array[indices...]`` elementwise; one index tile per array dimension, broadcast together.
+
+    Elements whose ``mask`` is False or whose index is out of bounds read as ``padding``.
+
+    Example: ``rows = tl.gather(table, ids[:, None], tl.arange(0, 64)[None, :])``.
+    """
+    atoms = _indexed(array, indices, None, mask, "gather")
+    pad = _value_for(array, padding, "padding")
+    return bind1(P.gather, [array, *atoms, pad], "gather", masked=mask is not None)
+
+
+def scatter(array, *indices_and_values, mask=None) -> None:
+    """Write ``values`` to ``array[indices...]`` elementwise: ``tl.scatter(out, idx, vals)``.
+
+    Masked-off and out-of-bounds elements are skipped. Where indices repeat, which write
+    lands is unspecified.
+    """
+    *indices, values = indices_and_values
+    atoms = _indexed(array, indices, values, mask, "scatter")
+    bind(P.scatter, [array, *atoms], "scatter", masked=mask is not None)
+
+
+def _atomic(op):
+    def atomic_op(array, *indices_and_values, mask=None) -> None:
+        *indices, values = indices_and_values
+        atoms = _indexed(array, indices, values, mask, f"atomic_{op}")
+        bind(P.atomic, [array, *atoms], f"atomic_{op}", op=op, masked=mask is not None)
+
+    atomic_op.__name__ = f"atomic_{op}"
+    atomic_op.__doc__ = (
+        f"Atomically combine ``values`` into ``array[indices...]`` with {op}, element by element.\n\n"
+        f"Repeated indices all take effect. Example: ``tl.atomic_{op}(hist, bins, tl.full(bins.shape, 1, tl.int32))``."
+    )
+    return atomic_op
+
+
+atomic_add, atomic_max, atomic_min = _atomic("add"), _atomic("max"), _atomic("min")
+
+# ------------------------------------------------------------- elementwise
+
+
+def _math(name, doc):
+    def fn(x) -> Tile:
+        return _elementwise(name, x, float_only=True)
+
+    fn.__name__ = name
+    fn.__doc__ = f"{doc} elementwise; integer tiles are converted to float32 first. Example: ``tl.{name}(x)``."
+    return fn
+
+
+exp = _math("exp", "e**x")
+exp2 = _math("exp2", "2**x")
+log = _math("log", "Natural logarithm")
+log2 = _math("log2", "Base-2 logarithm")
+sqrt = _math("sqrt", "Square root")
+rsqrt = _math("rsqrt", "1/sqrt(x)")
+sin = _math("sin", "Sine")
+cos = _math("cos", "Cosine")
+tanh = _math("tanh", "Hyperbolic tangent")
+erf = _math("erf", "The error function")
+sigmoid = _math("sigmoid", "1/(1+exp(-x))")
+
+
+def abs(x) -> Tile:
+    """Absolute value elementwise (``abs(t)`` works too); unsigned and bool tiles are returned unchanged."""
+    t = _tile(x)
+    return t if t.dtype.kind in "bu" else _elementwise("abs", t)
+
+
+def floor(x) -> Tile:
+    """Round down to an integer value, elementwise; integer tiles are returned unchanged."""
+    t = _tile(x)
+    return t if not t.dtype.is_float else _elementwise("floor", t)
+
+
+def ceil(x) -> Tile:
+    """Round up to an integer value, elementwise; integer tiles are returned unchanged."""
+    t = _tile(x)
+    return t if not t.dtype.is_float else _elementwise("ceil", t)
+
+
+def maximum(x, y) -> Tile:
+    """Elementwise maximum with broadcasting; NaN propagates. Example: ``tl.maximum(x, 0.0)``."""
+    return _elementwise("maximum", x, y)
+
+
+def minimum(x, y) -> Tile:
+    """Elementwise minimum with broadcasting; NaN propagates."""
+    return _elementwise("minimum", x, y)
+
+
+def where(cond, x, y) -> Tile:
+    """``x`` where ``cond`` is True, else ``y``; all three broadcast. Example: ``tl.where(x > 0, x, 0.0)``."""
+    c = as_atom(cond, "condition")
+    if not c.type.dtype.is_bool:
+        raise located(TileTypeError(f"where: the condition must be a bool tile, got {c.type}"))
+    vx, vy = _operands(x, y)
+    shape = _broadcast_shapes(c.type.shape, vx.type.shape, vy.type.shape)
+    c, vx, vy = _broadcast(c, shape), _broadcast(vx, shape), _broadcast(vy, shape)
+    return bind1(P.where, [c, vx, vy], "where")
+
+
+def clip(x, lo, hi) -> Tile:
+    """``minimum(maximum(x, lo), hi)``: ``tl.clip(x, 0.0, 6.0)``."""
+    return minimum(maximum(x, lo), hi)
+
+
+def astype(x, dtype) -> Tile:
+    """Convert to ``dtype`` (also ``x.astype(dtype)``). Float to int truncates toward zero;
+    NaN and out-of-range values give 0 in the interpreter and are unspecified elsewhere."""
+    d = _dt.dtype(dtype)
+    atom = as_atom(x)
+    if isinstance(atom, Literal):
+        return _tile(Literal(literal(atom.value.item(), d).value, TileType((), d)))
+    return Tile(atom) if atom.type.dtype is d and not atom.type.weak else bind1(P.convert, [atom], "astype", dtype=d)
+
+
+# ------------------------------------------------------ reductions and scans
+
+
+def _accumulator(t: Tile, dtype):
+    """The dtype sums and products accumulate in: narrow ints widen to 32 bits, 16-bit floats to float32."""
+    if dtype is not None:
+        return _dt.dtype(dtype), _dt.dtype(dtype)
+    d = t.dtype
+    if d.is_bool or (d.is_int and d.bits < 32):
+        wide = _dt.BY_NAME["uint32" if d.kind == "u" else "int32"]
+        return wide, wide
+    if d.is_float and d.bits == 16:
+        return float32, d
+    return d, d
+
+
+def _flatten(t: Tile) -> Tile:
+    return t if t.ndim == 1 else reshape(t, (t.type.size,))
+
+
+def _reduce(name, x, axis, keepdims, dtype=None):
+    t = _tile(x)
+    if name in ("sum", "prod"):
+        acc, result = _accumulator(t, dtype)
+        t = astype(t, acc)
+    prim = PRIMITIVES[name if name.startswith("arg") else f"reduce_{name}"]
+    if t.ndim == 0:
+        raise located(TileShapeError(f"{name} of a 0-d tile"))
+    if axis is None:
+        out = bind1(prim, [_flatten(t)], name, axis=0)
+        if keepdims:
+            out = reshape(out, (1,) * t.ndim)
+    else:
+        ax = _axis(axis, t.ndim, name)
+        out = bind1(prim, [t], name, axis=ax)
+        if keepdims:
+            out = expand_dims(out, ax)
+    return astype(out, result) if name in ("sum", "prod") else out
+
+
+def sum(x, axis=None, keepdims=False, dtype=None) -> Tile:
+    """Sum over ``axis`` (all axes if None). Narrow ints and bool sum in int32; float16/bfloat16
+    accumulate in float32 and round once. Example: ``row_total = tl.sum(x, axis=1)``."""
+    return _reduce("sum", x, axis, keepdims, dtype)
+
+
+def prod(x, axis=None, keepdims=False, dtype=None) -> Tile:
+    """Product over ``axis`` (all axes if None), accumulating like :func:`sum`."""
+    return _reduce("prod", x, axis, keepdims, dtype)
+
+
+def max(x, axis=None, keepdims=False) -> Tile:
+    """Maximum over ``axis``; NaN propagates. Example: ``m = tl.max(x, axis=1, keepdims=True)``."""
+    return _reduce("max", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False) -> Tile:
+    """Minimum over ``axis``; NaN propagates."""
+    return _reduce("min", x, axis, keepdims)
+
+
+def argmax(x, axis=None, keepdims=False) -> Tile:
+    """int32 index of the maximum along ``axis`` (of the flattened tile if None); the first
+    on ties; NaN counts as the maximum. Example: ``best = tl.argmax(scores, axis=1)``."""
+    return _reduce("argmax", x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False) -> Tile:
+    """int32 index of the minimum along ``axis``; the first on ties; NaN counts as the minimum."""
+    return _reduce("argmin", x, axis, keepdims)
+
+
+def _scan(name, x, axis, dtype):
+    t = _tile(x)
+    if t.ndim == 0:
+        raise located(TileShapeError(f"{name} of a 0-d tile"))
+    acc, result = _accumulator(t, dtype)
+    out = bind1(PRIMITIVES[name], [astype(t, acc)], name, axis=_axis(axis, t.ndim, name))
+    return astype(out, result)
+
+
+def cumsum(x, axis=0, dtype=None) -> Tile:
+    """Inclusive prefix sum along ``axis``, accumulating like :func:`sum`: ``tl.cumsum(x, axis=1)``."""
+    return _scan("cumsum", x, axis, dtype)
+
+
+def cumprod(x, axis=0, dtype=None) -> Tile:
+    """Inclusive prefix product along ``axis``, accumulating like :func:`sum`."""
+    return _scan("cumprod", x, axis, dtype)
+
+
+# --------------------------------------------------------------- shape ops
+
+
+def reshape(x, shape) -> Tile:
+    """Row-major reshape to a static shape (one entry may be -1): ``tl.reshape(t, (16, -1))``."""
+    t = _tile(x)
+    dims = [static_int(s, "reshape shape") for s in (shape if isinstance(shape, (tuple, list)) else (shape,))]
+    if dims.count(-1) == 1:
+        known = 1
+        for d in dims:
+            known *= d if d != -1 else 1
+        dims[dims.index(-1)] = t.type.size // builtins.max(known, 1)
+    shape = static_shape(dims, "reshape shape") if dims else ()
+    if shape == t.shape:
+        return t
+    return bind1(P.reshape, [t], "reshape", shape=shape)
+
+
+def permute(x, axes) -> Tile:
+    """Reorder axes: ``tl.permute(t, (2, 0, 1))``; result axis ``i`` is input axis ``axes[i]``."""
+    t = _tile(x)
+    perm = tuple(_axis(a, t.ndim, "permute") for a in axes)
+    if len(perm) != t.ndim or sorted(perm) != list(builtins.range(t.ndim)):
+        raise located(TileValueError(f"permute: {list(axes)} is not a permutation of {t.ndim} axes"))
+    return t if perm == tuple(builtins.range(t.ndim)) else bind1(P.transpose, [t], "permute", perm=perm)
+
+
+def transpose(x, *axes) -> Tile:
+    """Reverse the axes (``t.T`` for 2-d tiles), or reorder them as :func:`permute` with ``axes``."""
+    t = _tile(x)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = axes[0]
+    return permute(t, axes or tuple(reversed(builtins.range(t.ndim))))
+
+
+def expand_dims(x, axis) -> Tile:
+    """Insert a size-1 axis at ``axis`` (also ``t[None, :]``): ``tl.expand_dims(t, 0)``."""
+    t = _tile(x)
+    ax = _axis(axis, t.ndim + 1, "expand_dims")
+    return reshape(t, t.shape[:ax] + (1,) + t.shape[ax:])
+
+
+def broadcast_to(x, shape) -> Tile:
+    """Broadcast ``x`` to ``shape`` with NumPy's rules: ``tl.broadcast_to(row[None, :], (64, 128))``."""
+    t = _tile(x)
+    shape = static_shape(shape, "broadcast_to shape")
+    if _broadcast_shapes(t.shape, shape) != shape:
+        raise located(TileShapeError(f"cannot broadcast {t.type} to shape {list(shape)}"))
+    if t.shape == ():
+        return bind1(P.full, [t], "broadcast_to", shape=shape, dtype=t.dtype)
+    return Tile(_broadcast(t.var, shape))
+
+
+def _getitem(t: Tile, key):
+    """``t[None, :]``, ``t[..., None]``: only new axes, full slices and an ellipsis."""
+    key = key if isinstance(key, tuple) else (key,)
+    if builtins.sum(k is Ellipsis for k in key) > 1:
+        raise located(TileSyntaxError("only one ... is allowed in a tile index"))
+    real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
+    shape, dims = [], iter(t.shape)
+    for k in key:
+        if k is None:
+            shape.append(1)
+        elif k is Ellipsis:
+            shape.extend(next(dims) for _ in builtins.range(t.ndim - real))
+        elif isinstance(k, slice) and k == slice(None):
+            d = next(dims, None)
+            if d is None:
+                raise located(TileShapeError(f"too many indices for a {t.ndim}-d tile"))
+            shape.append(d)
+        else:
+            raise located(
+                TileSyntaxError(
+                    "tiles are indexed only with None, : and ... (to add axes); "
+                    "select elements with tl.where or read them from memory with tl.load/tl.gather"
+                )
+            )
+    shape.extend(dims)
+    return reshape(t, tuple(shape))
+
+
+# --------------------------------------------------------------------- dot
+
+
+def dot(a, b, acc=None) -> Tile:
+    """Matrix product of 2-d tiles ``(M,K) @ (K,N)``, plus ``acc`` if given (also ``a @ b``).
+
+    16-bit float operands accumulate in float32, narrow ints in int32; the result has the
+    accumulator's dtype. Example: ``acc = tl.dot(a, b, acc)``.
+    """
+    ta, tb = _operands(a, b)
+    if ta.type.weak:
+        raise located(TileTypeError("dot needs tiles, not scalars"))
+    out = P.dot_result_dtype(ta.type.dtype)
+    if ta.type.ndim != 2 or tb.type.ndim != 2:
+        raise located(TileShapeError(f"dot needs 2-d tiles, got {ta.type} and {tb.type}"))
+    if acc is None:
+        acc = zeros((ta.type.shape[0], tb.type.shape[1]), out)
+    return bind1(P.dot, [ta, tb, _tile(acc)], "dot")
+
+
+# ------------------------------------------------------- Tile operators
+
+
+def _binop(name, reflected=False):
+    if reflected:
+        return lambda self, other: _elementwise(name, other, self, float_only=name in ("div", "pow"))
+    return lambda self, other: _elementwise(name, self, other, float_only=name in ("div", "pow"))
+
+
+_OPERATORS = {
+    "add": "add", "sub": "sub", "mul": "mul", "truediv": "div", "floordiv": "floordiv",
+    "mod": "mod", "pow": "pow", "and": "and", "or": "or", "xor": "xor",
+    "lshift": "shl", "rshift": "shr",
+}  # fmt: skip
+for _py, _prim in _OPERATORS.items():
+    setattr(Tile, f"__{_py}__", _binop(_prim))
+    setattr(Tile, f"__r{_py}__", _binop(_prim, reflected=True))
+for _py in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Tile, f"__{_py}__", _binop(_py))
+
+
+def _neg(self):
+    if self.dtype.is_bool:
+        raise located(TileTypeError("unary - is not defined for bool tiles; use ~"))
+    return _elementwise("neg", self)
+
+
+Tile.__neg__ = _neg
+Tile.__pos__ = lambda self: self
+Tile.__invert__ = lambda self: _elementwise("invert", self)
+Tile.__abs__ = abs
+Tile.__matmul__ = lambda self, other: dot(self, other)
+Tile.__rmatmul__ = lambda self, other: dot(other, self)
+Tile.__getitem__ = _getitem
+Tile.astype = astype
+Tile.T = property(lambda self: transpose(self))
+Tile.reshape = lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 else shape)
