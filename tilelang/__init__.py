@@ -14,6 +14,7 @@ Write a kernel as a function over tiles, launch it over a grid of blocks::
 See docs/ for the language, the dtype rules and the compiler's stages.
 """
 
+from ._frontend.tracing import Array, Tile
 from .dtypes import (
     bfloat16,
     bool_,
@@ -43,7 +44,6 @@ from .explain import Explanation, explain
 from .kernel import TileKernel, tile_kernel
 from .language import *  # noqa: F403 - the documented ops are the public surface
 from .language import __all__ as _language_all
-from ._frontend.tracing import Array, Tile
 
 __version__ = "0.1.0"
 

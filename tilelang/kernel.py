@@ -89,9 +89,7 @@ def _arg_type(name, value):
             return ArrayType(dtypes.dtype(array.dtype), array.ndim)
         except TileError as err:
             raise TileTypeError(f"argument `{name}`: {err.message}") from None
-    raise TileArgumentError(
-        f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}"
-    )
+    raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
 
 
 class TileKernel:
@@ -107,9 +105,7 @@ class TileKernel:
         for p in self.signature.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TileSyntaxError(f"tile kernel {fn.__name__}: *args and **kwargs parameters are not supported")
-        self.constants = {
-            n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)
-        }
+        self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
         self._compiled = {}
 
@@ -118,7 +114,8 @@ class TileKernel:
 
     def __call__(self, *args, **kwargs):
         raise TileArgumentError(
-            f"launch a tile kernel over a grid: {self.__name__}[grid](...), e.g. {self.__name__}[tl.cdiv(n, TILE)](...)",
+            f"a tile kernel is launched over a grid of blocks: {self.__name__}[grid](...), "
+            f"e.g. {self.__name__}[tl.cdiv(n, TILE)](...)",
             user_location(),
         )
 
@@ -148,7 +145,9 @@ class TileKernel:
                 try:
                     hash(value)
                 except TypeError:
-                    raise TileArgumentError(f"tl.Constant `{name}` must be hashable, got {type(value).__name__}") from None
+                    raise TileArgumentError(
+                        f"tl.Constant `{name}` must be hashable, got {type(value).__name__}"
+                    ) from None
                 key.append(("const", name, type(value).__name__, value))
             else:
                 key.append(("arg", name, _arg_type(name, value)))

@@ -28,6 +28,7 @@ from ._frontend.tracing import (
     as_atom,
     bind,
     bind1,
+    current_block,
     literal,
     located,
     static_int,
@@ -117,7 +118,9 @@ def _elementwise(name, *xs, float_only=False):
 
 def _tile(x) -> Tile:
     atom = as_atom(x)
-    return Tile(atom) if not isinstance(atom, Literal) else bind1(P.full, [atom], "full", shape=(), dtype=atom.type.dtype)
+    return (
+        Tile(atom) if not isinstance(atom, Literal) else bind1(P.full, [atom], "full", shape=(), dtype=atom.type.dtype)
+    )
 
 
 def _axis(axis, ndim, op):
@@ -193,7 +196,10 @@ def arange(start, stop=None) -> Tile:
 
 def _check_array(array, op):
     if not isinstance(array, Array):
-        raise located(TileTypeError(f"{op}: the first argument must be a kernel array argument, got {type(array).__name__}"))
+        current_block(op)  # outside a kernel, the mistake is the missing @tl.tile_kernel
+        raise located(
+            TileTypeError(f"{op}: the first argument must be a kernel array argument, got {type(array).__name__}")
+        )
 
 
 def _offsets(array, index, offset, shape, op):
@@ -219,16 +225,14 @@ def _offsets(array, index, offset, shape, op):
 
 def _value_for(array, value, what):
     atom = as_atom(value, what)
-    if atom.type.dtype is not array.dtype:
-        if not atom.type.weak:
-            raise located(
-                TileTypeError(
-                    f"{what} is {atom.type.dtype.name} but the array holds {array.dtype.name}; "
-                    f"convert it with .astype(tl.{array.dtype.name})"
-                )
+    if atom.type.dtype is not array.dtype and not atom.type.weak:
+        raise located(
+            TileTypeError(
+                f"{what} is {atom.type.dtype.name} but the array holds {array.dtype.name}; "
+                f"convert it with .astype(tl.{array.dtype.name})"
             )
-        atom = _convert(atom, array.dtype)
-    return atom
+        )
+    return _convert(atom, array.dtype) if atom.type.weak else atom  # a weak literal becomes strong
 
 
 def load(array, index=None, shape=None, offset=None, padding=0) -> Tile:
@@ -266,7 +270,9 @@ def store(array, tile, index=None, offset=None) -> None:
 def _indexed(array, indices, values, mask, op):
     _check_array(array, op)
     if len(indices) != array.ndim:
-        raise located(TileShapeError(f"{op}: a {array.ndim}-d array needs {array.ndim} index tiles, got {len(indices)}"))
+        raise located(
+            TileShapeError(f"{op}: a {array.ndim}-d array needs {array.ndim} index tiles, got {len(indices)}")
+        )
     atoms = [as_atom(i, "index") for i in indices]
     for a in atoms:
         if not a.type.dtype.is_int:
@@ -592,7 +598,9 @@ def dot(a, b, acc=None) -> Tile:
     16-bit float operands accumulate in float32, narrow ints in int32; the result has the
     accumulator's dtype. Example: ``acc = tl.dot(a, b, acc)``.
     """
-    ta, tb = _operands(a, b)
+    xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
+    d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)
+    ta, tb = _convert(xa, d, weak), _convert(xb, d, weak)
     if ta.type.weak:
         raise located(TileTypeError("dot needs tiles, not scalars"))
     out = P.dot_result_dtype(ta.type.dtype)

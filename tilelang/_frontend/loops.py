@@ -30,7 +30,7 @@ from .. import dtypes
 from .._ir import primitives as P
 from .._ir.core import Block, Literal, TileType, Var
 from ..errors import SourceLoc, TileSyntaxError, TileTypeError
-from .tracing import Tile, TraceScope, Unbound, as_atom, bind, bind1, current_block, literal, located
+from .tracing import Tile, TraceScope, Unbound, as_atom, bind, bind1, check_in_scope, current_block, literal, located
 
 
 class range:
@@ -81,8 +81,9 @@ def _as_dtype(atom, d):
 # ------------------------------------------------------------------ trace time
 
 
-def run_loop(rng: range, body_fn, names, scope):
-    """Trace ``body_fn`` once as the body of a structured loop; returns the names' new values."""
+def run_loop(rng: range, body_fn, names, scope, index_name):
+    """Trace ``body_fn`` once as the body of a structured loop; returns the names' new values
+    and, last, what the loop index is after the loop (nothing: using it is an error)."""
     values = [
         scope[n] if n in scope else Unbound(f"`{n}` is used in a tl.range loop body before it is assigned")
         for n in names
@@ -90,7 +91,7 @@ def run_loop(rng: range, body_fn, names, scope):
     while True:
         result = _trace_once(rng, body_fn, names, values)
         if result is not None:
-            return result
+            return [*result, Unbound(f"`{index_name}`, the index of a tl.range loop, has no value after the loop")]
 
 
 def _is_scalar(v):
@@ -100,8 +101,8 @@ def _is_scalar(v):
 def _trace_once(rng, body_fn, names, values):
     """Trace the body; None if it must be traced again (a Python scalar became carried)."""
     index = Var(TileType((), rng.index_dtype), hint="k")
-    block = Block(params=[index])
     params = {n: Var(v.type, hint=n) for n, v in zip(names, values) if isinstance(v, Tile)}
+    block = Block(params=[index, *params.values()])  # narrowed to the carried ones below
     args = [Tile(params[n]) if n in params else v for n, v in zip(names, values)]
     with TraceScope(block):
         outs = body_fn(Tile(index), *args)
@@ -150,6 +151,7 @@ def _carried_result(name, param, out):
     if isinstance(out, Tile) and out.var is param:
         return param
     atom = as_atom(out, f"loop-carried `{name}`")
+    check_in_scope(atom)
     want = param.type
     if isinstance(atom, Literal) and atom.type.weak:
         atom = literal(atom.value.item(), want.dtype)
@@ -260,11 +262,13 @@ class _LoopRewriter(ast.NodeTransformer):
                 ast.Name(id=fn_name, ctx=ast.Load()),
                 ast.Tuple(elts=[ast.Constant(n) for n in names], ctx=ast.Load()),
                 ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[]),
+                ast.Constant(node.target.id),
             ],
             keywords=[],
         )
-        target = ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Store()) for n in names], ctx=ast.Store())
-        assign = ast.Assign(targets=[target], value=call) if names else ast.Expr(value=call)
+        # The index is rebound too, so that using it after the loop is an error (not an older value).
+        elts = [ast.Name(id=n, ctx=ast.Store()) for n in (*names, node.target.id)]
+        assign = ast.Assign(targets=[ast.Tuple(elts=elts, ctx=ast.Store())], value=call)
         for new in (fn, ret, assign, call):
             ast.copy_location(new, node)
         return [fn, assign]
@@ -315,4 +319,3 @@ def rewrite_loops(fn):
     new = local["__tl_factory"](run_loop, *cells)
     new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
     return new
-

@@ -26,6 +26,7 @@ from ..errors import (
 
 class _State(threading.local):
     blocks: list | None = None
+    defined: list | None = None  # per active block: the variables defined in it
 
 
 _state = _State()
@@ -39,23 +40,37 @@ class TraceScope:
 
     def __enter__(self):
         if _state.blocks is None:
-            _state.blocks = []
+            _state.blocks, _state.defined = [], []
         _state.blocks.append(self.block)
+        _state.defined.append(set(self.block.params))
         return self.block
 
     def __exit__(self, *exc):
         _state.blocks.pop()
+        _state.defined.pop()
         if not _state.blocks:
-            _state.blocks = None
+            _state.blocks = _state.defined = None
 
 
-def current_block(op_name: str = "this operation") -> Block:
+def current_block(op_name: str | None = None) -> Block:
     if not _state.blocks:
+        what = f"tl.{op_name}" if op_name else "tile operations"
         raise TileOutsideKernelError(
-            f"tl.{op_name} can only be called while a kernel is traced; did you forget @tl.tile_kernel?",
+            f"{what} can only be called while a kernel is traced; did you forget @tl.tile_kernel?",
             user_location(),
         )
     return _state.blocks[-1]
+
+
+def check_in_scope(atom) -> None:
+    """A tile made in a finished loop body (kept in a list or dict) cannot be used outside it."""
+    if isinstance(atom, Var) and not any(atom in s for s in _state.defined or ()):
+        raise located(
+            TileSyntaxError(
+                "this tile was made inside a tl.range loop body (or another trace) and escaped it, e.g. through "
+                "a list or dict; to use a value after the loop, assign its name before the loop and rebind it"
+            )
+        )
 
 
 def located(err: TileError) -> TileError:
@@ -68,11 +83,14 @@ def bind(prim, inputs, op_name=None, **params):
     """Record ``prim`` applied to ``inputs`` (tracers or atoms); returns result tracers."""
     block = current_block(op_name or prim.name)
     atoms = [x.var if isinstance(x, (Tile, Array)) else x for x in inputs]
+    for a in atoms:
+        check_in_scope(a)
     try:
         out_types = prim.rule("type")(*(a.type for a in atoms), **params)
     except TileError as err:
         raise located(err) from None
     outs = [Var(t) for t in out_types]
+    _state.defined[-1].update(outs)
     block.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), params, user_location()))
     return [Tile(v) for v in outs]
 
@@ -106,6 +124,7 @@ def as_atom(x, what="operand"):
         return literal(x)
     if isinstance(x, Unbound):
         raise located(TileSyntaxError(x.message))
+    current_block()  # outside a kernel, the mistake is the missing @tl.tile_kernel, not the operand
     if isinstance(x, Array):
         raise located(TileTypeError(f"an array cannot be used as a tile {what}; load it with tl.load"))
     raise located(TileTypeError(f"{what} of type {type(x).__name__} is not a tile or a scalar"))
@@ -139,6 +158,20 @@ class Unbound:
 
     def __getattr__(self, name):
         raise located(TileSyntaxError(self.message))
+
+    def _fail(self, *args, **kwargs):
+        raise located(TileSyntaxError(self.message))
+
+    __hash__ = object.__hash__
+
+
+# Operators are looked up on the type, not through __getattr__: `t = t + 1.0` with `t` unbound.
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "matmul"):
+    setattr(Unbound, f"__{_op}__", Unbound._fail)
+    setattr(Unbound, f"__r{_op}__", Unbound._fail)
+for _op in ("eq", "ne", "lt", "le", "gt", "ge", "neg", "pos", "invert", "abs", "bool", "iter", "len", "getitem",
+            "setitem", "call", "index", "int", "float"):  # fmt: skip
+    setattr(Unbound, f"__{_op}__", Unbound._fail)
 
 
 # --------------------------------------------------------------------- tracers

@@ -8,8 +8,9 @@ names are given only when a program is printed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..dtypes import DType
 from ..errors import SourceLoc, TileCompilerError

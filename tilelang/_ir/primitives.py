@@ -336,9 +336,7 @@ def _broadcast_type(x, *, shape):
     return [TileType(shape, x.dtype, x.weak)]
 
 
-broadcast.rules.update(
-    type=_broadcast_type, interpret=lambda ctx, x, *, shape: [np.broadcast_to(x, shape).copy()]
-)
+broadcast.rules.update(type=_broadcast_type, interpret=lambda ctx, x, *, shape: [np.broadcast_to(x, shape).copy()])
 
 # -------------------------------------------------------------------------- memory
 

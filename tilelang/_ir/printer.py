@@ -1,10 +1,10 @@
 """The text form of the tile IR, jaxpr-like, with names given at print time::
 
-    { kernel add(x:f32[?]*, y:f32[?]*, out:f32[?]*) TILE=1024
-        a:i32[] = block_id[axis=0]                                  # add.py:5
-        b:i64[] = convert[dtype=int64] a                            # add.py:6
-        ...
-    }
+{ kernel add(x:f32[?]*, y:f32[?]*, out:f32[?]*) TILE=1024
+    a:i32[] = block_id[axis=0]                                  # add.py:5
+    b:i64[] = convert[dtype=int64] a                            # add.py:6
+    ...
+}
 """
 
 from __future__ import annotations
@@ -51,9 +51,7 @@ def _param_text(value) -> str:
 def _eqn_lines(eqn, namer, indent):
     pad = " " * indent
     params = {k: v for k, v in eqn.params.items() if not isinstance(v, Block)}
-    head = eqn.prim.name + (
-        "[" + " ".join(f"{k}={_param_text(v)}" for k, v in params.items()) + "]" if params else ""
-    )
+    head = eqn.prim.name + ("[" + " ".join(f"{k}={_param_text(v)}" for k, v in params.items()) + "]" if params else "")
     args = " ".join(namer.use(a) for a in eqn.inputs)
     outs = " ".join(f"{namer.define(v)}:{v.type}" for v in eqn.outputs)
     text = f"{pad}{outs + ' = ' if outs else ''}{head}{' ' + args if args else ''}"

@@ -9,7 +9,7 @@ and return what their equation carries.
 from __future__ import annotations
 
 from ..errors import TileCompilerError
-from .core import Block, Literal, PRIMITIVES, Program, TileType, Var
+from .core import PRIMITIVES, Block, Literal, Program, TileType, Var
 
 
 def _same(a, b) -> bool:

@@ -58,13 +58,11 @@ def _rewrite(block: Block, env: dict, seen: dict | None = None):
 
 
 def _identity(eqn):
-    if len(eqn.inputs) != 1 or len(eqn.outputs) != 1:
-        return None
+    if eqn.prim.name not in ("convert", "reshape", "broadcast") or len(eqn.inputs) != 1:
+        return None  # (other one-input primitives may take an array, which has no shape)
     (x,), out = eqn.inputs, eqn.outputs[0].type
     same = x.type.shape == out.shape and x.type.dtype is out.dtype  # weakness aside
-    if eqn.prim.name in ("convert", "reshape", "broadcast") and same:
-        return x
-    return None
+    return x if same else None
 
 
 def _fold(eqn):
