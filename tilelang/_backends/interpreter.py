@@ -13,6 +13,7 @@ from collections import ChainMap
 import numpy as np
 
 from .._ir.core import Block, Literal, Program
+from ..errors import TileError
 
 
 class _BlockContext:
@@ -47,7 +48,11 @@ class Interpreter:
 
         try:
             for eqn in block.eqns:
-                outs = eqn.prim.rule("interpret")(self.ctx, *(read(a) for a in eqn.inputs), **eqn.params)
+                try:
+                    outs = eqn.prim.rule("interpret")(self.ctx, *(read(a) for a in eqn.inputs), **eqn.params)
+                except TileError as err:  # a runtime error (a zero loop step) points at its operation
+                    err.loc = err.loc or eqn.loc
+                    raise
                 env.update(zip(eqn.outputs, outs))
             return [read(r) for r in block.results]
         finally:

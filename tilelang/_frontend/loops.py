@@ -269,8 +269,9 @@ class _LoopRewriter(ast.NodeTransformer):
         # The index is rebound too, so that using it after the loop is an error (not an older value).
         elts = [ast.Name(id=n, ctx=ast.Store()) for n in (*names, node.target.id)]
         assign = ast.Assign(targets=[ast.Tuple(elts=elts, ctx=ast.Store())], value=call)
-        for new in (fn, ret, assign, call):
+        for new in (fn, ret, assign):
             ast.copy_location(new, node)
+        ast.copy_location(call, node.iter)  # errors in the loop as a whole point at `tl.range(...)`
         return [fn, assign]
 
 

@@ -8,7 +8,7 @@ and return what their equation carries.
 
 from __future__ import annotations
 
-from ..errors import TileCompilerError
+from ..errors import TileCompilerError, TileError
 from .core import PRIMITIVES, Block, Literal, Program, TileType, Var
 
 
@@ -55,7 +55,12 @@ def _verify_block(block: Block, scopes, stage):
         for a in eqn.inputs:
             check_use(a, eqn)
         params = eqn.params
-        expected = eqn.prim.rule("type")(*(a.type for a in eqn.inputs), **params)
+        try:
+            expected = eqn.prim.rule("type")(*(a.type for a in eqn.inputs), **params)
+        except TileCompilerError:
+            raise
+        except TileError as err:  # a user-facing type error here means a stage built a bad equation
+            _fail(stage, eqn, f"the type rule rejects the inputs: {err.message}")
         if len(expected) != len(eqn.outputs) or not all(_same(e, o.type) for e, o in zip(expected, eqn.outputs)):
             got = ", ".join(str(o.type) for o in eqn.outputs)
             _fail(stage, eqn, f"outputs are ({got}) but the type rule gives ({', '.join(map(str, expected))})")

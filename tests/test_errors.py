@@ -1,0 +1,652 @@
+"""Errors point at the user's code: ``file:line:col``, the source line and a caret under the
+expression, no tilelang-internal file names, and a short traceback.
+
+Every case launches (or explains) a kernel written in this file and checks the error's
+class, its message and that its location is the expression the user wrote.
+"""
+
+import linecache
+import os
+import re
+import traceback
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+
+HERE = os.path.abspath(__file__)
+PACKAGE_DIR = os.path.dirname(os.path.abspath(tl.__file__))
+HEAD = re.compile(r"^(?P<file>.+):(?P<line>\d+):(?P<col>\d+): (?P<kind>\w+): (?P<message>.*)$")
+
+X = np.arange(128, dtype=np.float32)
+OUT = np.zeros(128, np.float32)
+
+
+def check(err, cls, match, expr=None, line_contains=None):
+    """``err`` is a ``cls`` whose text points into this file at ``expr`` (the text under the caret)."""
+    assert isinstance(err, tl.TileError) and type(err) is cls, repr(err)
+    text = str(err)
+    assert PACKAGE_DIR not in text and "tilelang/" not in text, text
+    assert re.search(match, err.message), err.message
+    head, source, caret = text.split("\n")
+    m = HEAD.match(head)
+    assert m, head
+    assert m["file"] == HERE and m["kind"] == cls.__name__ and m["message"] == err.message
+    line, col = int(m["line"]), int(m["col"])
+    src = linecache.getline(HERE, line).rstrip("\n")
+    assert source == "    " + src.lstrip()
+    indent = len(src) - len(src.lstrip())
+    assert caret.startswith("    ") and set(caret[4:].lstrip()) == {"^"}, caret
+    start = 4 + col - 1 - indent
+    assert caret[4:].index("^") + 4 == start, (caret, col)
+    under = src[col - 1 : col - 1 + len(caret[start:])]
+    if expr is not None:
+        assert under == expr, f"caret under {under!r}, expected {expr!r}\n{text}"
+    if line_contains is not None:
+        assert line_contains in src, text
+    return err
+
+
+def check_traceback(err):
+    """The traceback a launch leaves is short: the caller, then at most one tilelang frame."""
+    frames = traceback.extract_tb(err.__traceback__)
+    assert frames[0].filename == HERE
+    assert sum(f.filename.startswith(PACKAGE_DIR) for f in frames) <= 1, frames
+    for f in frames:
+        assert "numba" not in f.filename and "numpy" not in f.filename, frames
+    assert err.__cause__ is None and err.__suppress_context__
+
+
+def launch_error(cls, fn):
+    with pytest.raises(cls) as info:
+        fn()
+    check_traceback(info.value)
+    return info.value
+
+
+def test_error_classes():
+    for cls in (tl.TileTypeError, tl.TileShapeError, tl.TileValueError, tl.TileSyntaxError, tl.TileArgumentError,
+                tl.TileOutsideKernelError, tl.TileCompilerError):  # fmt: skip
+        assert issubclass(cls, tl.TileError) and issubclass(cls, Exception)
+    assert str(tl.TileError("plain")) == "TileError: plain"
+
+
+# ------------------------------------------------------------------ shapes and dtypes
+
+
+@tl.tile_kernel
+def broadcast_mismatch(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    b = tl.load(x, index=(0,), shape=(64,))
+    tl.store(out, a + b, index=(0,))
+
+
+def test_shape_mismatch():
+    err = launch_error(tl.TileShapeError, lambda: broadcast_mismatch[1](X, OUT))
+    check(err, tl.TileShapeError, r"cannot broadcast shapes \[128\] with \[64\]", expr="a + b")
+
+
+@tl.tile_kernel
+def float_and(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a & a, index=(0,))
+
+
+@tl.tile_kernel
+def float_shift(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a << 1, index=(0,))
+
+
+@tl.tile_kernel
+def float_invert(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, ~a, index=(0,))
+
+
+@tl.tile_kernel
+def bool_dot(x, out):
+    a = tl.load(x, index=(0, 0), shape=(16, 16))
+    tl.store(out, tl.dot(a, a), index=(0, 0))
+
+
+@tl.tile_kernel
+def bool_neg(x, out):
+    a = tl.load(x, index=(0, 0), shape=(16, 16))
+    tl.store(out, -a, index=(0, 0))
+
+
+@pytest.mark.parametrize(
+    "kernel, x, match, expr",
+    [
+        (float_and, X, r"and is not defined for float32", "a & a"),
+        (float_shift, X, r"shl is not defined for float32", "a << 1"),
+        (float_invert, X, r"invert is not defined for float32", "~a"),
+        (bool_dot, np.zeros((16, 16), bool), r"dot is not defined for bool", "tl.dot(a, a)"),
+        (bool_neg, np.zeros((16, 16), bool), r"unary - is not defined for bool", "-a"),
+    ],
+    ids=["float&float", "float<<int", "~float", "dot(bool)", "-bool"],
+)
+def test_dtype_not_allowed(kernel, x, match, expr):
+    err = launch_error(tl.TileTypeError, lambda: kernel[1](x, x.copy()))
+    check(err, tl.TileTypeError, match, expr=expr)
+
+
+@tl.tile_kernel
+def store_wrong_dtype(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a.astype(tl.int32), index=(0,))
+
+
+def test_store_wrong_dtype():
+    err = launch_error(tl.TileTypeError, lambda: store_wrong_dtype[1](X, OUT))
+    check(err, tl.TileTypeError, r"int32 but the array holds float32.*astype\(tl.float32\)", line_contains="tl.store")
+
+
+@tl.tile_kernel
+def int_too_big(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a + 1000, index=(0,))
+
+
+def test_python_int_does_not_fit():
+    x = np.zeros(128, np.int8)
+    err = launch_error(tl.TileTypeError, lambda: int_too_big[1](x, x.copy()))
+    check(err, tl.TileTypeError, r"Python int 1000 does not fit in int8", expr="a + 1000")
+
+
+@tl.tile_kernel
+def bad_axis(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.sum(a, axis=1, keepdims=True), index=(0,))
+
+
+def test_axis_out_of_range():
+    err = launch_error(tl.TileValueError, lambda: bad_axis[1](X, OUT))
+    check(err, tl.TileValueError, r"axis 1 is out of range for a 1-d tile", expr="tl.sum(a, axis=1, keepdims=True)")
+
+
+# ---------------------------------------------------------------------- arguments
+
+
+@tl.tile_kernel
+def copy(x, out, TILE: tl.Constant):
+    i = tl.block_id(0)
+    tl.store(out, tl.load(x, index=(i,), shape=(TILE,)), index=(i,))
+
+
+def test_too_few_arguments():
+    err = launch_error(tl.TileArgumentError, lambda: copy[1](X, TILE=128))
+    check(err, tl.TileArgumentError, r"copy\(\): missing a required argument: 'out'", expr="copy[1](X, TILE=128)")
+
+
+def test_too_many_arguments():
+    err = launch_error(tl.TileArgumentError, lambda: copy[1](X, OUT, 128, 5))
+    check(err, tl.TileArgumentError, r"too many positional arguments", expr="copy[1](X, OUT, 128, 5)")
+
+
+def test_unknown_keyword_argument():
+    err = launch_error(tl.TileArgumentError, lambda: copy[1](X, OUT, TILE=128, BLOCK=4))
+    check(err, tl.TileArgumentError, r"unexpected keyword argument 'BLOCK'", line_contains="BLOCK=4")
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [
+        ([1.0, 2.0], r"argument `x`: expected an array or a scalar, got list"),
+        ({"a": 1}, r"argument `x`: expected an array or a scalar, got dict"),
+        (None, r"argument `x`: expected an array or a scalar, got NoneType"),
+        ("abc", r"argument `x`: cannot read 'abc' as a signature"),
+    ],
+    ids=["list", "dict", "None", "str"],
+)
+def test_wrong_kind_of_argument(value, match):
+    err = launch_error(tl.TileArgumentError, lambda: copy[1](value, OUT, TILE=128))
+    check(err, tl.TileArgumentError, match, expr="copy[1](value, OUT, TILE=128)")
+
+
+def test_unsupported_array_dtype():
+    z = np.zeros(4, np.complex64)
+    err = launch_error(tl.TileTypeError, lambda: copy[1](z, z, TILE=4))
+    check(err, tl.TileTypeError, r"argument `x`: .*complex64.* is not a supported dtype", expr="copy[1](z, z, TILE=4)")
+
+
+def test_array_for_a_constant():
+    err = launch_error(tl.TileArgumentError, lambda: copy[1](X, OUT, TILE=X))
+    check(err, tl.TileArgumentError, r"`TILE` is a tl.Constant; pass a Python value", expr="copy[1](X, OUT, TILE=X)")
+
+
+@pytest.mark.parametrize("grid", [(1, 2, 3, 4), "a", -1, (1.5,), ()])
+def test_bad_grid(grid):
+    err = launch_error(tl.TileArgumentError, lambda: copy[grid](X, OUT, TILE=128))
+    check(err, tl.TileArgumentError, r"grid", expr="copy[grid](X, OUT, TILE=128)")
+
+
+def test_kernel_called_without_grid():
+    with pytest.raises(tl.TileArgumentError) as info:
+        copy(X, OUT, TILE=128)
+    check(
+        info.value, tl.TileArgumentError, r"launched over a grid of blocks: copy\[grid\]", expr="copy(X, OUT, TILE=128)"
+    )
+
+
+def test_explain_errors_point_at_the_caller():
+    with pytest.raises(tl.TileArgumentError) as info:
+        tl.explain(copy, "f32[:]", TILE=4)
+    check(info.value, tl.TileArgumentError, r"missing a required argument", expr='tl.explain(copy, "f32[:]", TILE=4)')
+    with pytest.raises(tl.TileArgumentError) as info:
+        tl.explain(copy, "f99[:]", "f32[:]", TILE=4)
+    check(info.value, tl.TileArgumentError, r"cannot read 'f99\[:\]' as a signature", line_contains="f99")
+    with pytest.raises(tl.TileShapeError) as info:
+        tl.explain(broadcast_mismatch, "f32[:]", "f32[:]")
+    check(info.value, tl.TileShapeError, r"cannot broadcast", expr="a + b")
+
+
+# ------------------------------------------------------------- Python values needed
+
+
+@tl.tile_kernel
+def runtime_shape(x, out, n):
+    a = tl.load(x, index=(0,), shape=(n,))
+    tl.store(out, a, index=(0,))
+
+
+@tl.tile_kernel
+def runtime_zeros(x, out, n):
+    tl.store(out, tl.zeros((n,)), index=(0,))
+
+
+@tl.tile_kernel
+def runtime_int(x, out, n):
+    tl.store(out, tl.zeros((int(n),)), index=(0,))
+
+
+def test_non_constant_shape():
+    err = launch_error(tl.TileValueError, lambda: runtime_shape[1](X, OUT, 128))
+    check(err, tl.TileValueError, r"load shape must be a compile-time constant.*tl.Constant",
+          expr="tl.load(x, index=(0,), shape=(n,))")  # fmt: skip
+    err = launch_error(tl.TileValueError, lambda: runtime_zeros[1](X, OUT, 128))
+    check(err, tl.TileValueError, r"shape must be a compile-time constant", expr="tl.zeros((n,))")
+    err = launch_error(tl.TileValueError, lambda: runtime_int[1](X, OUT, 128))
+    check(err, tl.TileValueError, r"traced value is used where a Python value is needed", expr="int(n)")
+
+
+@tl.tile_kernel
+def python_range(x, out, n):
+    a = tl.load(x, index=(0,), shape=(128,))
+    for _ in range(n):
+        a = a + 1.0
+    tl.store(out, a, index=(0,))
+
+
+def test_python_range_with_runtime_bound():
+    err = launch_error(tl.TileValueError, lambda: python_range[1](X, OUT, 3))
+    check(err, tl.TileValueError, r"use tl.range for a runtime loop", expr="range(n)")
+
+
+# ------------------------------------------------------------------- control flow
+
+
+@tl.tile_kernel
+def if_on_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    if a > 0:
+        a = a * 2.0
+    tl.store(out, a, index=(0,))
+
+
+@tl.tile_kernel
+def while_on_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    while a:
+        a = a - 1.0
+    tl.store(out, a, index=(0,))
+
+
+@tl.tile_kernel
+def and_on_tiles(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.where((a > 0) and (a < 1), a, 0.0), index=(0,))
+
+
+@tl.tile_kernel
+def not_on_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.where(not (a > 0), a, 0.0), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "kernel, expr",
+    [(if_on_tile, "a > 0"), (while_on_tile, None), (and_on_tiles, "(a > 0) and (a < 1)"), (not_on_tile, None)],
+    ids=["if", "while", "and", "not"],
+)
+def test_truth_value_of_a_tile(kernel, expr):
+    err = launch_error(tl.TileSyntaxError, lambda: kernel[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"no Python truth value.*tl\.where\(cond, a, b\)", expr=expr)
+
+
+@tl.tile_kernel
+def iterate_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    for v in a:
+        tl.store(out, v, index=(0,))
+
+
+def test_iterating_over_a_tile():
+    err = launch_error(tl.TileSyntaxError, lambda: iterate_tile[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"cannot iterate over a tile; use tl.range", line_contains="for v in a:")
+
+
+@tl.tile_kernel
+def index_array(x, out):
+    tl.store(out, x[0], index=(0,))
+
+
+@tl.tile_kernel
+def assign_array(x, out):
+    out[0] = tl.load(x, index=(0,), shape=(128,))
+
+
+def test_indexing_an_array_directly():
+    err = launch_error(tl.TileSyntaxError, lambda: index_array[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"arrays are not indexed directly.*tl.load", expr="x[0]")
+    err = launch_error(tl.TileSyntaxError, lambda: assign_array[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"arrays are not assigned directly.*tl.store", line_contains="out[0] =")
+
+
+@tl.tile_kernel
+def index_tile_int(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a[0] + a, index=(0,))
+
+
+@tl.tile_kernel
+def index_tile_slice(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a[1:3], index=(0,))
+
+
+@tl.tile_kernel
+def index_tile_runtime(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a[tl.block_id(0)] + a, index=(0,))
+
+
+@tl.tile_kernel
+def assign_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    a[0] = 1.0
+    tl.store(out, a, index=(0,))
+
+
+@pytest.mark.parametrize(
+    "kernel, expr",
+    [(index_tile_int, "a[0]"), (index_tile_slice, "a[1:3]"), (index_tile_runtime, "a[tl.block_id(0)]")],
+    ids=["int", "slice", "runtime"],
+)
+def test_indexing_a_tile(kernel, expr):
+    err = launch_error(tl.TileSyntaxError, lambda: kernel[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"tiles are indexed only with None, : and \.\.\.", expr=expr)
+
+
+def test_assigning_into_a_tile():
+    err = launch_error(tl.TileSyntaxError, lambda: assign_tile[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"tiles are immutable.*tl.where", line_contains="a[0] = 1.0")
+
+
+@tl.tile_kernel
+def returns_value(x, out):
+    return tl.load(x, index=(0,), shape=(128,))
+
+
+def test_kernel_returning_a_value():
+    err = launch_error(tl.TileSyntaxError, lambda: returns_value[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"returned a value; kernels write results with tl.store",
+          expr="returns_value[1](X, OUT)")  # fmt: skip
+
+
+# ---------------------------------------------------------------------- tl.range loops
+
+
+@tl.tile_kernel
+def break_in_loop(x, out, n):
+    acc = tl.zeros((128,), tl.float32)
+    for _ in tl.range(n):
+        acc += 1.0
+        break
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
+def continue_in_loop(x, out, n):
+    acc = tl.zeros((128,), tl.float32)
+    for _ in tl.range(n):
+        continue
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
+def return_in_loop(x, out, n):
+    acc = tl.zeros((128,), tl.float32)
+    for _ in tl.range(n):
+        return acc
+
+
+@pytest.mark.parametrize(
+    "kernel, expr", [(break_in_loop, "break"), (continue_in_loop, "continue"), (return_in_loop, "return acc")]
+)
+def test_unsupported_statement_in_loop(kernel, expr):
+    err = launch_error(tl.TileSyntaxError, lambda: kernel[1](X, OUT, 3))
+    word = expr.split()[0]
+    check(err, tl.TileSyntaxError, f"`{word}` inside a tl.range loop cannot be traced", expr=expr)
+
+
+@tl.tile_kernel
+def break_in_inner_python_loop(x, out, n):
+    acc = tl.zeros((128,), tl.float32)
+    for _ in tl.range(n):
+        for j in range(10):
+            if j == 2:
+                break
+            acc += 1.0
+    tl.store(out, acc, index=(0,))
+
+
+def test_break_of_an_inner_python_loop_is_fine():
+    out = np.zeros(128, np.float32)
+    break_in_inner_python_loop[1](X, out, 3)
+    np.testing.assert_array_equal(out, 6.0)
+
+
+@tl.tile_kernel
+def tuple_target(x, out, n):
+    for _a, _b in tl.range(n):
+        pass
+
+
+@tl.tile_kernel
+def range_in_list(x, out, n):
+    for _k in list(tl.range(n)):
+        pass
+
+
+@tl.tile_kernel
+def float_range_bound(x, out, n):
+    for _ in tl.range(0.5, n):
+        pass
+
+
+def test_bad_tl_range_use():
+    err = launch_error(tl.TileSyntaxError, lambda: tuple_target[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"target of a tl.range loop must be a single name", line_contains="for _a, _b in")
+    err = launch_error(tl.TileSyntaxError, lambda: range_in_list[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"tl.range can only be the iterable of a `for` statement", expr="list(tl.range(n))")
+    err = launch_error(tl.TileTypeError, lambda: float_range_bound[1](X, OUT, 3))
+    check(err, tl.TileTypeError, r"tl.range bounds must be integer scalars, got f32", expr="tl.range(0.5, n)")
+
+
+@tl.tile_kernel
+def zero_step(x, out, step):
+    for _ in tl.range(0, 4, step):
+        tl.store(out, tl.zeros((128,)), index=(0,))
+
+
+def loop_in_helper(n):
+    acc = tl.zeros((128,))
+    for _ in tl.range(n):
+        acc += 1.0
+    return acc
+
+
+@tl.tile_kernel
+def calls_loop_helper(x, out, n):
+    tl.store(out, loop_in_helper(n), index=(0,))
+
+
+def test_zero_step_at_run_time():
+    err = launch_error(tl.TileValueError, lambda: zero_step[1](X, OUT, 0))
+    check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, step)")
+
+
+def test_tl_range_in_a_helper_function():
+    err = launch_error(tl.TileSyntaxError, lambda: calls_loop_helper[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"written in the @tl.tile_kernel function itself \(not in a helper",
+          line_contains="for _ in tl.range(n):")  # fmt: skip
+
+
+@tl.tile_kernel
+def carried_dtype_changes(x, out, n):
+    acc = tl.zeros((128,), tl.int32)
+    for _ in tl.range(n):
+        acc = acc + 0.5
+    tl.store(out, acc.astype(tl.float32), index=(0,))
+
+
+@tl.tile_kernel
+def carried_shape_changes(x, out, n):
+    acc = tl.zeros((128,), tl.float32)
+    for _ in tl.range(n):
+        acc = acc[None, :]
+    tl.store(out, acc, index=(0,))
+
+
+def test_loop_carried_value_changes_type():
+    err = launch_error(tl.TileTypeError, lambda: carried_dtype_changes[1](X, OUT, 3))
+    check(err, tl.TileTypeError, r"loop-carried `acc` is i32\[128\] before the loop but f32\[128\] after the body.*"
+          r"astype\(tl.int32\)", expr="tl.range(n)")  # fmt: skip
+    err = launch_error(tl.TileTypeError, lambda: carried_shape_changes[1](X, OUT, 3))
+    check(err, tl.TileTypeError, r"loop-carried `acc` is f32\[128\] before the loop but f32\[1,128\]",
+          expr="tl.range(n)")  # fmt: skip
+
+
+@tl.tile_kernel
+def defined_in_loop_used_after(x, out, n):
+    for k in tl.range(n):
+        t = tl.load(x, index=(k,), shape=(128,))
+    tl.store(out, t, index=(0,))
+
+
+@tl.tile_kernel
+def defined_in_loop_operator_after(x, out, n):
+    for k in tl.range(n):
+        t = tl.load(x, index=(k,), shape=(128,))
+    tl.store(out, t * 2.0, index=(0,))
+
+
+@tl.tile_kernel
+def used_before_assigned_in_loop(x, out, n):
+    for _ in tl.range(n):
+        t = t + 1.0  # noqa: F821
+        tl.store(out, t, index=(0,))
+
+
+@tl.tile_kernel
+def index_used_after_loop(x, out, n):
+    k = 0
+    for k in tl.range(n):
+        tl.store(out, tl.load(x, index=(k,), shape=(128,)), index=(0,))
+    tl.store(out, tl.zeros((128,)) + k, index=(0,))
+
+
+def test_variable_assigned_in_loop_used_after():
+    err = launch_error(tl.TileSyntaxError, lambda: defined_in_loop_used_after[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"`t` is assigned in a tl.range loop body and used after the loop; assign it "
+          r"before the loop", expr="tl.store(out, t, index=(0,))")  # fmt: skip
+    err = launch_error(tl.TileSyntaxError, lambda: defined_in_loop_operator_after[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"`t` is assigned in a tl.range loop body and used after", expr="t * 2.0")
+
+
+def test_variable_used_before_assigned_in_loop():
+    err = launch_error(tl.TileSyntaxError, lambda: used_before_assigned_in_loop[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"`t` is used in a tl.range loop body before it is assigned", expr="t + 1.0")
+
+
+def test_loop_index_used_after_loop():
+    # Python would leave k at its last value; a traced loop has none, so this is an error, not k == 0.
+    err = launch_error(tl.TileSyntaxError, lambda: index_used_after_loop[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"`k`, the index of a tl.range loop, has no value after the loop",
+          expr="tl.zeros((128,)) + k")  # fmt: skip
+
+
+@tl.tile_kernel
+def rebound_list(x, out, n):
+    parts = []
+    for k in tl.range(n):
+        parts = parts + [k]
+    tl.store(out, tl.zeros((128,)), index=(0,))
+
+
+@tl.tile_kernel
+def escaped_through_list(x, out, n):
+    parts = []
+    for k in tl.range(n):
+        parts.append(tl.load(x, index=(k,), shape=(128,)))
+    tl.store(out, parts[-1], index=(0,))
+
+
+@tl.tile_kernel
+def escaped_through_dict(x, out, n):
+    d = {}
+    for k in tl.range(n):
+        d["t"] = tl.load(x, index=(k,), shape=(128,))
+    tl.store(out, d["t"] * 2.0, index=(0,))
+
+
+def test_rebound_list_in_loop():
+    err = launch_error(tl.TileSyntaxError, lambda: rebound_list[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"`parts` \(a list\) is rebound in a tl.range loop body", expr="tl.range(n)")
+
+
+def test_tile_escaping_a_loop_body():
+    err = launch_error(tl.TileSyntaxError, lambda: escaped_through_list[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"made inside a tl.range loop body .* escaped", expr="tl.store(out, parts[-1], "
+          "index=(0,))")  # fmt: skip
+    err = launch_error(tl.TileSyntaxError, lambda: escaped_through_dict[1](X, OUT, 3))
+    check(err, tl.TileSyntaxError, r"escaped it, e.g. through a list or dict", expr='d["t"] * 2.0')
+
+
+# -------------------------------------------------------------------- outside a kernel
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: tl.zeros((4,)),
+        lambda: tl.arange(0, 4),
+        lambda: tl.block_id(0),
+        lambda: tl.range(4),
+        lambda: tl.load(X, index=(0,), shape=(4,)),
+        lambda: tl.store(OUT, X, index=(0,)),
+        lambda: tl.exp(X),
+        lambda: tl.sum(X),
+        lambda: tl.exp(1.0),
+    ],
+    ids=["zeros", "arange", "block_id", "range", "load", "store", "exp(array)", "sum(array)", "exp(float)"],
+)
+def test_op_outside_a_kernel(call):
+    with pytest.raises(tl.TileOutsideKernelError) as info:
+        call()
+    err = check(info.value, tl.TileOutsideKernelError, r"can only be called while a kernel is traced; did you forget "
+                r"@tl\.tile_kernel\?", line_contains="lambda: tl.")  # fmt: skip
+    assert err.message.startswith(("tl.", "tile operations"))

@@ -1,0 +1,479 @@
+"""``for k in tl.range(...)`` loops: runtime trip counts, every spelling of a loop-carried
+value, nesting, scalar promotion, stores in the body, Python loops that unroll, and
+kernels defined in unusual places. Results are compared with NumPy."""
+
+import importlib.util
+import re
+import textwrap
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+
+T = 8
+DATA = (np.arange(20 * T) % 7).astype(np.float32)  # small integers: float sums are exact
+
+
+def chunks(x, ks, t=T):
+    return [x[k * t : (k + 1) * t] for k in ks]
+
+
+def tile_ir(kernel, *args, **kwargs):
+    return tl.explain(kernel, *args, **kwargs)["tile_ir"]
+
+
+def carried_types(text):
+    """The types of the values the (first) range_loop of a printed program carries."""
+    loop = next(line for line in text.splitlines() if "= range_loop" in line)
+    return [out.split(":", 1)[1] for out in loop.split(" = ")[0].split()]
+
+
+# ------------------------------------------------------------------- trip counts
+
+
+@tl.tile_kernel
+def chunk_sum(x, out, start, stop, step, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    count = 0
+    for k in tl.range(start, stop, step):
+        acc += tl.load(x, index=(k,), shape=(T,))
+        count += 1
+    tl.store(out, acc, index=(0,))
+    tl.store(out, tl.zeros((T,)) + count, index=(1,))
+
+
+@pytest.mark.parametrize(
+    "start, stop, step",
+    [
+        (0, 8, 1),
+        (0, 0, 1),
+        (3, 3, 1),
+        (5, 2, 1),
+        (1, 20, 3),
+        (7, -1, -1),
+        (7, 0, -2),
+        (0, 5, -1),
+        (19, 0, -7),
+        (2, 3, 5),
+    ],
+)
+def test_runtime_trip_counts(start, stop, step):
+    out = np.full(2 * T, -1.0, np.float32)
+    chunk_sum[1](DATA, out, start, stop, step, T=T)
+    ks = range(start, stop, step)
+    np.testing.assert_array_equal(out[:T], sum(chunks(DATA, ks), np.zeros(T, np.float32)))
+    np.testing.assert_array_equal(out[T:], len(ks))
+
+
+def test_runtime_trip_counts_share_one_compile():
+    assert "range_loop" in tile_ir(chunk_sum, DATA, DATA, 0, 8, 1, T=T)
+    before = len(chunk_sum._compiled)
+    for stop in (0, 1, 5):
+        chunk_sum[1](DATA, np.zeros(2 * T, np.float32), 0, stop, 1, T=T)
+    assert len(chunk_sum._compiled) == before
+
+
+@tl.tile_kernel
+def one_bound(x, out, n, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    for k in tl.range(n):
+        acc = acc + tl.load(x, index=(k,), shape=(T,))
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
+def shape_bound(x, out, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    for k in tl.range(tl.cdiv(x.shape[0], T)):  # an int64 trip count; the last tile is partial
+        acc = acc + tl.load(x, index=(k,), shape=(T,))
+    tl.store(out, acc, index=(0,))
+
+
+def test_single_bound_and_array_shape_bound():
+    out = np.zeros(T, np.float32)
+    one_bound[1](DATA, out, 5, T=T)
+    np.testing.assert_array_equal(out, sum(chunks(DATA, range(5))))
+    one_bound[1](DATA, out, np.int64(0), T=T)
+    np.testing.assert_array_equal(out, 0)
+    x = DATA[: 5 * T + 3]
+    shape_bound[1](x, out, T=T)
+    np.testing.assert_array_equal(out, np.pad(x, (0, 5)).reshape(-1, T).sum(0))
+    assert re.search(r"range_loop 0:i64\[\] \w+ 1:i64\[\]", tile_ir(shape_bound, x, out, T=T))  # an i64 index
+
+
+def test_constant_trip_count():
+    out = np.zeros(T, np.float32)
+    one_bound[1](DATA, out, 3, T=T)
+    np.testing.assert_array_equal(out, sum(chunks(DATA, range(3))))
+
+
+# --------------------------------------------------------- loop-carried spellings
+
+
+@tl.tile_kernel
+def spellings(x, out, n, T: tl.Constant):
+    a = tl.zeros((T,), tl.float32)  # a += t
+    b = tl.zeros((T,), tl.float32)  # b = b + t
+    c = tl.full((T,), 1.0)  # c *= 2 ; c -= 1
+    d = tl.zeros((T,), tl.float32)  # d, e = d2, e2
+    e = tl.zeros((T,), tl.float32)
+    for k in tl.range(n):
+        t = tl.load(x, index=(k,), shape=(T,))
+        a += t
+        b = b + t
+        c *= 2.0
+        c -= 1.0
+        d2 = d + t * k
+        e2 = tl.maximum(e, t)
+        d, e = d2, e2
+    tl.store(out, a, index=(0,))
+    tl.store(out, b, index=(1,))
+    tl.store(out, c, index=(2,))
+    tl.store(out, d, index=(3,))
+    tl.store(out, e, index=(4,))
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_carried_spellings(n):
+    out = np.zeros(5 * T, np.float32)
+    spellings[1](DATA, out, n, T=T)
+    parts = chunks(DATA, range(n))
+    total = sum(parts, np.zeros(T, np.float32))
+    c = np.ones(T, np.float32)
+    for _ in range(n):
+        c = c * 2 - 1
+    weighted = sum((p * k for k, p in enumerate(parts)), np.zeros(T, np.float32))
+    biggest = np.max(parts, axis=0) if n else np.zeros(T, np.float32)
+    expected = np.concatenate([total, total, c, weighted, np.maximum(biggest, 0)])
+    np.testing.assert_array_equal(out, expected)
+
+
+@tl.tile_kernel
+def swaps(out, n, T: tl.Constant):
+    a = tl.full((T,), 1.0)
+    b = tl.full((T,), 2.0)
+    p = tl.full((T,), 10.0)
+    q = tl.full((T,), 20.0)
+    r = tl.full((T,), 30.0)
+    for _ in tl.range(n):
+        a, b = b, a
+        p, q, r = q, r, p
+    tl.store(out, a, index=(0,))
+    tl.store(out, b, index=(1,))
+    tl.store(out, p, index=(2,))
+    tl.store(out, q, index=(3,))
+    tl.store(out, r, index=(4,))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_tuple_swaps(n):
+    out = np.zeros(5 * T, np.float32)
+    swaps[1](out, n, T=T)
+    a, b, p, q, r = 1.0, 2.0, 10.0, 20.0, 30.0
+    for _ in range(n):
+        a, b = b, a
+        p, q, r = q, r, p
+    np.testing.assert_array_equal(out.reshape(5, T), np.repeat([[a], [b], [p], [q], [r]], T, axis=1))
+
+
+@tl.tile_kernel
+def online_softmax_stats(x, out, n_cols, BM: tl.Constant, BN: tl.Constant):
+    i = tl.block_id(0)
+    m = tl.full((BM,), float("-inf"))
+    l = tl.zeros((BM,), tl.float32)
+    for k in tl.range(tl.cdiv(n_cols, BN)):
+        t = tl.load(x, index=(i, k), shape=(BM, BN), padding=float("-inf"))
+        m2 = tl.maximum(m, tl.max(t, axis=1))
+        l2 = l * tl.exp(m - m2) + tl.sum(tl.exp(t - m2[:, None]), axis=1)
+        m, l = m2, l2
+    tl.store(out, tl.reshape(m, (BM, 1)), index=(i, 0))
+    tl.store(out, tl.reshape(l, (BM, 1)), index=(i, 1))
+
+
+def test_online_softmax_carries_two_values():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 37)).astype(np.float32)
+    out = np.zeros((10, 2), np.float32)
+    online_softmax_stats[tl.cdiv(10, 4)](x, out, 37, BM=4, BN=8)
+    m = x.max(axis=1)
+    np.testing.assert_array_equal(out[:, 0], m)
+    np.testing.assert_allclose(out[:, 1], np.exp(x - m[:, None]).sum(axis=1), rtol=1e-5)
+
+
+@tl.tile_kernel
+def matmul(a, b, c, K, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(tl.cdiv(K, BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc, index=(i, j))
+
+
+def test_dot_accumulator_is_carried():
+    rng = np.random.default_rng(1)
+    a = rng.integers(-3, 4, (20, 30)).astype(np.float16)
+    b = rng.integers(-3, 4, (30, 12)).astype(np.float16)
+    c = np.zeros((20, 12), np.float32)
+    matmul[tl.cdiv(20, 8), tl.cdiv(12, 8)](a, b, c, 30, BM=8, BN=8, BK=16)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
+
+
+# ----------------------------------------------------------------------- nesting
+
+
+@tl.tile_kernel
+def nested(x, out, n, m, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    for i in tl.range(n):
+        s = tl.zeros((T,), tl.float32)
+        for j in tl.range(m):
+            s += tl.load(x, index=(i * m + j,), shape=(T,))
+        acc = acc + s * (i + 1)
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
+def triangular(x, out, n, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    pairs = 0
+    for i in tl.range(n):
+        for j in tl.range(i + 1):  # the inner bound depends on the outer index
+            acc += tl.load(x, index=(j,), shape=(T,)) * i
+            pairs += 1
+    tl.store(out, acc, index=(0,))
+    tl.store(out, tl.zeros((T,)) + pairs, index=(1,))
+
+
+@pytest.mark.parametrize("n, m", [(0, 3), (3, 0), (2, 3), (4, 1)])
+def test_nested_loops(n, m):
+    out = np.zeros(T, np.float32)
+    nested[1](DATA, out, n, m, T=T)
+    expected = np.zeros(T, np.float32)
+    for i in range(n):
+        expected += sum(chunks(DATA, [i * m + j for j in range(m)]), np.zeros(T, np.float32)) * (i + 1)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4])
+def test_triangular_nested_loops(n):
+    out = np.zeros(2 * T, np.float32)
+    triangular[1](DATA, out, n, T=T)
+    expected = sum((DATA[j * T : (j + 1) * T] * i for i in range(n) for j in range(i + 1)), np.zeros(T, np.float32))
+    np.testing.assert_array_equal(out[:T], expected)
+    np.testing.assert_array_equal(out[T:], n * (n + 1) // 2)
+    assert tile_ir(triangular, DATA, out, n, T=T).count("range_loop") == 2
+
+
+# ------------------------------------------------------------ promoted Python scalars
+
+
+@tl.tile_kernel
+def scalar_state(x, out, n, T: tl.Constant):
+    count = 0
+    total = 0.0
+    best = 0
+    found = False
+    peak = tl.full((), float("-inf"))
+    for k in tl.range(n):
+        t = tl.load(x, index=(k,), shape=(T,))
+        count += 1
+        total = total + tl.sum(t)
+        best = tl.maximum(best, k)
+        found = found | tl.max(t > 5.0)
+        peak = tl.maximum(peak, tl.max(t))
+    tl.store(out, tl.zeros((T,)) + count, index=(0,))
+    tl.store(out, tl.zeros((T,)) + total, index=(1,))
+    tl.store(out, tl.zeros((T,)) + best, index=(2,))
+    tl.store(out, tl.zeros((T,)) + found.astype(tl.float32), index=(3,))
+    tl.store(out, tl.zeros((T,)) + peak, index=(4,))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_python_scalars_promoted_to_tiles(n):
+    out = np.zeros(5 * T, np.float32)
+    scalar_state[1](DATA, out, n, T=T)
+    seen = DATA[: n * T]
+    want = [n, seen.sum(), max(n - 1, 0), float((seen > 5).any()), seen.max() if n else -np.inf]
+    np.testing.assert_array_equal(out.reshape(5, T), np.repeat(np.array(want, np.float32)[:, None], T, axis=1))
+
+
+def test_promoted_scalars_have_the_python_dtype():
+    text = tile_ir(scalar_state, DATA, DATA, 3, T=T)
+    # count (int: i32), total (float: f32), best (i32, the max of 0 and the int32 index), found (bool), peak
+    assert carried_types(text) == ["i32[]", "f32[]", "i32[]", "bool[]", "f32[]"]
+
+
+@tl.tile_kernel
+def unchanged_scalars(x, out, n, SCALE: tl.Constant, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    factor = 2.0
+    for k in tl.range(n):
+        factor = 2.0  # rebinding a Python scalar to the same value keeps it a Python scalar
+        step = SCALE * factor  # assigned only inside the body, used only inside it
+        acc += tl.load(x, index=(k,), shape=(T,)) * step
+    tl.store(out, acc * factor, index=(0,))
+
+
+def test_unchanged_python_scalars_stay_python():
+    out = np.zeros(T, np.float32)
+    unchanged_scalars[1](DATA, out, 3, SCALE=3.0, T=T)
+    np.testing.assert_array_equal(out, sum(chunks(DATA, range(3))) * 12)
+    text = tile_ir(unchanged_scalars, DATA, out, 3, SCALE=3.0, T=T)
+    assert carried_types(text) == ["f32[8]"]  # only acc is carried
+
+
+# ----------------------------------------------------- invariants, stores, grids
+
+
+@tl.tile_kernel
+def scaled_copy(x, out, scale_src, n, T: tl.Constant):
+    i = tl.block_id(0)
+    scale = tl.load(scale_src, index=(i,), shape=(1,))  # loop-invariant tile
+    offset = tl.arange(0, T).astype(tl.float32)  # loop-invariant tile
+    for k in tl.range(n):
+        row = i * n + k
+        t = tl.load(x, index=(row,), shape=(T,))
+        tl.store(out, t * scale + offset + T, index=(row,))  # a store in the body, nothing carried
+
+
+def test_invariants_and_stores_in_the_body():
+    grid, n = 3, 4
+    x = (np.arange(grid * n * T) % 11).astype(np.float32)
+    scales = np.array([1.0, 2.0, 3.0], np.float32)
+    out = np.zeros_like(x)
+    scaled_copy[grid](x, out, scales, n, T=T)
+    expected = x.reshape(grid, n, T) * scales[:, None, None] + np.arange(T) + T
+    np.testing.assert_array_equal(out, expected.reshape(-1))
+    text = tl.explain(scaled_copy, x, out, scales, n, T=T)["simplified"]
+    assert "store" in text and "range_loop" in text
+
+
+@tl.tile_kernel
+def conditional_in_body(x, out, n, ADD: tl.Constant, T: tl.Constant):
+    acc = tl.full((T,), 100.0)
+    for k in tl.range(n):
+        if ADD:  # Python control flow on a Constant is fine
+            acc = acc + tl.load(x, index=(k,), shape=(T,))
+        else:
+            tl.store(out, acc, index=(k,))
+    tl.store(out, acc, index=(0,))
+
+
+def test_python_if_on_constant_in_body():
+    out = np.zeros(4 * T, np.float32)
+    conditional_in_body[1](DATA, out, 3, ADD=True, T=T)
+    np.testing.assert_array_equal(out[:T], 100 + sum(chunks(DATA, range(3))))
+    out[:] = 0
+    conditional_in_body[1](DATA, out, 3, ADD=False, T=T)
+    np.testing.assert_array_equal(out[: 3 * T], 100.0)
+
+
+# ---------------------------------------------------------- Python loops unroll
+
+
+@tl.tile_kernel
+def unrolled(x, out, REPS: tl.Constant, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    for r in range(REPS):
+        acc = acc + tl.load(x, index=(r,), shape=(T,)) * (r + 1)
+    parts = [tl.load(x, index=(j,), shape=(T,)) for j in (0, 2)]
+    for p in parts:
+        acc = acc - p
+    for w, j in zip([1.0, 10.0], [1, 3]):
+        acc += w * tl.load(x, index=(j,), shape=(T,))
+    tl.store(out, acc, index=(0,))
+
+
+def test_python_loops_unroll():
+    out = np.zeros(T, np.float32)
+    unrolled[1](DATA, out, REPS=3, T=T)
+    c = chunks(DATA, range(4))
+    np.testing.assert_array_equal(out, c[0] + 2 * c[1] + 3 * c[2] - c[0] - c[2] + c[1] + 10 * c[3])
+    text = tile_ir(unrolled, DATA, out, REPS=3, T=T)
+    assert "range_loop" not in text and text.count("= load") == 3 + 2 + 2
+
+
+# ------------------------------------------------------- where kernels are defined
+
+
+def make_kernel(scale, T):
+    def helper(t):
+        return t * scale
+
+    @tl.tile_kernel
+    def closure_kernel(x, out, n):
+        acc = tl.zeros((T,), tl.float32)
+        for k in tl.range(n):
+            acc += helper(tl.load(x, index=(k,), shape=(T,)))
+        tl.store(out, acc + scale, index=(0,))
+
+    return closure_kernel
+
+
+def test_kernel_defined_in_a_function_uses_closure_variables():
+    for scale, t in [(2.0, 8), (-1.0, 4)]:
+        kernel = make_kernel(scale, t)
+        out = np.zeros(t, np.float32)
+        kernel[1](DATA, out, 3)
+        np.testing.assert_array_equal(out, sum(chunks(DATA, range(3), t)) * scale + scale)
+
+
+class Kernels:
+    """Kernels as class attributes (no methods: a kernel has no ``self``)."""
+
+    @tl.tile_kernel
+    def running_max(x, out, n, T: tl.Constant):
+        m = tl.full((T,), float("-inf"))
+        for k in tl.range(n):
+            m = tl.maximum(m, tl.load(x, index=(k,), shape=(T,)))
+        tl.store(out, m, index=(0,))
+
+
+def test_kernel_defined_in_a_class_body():
+    out = np.zeros(T, np.float32)
+    Kernels.running_max[1](DATA, out, 5, T=T)
+    np.testing.assert_array_equal(out, np.max(chunks(DATA, range(5)), axis=0))
+
+
+FUTURE_MODULE = """
+from __future__ import annotations
+
+import tilelang as tl
+
+
+@tl.tile_kernel
+def total(x, out, n, T: tl.Constant):
+    acc = tl.zeros((T,), tl.float32)
+    for k in tl.range(n):
+        acc += tl.load(x, index=(k,), shape=(T,))
+    tl.store(out, acc, index=(0,))
+"""
+
+
+def test_kernel_in_a_module_with_future_annotations(tmp_path):
+    path = tmp_path / "future_kernels.py"
+    path.write_text(textwrap.dedent(FUTURE_MODULE))
+    spec = importlib.util.spec_from_file_location("future_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.total.constants == {"T"}
+    out = np.zeros(T, np.float32)
+    module.total[1](DATA, out, 4, T=T)
+    np.testing.assert_array_equal(out, sum(chunks(DATA, range(4))))
+    assert "future_kernels.py:" in tile_ir(module.total, DATA, out, 4, T=T)
+
+
+@tl.tile_kernel
+def string_annotation(x, out, n, T: "tl.Constant"):  # noqa: F821 - a string annotation, as the future import makes
+    acc = tl.zeros((T,), tl.float32)
+    for k in tl.range(n):
+        acc += tl.load(x, index=(k,), shape=(T,))
+    tl.store(out, acc, index=(0,))
+
+
+def test_string_constant_annotation():
+    assert string_annotation.constants == {"T"}
+    out = np.zeros(T, np.float32)
+    string_annotation[1](DATA, out, 2, T=T)
+    np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))))
