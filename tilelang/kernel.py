@@ -86,7 +86,8 @@ def _arg_type(name, value):
     array = _host_array(value)
     if array is not None:
         try:
-            return ArrayType(dtypes.dtype(array.dtype), array.ndim)
+            unit = array.ndim == 0 or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
+            return ArrayType(dtypes.dtype(array.dtype), array.ndim, unit)
         except TileError as err:
             raise TileTypeError(f"argument `{name}`: {err.message}") from None
     raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")

@@ -48,13 +48,14 @@ class TileType:
 
 @dataclass(frozen=True)
 class ArrayType:
-    """A kernel array argument: dtype and rank; its shape and strides are runtime values."""
+    """A kernel array argument: dtype, rank and layout facts; its shape and strides are runtime values."""
 
     dtype: DType
     ndim: int
+    unit_stride: bool = True  # the last dimension's elements are adjacent (vector accesses)
 
     def __str__(self):
-        return f"{self.dtype.short}[{','.join('?' * self.ndim)}]*"
+        return f"{self.dtype.short}[{','.join('?' * self.ndim)}]*" + ("" if self.unit_stride else "strided")
 
 
 class Var:

@@ -1,0 +1,352 @@
+"""The CPU backend: the same thread program the GPU runs, compiled with ``numba.njit``.
+
+A block's threads run as loops: the statements between two barriers (or around a warp
+shuffle) become one ``for t in range(THREADS)`` loop, a *phase*. A register used in one
+phase only is a plain local; one that lives across phases is an array indexed by thread.
+Shuffles read the source array at ``t ^ xor``; shared memory is a per-block array; loops
+whose bodies synchronise run at block level with their phases inside. Blocks run in
+parallel (``prange``) unless the kernel has atomics. So the CPU executes exactly what
+the GPU would, barriers and shuffles included, and hypothesis can test the lowering.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._lower.thread_ir import (
+    ArrayParam,
+    Atomic,
+    Barrier,
+    If,
+    Imm,
+    Load,
+    Loop,
+    Op,
+    Reg,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Store,
+    ThreadProgram,
+)
+from ..errors import TileCompilerError
+from .cuda import write_module
+from .numba_source import SourceWriter, cast, code_type_name, expression, operand
+
+
+def _synchronises(s) -> bool:
+    if isinstance(s, (Barrier, Shuffle)):
+        return True
+    if isinstance(s, Loop):
+        return any(map(_synchronises, s.body))
+    if isinstance(s, If):
+        return any(map(_synchronises, s.then + s.orelse))
+    return False
+
+
+def _split(stmts):
+    """Phases: ("threads", [stmts]) runs, ("shuffle", s), ("loop", s); barriers just split."""
+    out, run = [], []
+    for s in stmts:
+        if _synchronises(s):
+            if run:
+                out.append(("threads", run))
+                run = []
+            if isinstance(s, Shuffle):
+                out.append(("shuffle", s))
+            elif isinstance(s, Loop):
+                out.append(("loop", s))
+            elif not isinstance(s, Barrier):
+                raise TileCompilerError("a barrier or shuffle under a condition cannot run on the CPU")
+        else:
+            run.append(s)
+    if run:
+        out.append(("threads", run))
+    return out
+
+
+def _registers(stmts):
+    """Every register a statement list mentions."""
+    for s in stmts:
+        if isinstance(s, Op):
+            yield s.dst
+            yield from s.args
+        elif isinstance(s, Load):
+            yield from (*s.dsts, s.offset, s.mask, s.pad)
+        elif isinstance(s, Store):
+            yield from (s.offset, s.mask, *s.values)
+        elif isinstance(s, Atomic):
+            yield from (s.offset, s.mask, s.value)
+        elif isinstance(s, SharedLoad):
+            yield from (s.dst, s.index)
+        elif isinstance(s, SharedStore):
+            yield from (s.index, s.value, s.mask)
+        elif isinstance(s, Shuffle):
+            yield from (s.dst, s.src)
+        elif isinstance(s, If):
+            yield s.cond
+            yield from _registers(s.then + s.orelse)
+        elif isinstance(s, Loop):
+            yield from (s.index, s.start, s.stop, s.step, *s.params, *s.inits, *s.results)
+            yield from _registers(s.body)
+
+
+class CpuWriter(SourceWriter):
+    def __init__(self, program: ThreadProgram):
+        super().__init__(program)
+        self.uniform: set = set()  # indices of block-level loops: plain scalars
+        self.shared_regs: set = set()  # registers living across phases: arrays
+        self._classify(program.body)
+
+    def _classify(self, stmts):
+        seen: dict = {}
+        counter = iter(range(10**9))
+
+        def visit(stmts):
+            for kind, item in _split(stmts):
+                if kind == "threads":
+                    phase = next(counter)
+                    for r in _registers(item):
+                        if isinstance(r, Reg):
+                            seen.setdefault(r, set()).add(phase)
+                elif kind == "shuffle":
+                    self.shared_regs.update([item.dst, item.src])
+                else:
+                    self.uniform.add(item.index)
+                    self.shared_regs.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
+                    self.shared_regs.update(item.params)
+                    self.shared_regs.update(r for r in (*item.inits, *item.results) if isinstance(r, Reg))
+                    visit(item.body)
+
+        visit(stmts)
+        params = {r for p in self.program.params for r in (p.regs() if isinstance(p, ArrayParam) else [p.reg])}
+        self.shared_regs.update(r for r, phases in seen.items() if len(phases) > 1)
+        self.shared_regs -= params | self.uniform
+
+    def ref(self, x) -> str:
+        if isinstance(x, Reg) and x in self.shared_regs:
+            return f"{x.name}[t]"
+        return operand(x)
+
+    # -- rendering with per-thread registers -------------------------------------
+
+    def source(self) -> str:
+        p = self.program
+        parallel = not any(isinstance(s, Atomic) for s in _walk(p.body))
+        self.emit("import math", 0)
+        self.emit("import numpy as np", 0)
+        self.emit("from numba import njit, prange, boolean, int8, int16, int32, int64, uint8, uint16, uint32", 0)
+        self.emit("from numba import uint64, float32, float64", 0)
+        self.emit("from tilelang._backends.cpu_intrinsics import *  # noqa: F403", 0)
+        self.emit("inf, nan = math.inf, math.nan", 0)
+        self.emit("", 0)
+        self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=False)", 0)
+        args = ["grid_x", "grid_y", "grid_z"]
+        for q in p.params:
+            if isinstance(q, ArrayParam):
+                args += [f"{q.name}__buf", f"{q.name}__origin"]
+        args += self.signature()
+        self.emit(f"def {p.name}({', '.join(args)}):", 0)
+        self.emit(f"for block in {'prange' if parallel else 'range'}(grid_x * grid_y * grid_z):", 4)
+        self.emit("bx = int32(block % grid_x)", 8)
+        self.emit("by = int32((block // grid_x) % grid_y)", 8)
+        self.emit("bz = int32(block // (grid_x * grid_y))", 8)
+        for name, (d, size) in p.shared.items():
+            self.emit(f"{name} = np.zeros({size}, np.{code_type_name(d).replace('boolean', 'bool_')})", 8)
+        for r in sorted(self.shared_regs, key=lambda r: r.name):
+            self.emit(
+                f"{r.name} = np.zeros({p.num_threads}, np.{code_type_name(r.dtype).replace('boolean', 'bool_')})", 8
+            )
+        self.phases(p.body, 8)
+        return "\n".join(self.lines) + "\n"
+
+    def phases(self, stmts, indent):
+        threads = self.program.num_threads
+        for kind, item in _split(stmts):
+            if kind == "threads":
+                self.emit(f"for t in range({threads}):", indent)
+                self.body(item, indent + 4)
+            elif kind == "shuffle":
+                self.emit(f"for t in range({threads}):", indent)
+                self.emit(f"{item.dst.name}[t] = {item.src.name}[t ^ {item.xor}]", indent + 4)
+            else:
+                self.loop(item, indent)
+
+    def loop(self, s: Loop, indent):
+        threads = self.program.num_threads
+        if s.params:
+            self.emit(f"for t in range({threads}):", indent)
+            for p, init in zip(s.params, s.inits):
+                self.emit(f"{self.ref(p)} = {self.ref(init)}", indent + 4)
+        bounds = ", ".join(self.uniform_ref(x) for x in (s.start, s.stop, s.step))
+        self.emit(f"for {s.index.name} in range({bounds}):", indent)
+        self.phases(s.body, indent + 4)
+        if s.params:
+            self.emit(f"for t in range({threads}):", indent + 4)
+            targets = ", ".join(self.ref(p) for p in s.params)
+            self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 8)
+
+    def uniform_ref(self, x):
+        return f"{x.name}[0]" if isinstance(x, Reg) and x in self.shared_regs else operand(x)
+
+    def body(self, stmts, indent):
+        # The shared writer renders registers through operand(); swap in per-thread refs.
+        for s in stmts:
+            if isinstance(s, Op):
+                special = self.special(s)
+                value = special if special is not None else cast(s, expression(_with_refs(s, self)))
+                self.emit(f"{self.ref(s.dst)} = {value}", indent)
+            elif isinstance(s, If):
+                self.emit(f"if {self.ref(s.cond)}:", indent)
+                self.body(s.then, indent + 4)
+                if s.orelse:
+                    self.emit("else:", indent)
+                    self.body(s.orelse, indent + 4)
+            elif isinstance(s, Loop):
+                for p, init in zip(s.params, s.inits):
+                    self.emit(f"{self.ref(p)} = {self.ref(init)}", indent)
+                bounds = ", ".join(self.ref(x) for x in (s.start, s.stop, s.step))
+                self.emit(f"for {self.ref(s.index)} in range({bounds}):", indent)
+                self.body(s.body, indent + 4)
+                if s.params:
+                    targets = ", ".join(self.ref(p) for p in s.params)
+                    self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 4)
+            else:
+                self.statement(s, indent)
+
+    def special(self, op):
+        if op.op == "thread_id":
+            return "int32(t)"
+        if op.op == "block_id":
+            return ("bx", "by", "bz")[op.attr]
+        if op.op == "num_blocks":
+            return f"int32({('grid_x', 'grid_y', 'grid_z')[op.attr]})"
+        if op.op == "aligned":
+            name, nbytes = op.attr
+            size = self.arrays[name].dtype.itemsize
+            return f"((uint64({name}__ptr) + uint64({self.ref(op.args[0])}) * {size}) & {nbytes - 1}) == 0"
+        return None
+
+    def element(self, array, offset, i=0):
+        return f"{array}__buf[{array}__origin + {self.ref(offset)}{f' + {i}' if i else ''}]"
+
+    def statement(self, s, indent):
+        if isinstance(s, Load):
+            d = self.arrays[s.array].dtype
+            for i, dst in enumerate(s.dsts):
+                value = _from_memory(d, self.element(s.array, s.offset, i))
+                if s.mask is None or (isinstance(s.mask, Imm) and s.mask.value):
+                    self.emit(f"{self.ref(dst)} = {value}", indent)
+                else:
+                    self.emit(f"{self.ref(dst)} = {value} if {self.ref(s.mask)} else {self.ref(s.pad)}", indent)
+        elif isinstance(s, Store):
+            d = self.arrays[s.array].dtype
+            lines = [
+                f"{self.element(s.array, s.offset, i)} = {_to_memory(d, self.ref(v))}" for i, v in enumerate(s.values)
+            ]
+            self.guarded(s.mask, lines, indent)
+        elif isinstance(s, Atomic):
+            d = self.arrays[s.array].dtype
+            target, v = self.element(s.array, s.offset), self.ref(s.value)
+            current = _from_memory(d, target)
+            combined = {"add": f"{current} + {v}", "max": f"max({current}, {v})", "min": f"min({current}, {v})"}[s.op]
+            if s.op != "add" and d.is_float:
+                cmp = ">" if s.op == "max" else "<"
+                combined = f"{v} if ({v} {cmp} {current} or {v} != {v}) else {current}"
+            value = f"{code_type_name(d)}({combined})"
+            if d.is_float and d.bits == 16:
+                value = f"round_{d.name}({value})"
+            self.guarded(s.mask, [f"{target} = {_to_memory(d, value)}"], indent)
+        elif isinstance(s, SharedLoad):
+            value = f"{s.buffer}[{self.ref(s.index)}]"
+            self.emit(
+                f"{self.ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{self.ref(s.dst)} = {value}", indent
+            )
+        elif isinstance(s, SharedStore):
+            self.guarded(s.mask, [f"{s.buffer}[{self.ref(s.index)}] = {self.ref(s.value)}"], indent)
+        else:
+            raise TileCompilerError(f"the CPU backend cannot emit {type(s).__name__} inside a phase")
+
+    def guarded(self, mask, lines, indent):
+        if mask is None or (isinstance(mask, Imm) and mask.value):
+            for line in lines:
+                self.emit(line, indent)
+        elif not isinstance(mask, Imm):
+            self.emit(f"if {self.ref(mask)}:", indent)
+            for line in lines:
+                self.emit(line, indent + 4)
+
+
+def _walk(stmts):
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from _walk(s.then + s.orelse)
+        elif isinstance(s, Loop):
+            yield from _walk(s.body)
+
+
+def _with_refs(op: Op, writer: CpuWriter) -> Op:
+    args = tuple(Reg(writer.ref(a), a.dtype) if isinstance(a, Reg) else a for a in op.args)
+    return Op(op.dst, op.op, args, op.attr)
+
+
+def _from_memory(d, text):
+    if d.is_float and d.bits == 16:
+        return f"{d.name}_value({text})"
+    return text
+
+
+def _to_memory(d, text):
+    if d.is_float and d.bits == 16:
+        return f"{d.name}_bits({text})"
+    return text
+
+
+class _Owner:
+    """Exposes an array's memory from its lowest addressed element (negative strides too)."""
+
+    def __init__(self, array):
+        self.array = array
+        itemsize = array.itemsize
+        strides = [s // itemsize for s in array.strides]
+        low = sum(min(0, (n - 1) * s) for n, s in zip(array.shape, strides)) if array.size else 0
+        high = sum(max(0, (n - 1) * s) for n, s in zip(array.shape, strides)) if array.size else 0
+        self.origin = -low
+        ptr = array.__array_interface__["data"][0] + low * itemsize
+        self.__array_interface__ = {
+            "data": (ptr, False),
+            "shape": ((high - low + 1) * itemsize,),
+            "typestr": "|u1",
+            "version": 3,
+        }
+
+
+class CpuKernel:
+    def __init__(self, program: ThreadProgram):
+        self.program = program
+        self.source = CpuWriter(program).source()
+        self.function = getattr(write_module(self.source, f"cpu_{program.name}"), program.name)
+
+    def __call__(self, grid, args):
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        if 0 in grid:
+            return
+        views, rest = [], []
+        for p, value in zip(self.program.params, args):
+            if isinstance(p, ArrayParam):
+                flat, origin, base = _array_view(value)
+                views += [flat, np.int64(origin)]
+                rest += [np.uint64(base), *map(np.int64, value.shape)]
+                rest += [np.int64(s // value.itemsize) for s in value.strides]
+            else:
+                rest.append(value)
+        self.function(*map(np.int64, grid), *views, *rest)
+
+
+def _array_view(array: np.ndarray):
+    """A flat typed view of the memory ``array`` spans, the index of its element 0 in it,
+    and its data pointer. 16-bit floats are viewed as their bits (numba has no such type)."""
+    owner = _Owner(array)
+    dtype = np.dtype(np.uint16) if array.dtype.name in ("float16", "bfloat16") else array.dtype
+    return np.asarray(owner).view(dtype), owner.origin, array.__array_interface__["data"][0]

@@ -1,0 +1,81 @@
+"""Helpers the CPU backend's generated code calls: 16-bit float conversions in integer
+arithmetic (numba has no float16 or bfloat16 on the CPU), bit for bit what the GPU's
+``cvt.rn`` instructions do: round to nearest, ties to even, with subnormals, inf and NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic
+
+
+@intrinsic
+def f32_bits(typingctx, x):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def f32_from_bits(typingctx, u):
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.uint32), codegen
+
+
+@njit(cache=True)
+def bfloat16_bits(x):
+    u = f32_bits(np.float32(x))
+    if (u & 0x7FFFFFFF) > 0x7F800000:  # NaN stays NaN (quiet)
+        return np.uint16((u >> 16) | 0x40)
+    u = u + np.uint32(0x7FFF) + ((u >> 16) & 1)
+    return np.uint16(u >> 16)
+
+
+@njit(cache=True)
+def bfloat16_value(h):
+    return f32_from_bits(np.uint32(h) << 16)
+
+
+@njit(cache=True)
+def float16_bits(x):
+    u = f32_bits(np.float32(x))
+    sign = np.uint32((u >> 16) & 0x8000)
+    a = u & np.uint32(0x7FFFFFFF)
+    if a >= 0x7F800000:
+        return np.uint16(sign | (0x7E00 if a > 0x7F800000 else 0x7C00))
+    if a >= 0x477FF000:  # 65520 and up round to infinity
+        return np.uint16(sign | 0x7C00)
+    if a < 0x38800000:  # below the smallest normal float16: a subnormal (or zero)
+        scaled = f32_from_bits(a) * np.float32(16777216.0)  # exact: times 2**24
+        return np.uint16(sign | np.uint32(np.rint(scaled)))
+    a = a + np.uint32(0xFFF) + ((a >> 13) & 1)
+    return np.uint16(sign | ((a - np.uint32(0x38000000)) >> 13))
+
+
+@njit(cache=True)
+def float16_value(h):
+    h = np.uint32(h)
+    sign = (h & 0x8000) << 16
+    e = (h >> 10) & 0x1F
+    m = h & 0x3FF
+    if e == 0:
+        value = np.float32(m) * np.float32(5.960464477539063e-08)  # m * 2**-24, exact
+        return -value if sign else value
+    if e == 31:
+        return f32_from_bits(sign | np.uint32(0x7F800000) | (m << 13))
+    return f32_from_bits(sign | ((e + 112) << 23) | (m << 13))
+
+
+@njit(cache=True)
+def round_float16(x):
+    return float16_value(float16_bits(x))
+
+
+@njit(cache=True)
+def round_bfloat16(x):
+    return bfloat16_value(bfloat16_bits(x))

@@ -1,0 +1,166 @@
+"""The numba-cuda backend: thread program → Python source → PTX (and a runnable kernel).
+
+The generated source is written to a file in the cache directory, named by its hash,
+so numba's line info points at readable code and identical kernels share one file.
+PTX needs no GPU (``numba.cuda.compile_ptx`` for sm_90 by default); running needs one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+
+from .._lower.thread_ir import (
+    ArrayParam,
+    Atomic,
+    Barrier,
+    Imm,
+    Load,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Store,
+    ThreadProgram,
+)
+from ..errors import TileCompilerError
+from .cuda_intrinsics import ATOMIC_DTYPES
+from .numba_source import SourceWriter, code_type_name, operand
+
+DEFAULT_CC = (9, 0)
+
+
+class CudaWriter(SourceWriter):
+    """numba-cuda: raw-pointer intrinsics, shared arrays, ``syncthreads``, ``shfl_xor_sync``."""
+
+    def source(self) -> str:
+        p = self.program
+        self.emit("import math", 0)
+        self.emit("from numba import cuda, boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64", 0)
+        self.emit("from numba import float32, float64", 0)
+        self.emit("from tilelang._backends.cuda_intrinsics import *  # noqa: F403", 0)
+        self.emit("inf, nan = math.inf, math.nan", 0)
+        self.emit("", 0)
+        self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
+        for name, (d, size) in p.shared.items():
+            self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)})", 4)
+        self.body(p.body, 4)
+        return "\n".join(self.lines) + "\n"
+
+    def special(self, op):
+        axis = "xyz"[op.attr] if op.op in ("block_id", "num_blocks") else None
+        if op.op == "thread_id":
+            return "int32(cuda.threadIdx.x)"
+        if op.op == "block_id":
+            return f"int32(cuda.blockIdx.{axis})"
+        if op.op == "num_blocks":
+            return f"int32(cuda.gridDim.{axis})"
+        if op.op == "aligned":
+            name, nbytes = op.attr
+            size = self.arrays[name].dtype.itemsize
+            return f"((uint64({name}__ptr) + uint64({operand(op.args[0])}) * {size}) & {nbytes - 1}) == 0"
+        return None
+
+    def statement(self, s, indent):
+        if isinstance(s, Load):
+            d = self.arrays[s.array].dtype
+            lanes = "" if len(s.dsts) == 1 else str(len(s.dsts))
+            targets = ", ".join(r.name for r in s.dsts) + ("," if len(s.dsts) > 1 else "")
+            call = f"ld{lanes}_{d.name}({s.array}__ptr, {operand(s.offset)})"
+            if s.mask is None or (isinstance(s.mask, Imm) and s.mask.value):
+                self.emit(f"{targets} = {call}", indent)
+            else:
+                self.emit(f"{targets} = {', '.join(operand(s.pad) for _ in s.dsts)}", indent)
+                self.masked(s.mask, f"{targets} = {call}", indent)
+        elif isinstance(s, Store):
+            d = self.arrays[s.array].dtype
+            lanes = "" if len(s.values) == 1 else str(len(s.values))
+            values = ", ".join(operand(v) for v in s.values)
+            values = values if len(s.values) == 1 else f"({values})"
+            self.masked(s.mask, f"st{lanes}_{d.name}({s.array}__ptr, {operand(s.offset)}, {values})", indent)
+        elif isinstance(s, Atomic):
+            d = self.arrays[s.array].dtype
+            if d.name not in ATOMIC_DTYPES:
+                raise TileCompilerError(f"atomic_{s.op} on {d.name} arrays is not supported on the GPU")
+            call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {operand(s.offset)}, {operand(s.value)})"
+            self.masked(s.mask, call, indent)
+        elif isinstance(s, SharedLoad):
+            value = f"{s.buffer}[{operand(s.index)}]"
+            self.emit(f"{s.dst.name} = {value} != 0" if s.dst.dtype.is_bool else f"{s.dst.name} = {value}", indent)
+        elif isinstance(s, SharedStore):
+            value = f"uint8({operand(s.value)})" if s.value.dtype.is_bool else operand(s.value)
+            self.masked(s.mask, f"{s.buffer}[{operand(s.index)}] = {value}", indent)
+        elif isinstance(s, Barrier):
+            self.emit("cuda.syncthreads()", indent)
+        elif isinstance(s, Shuffle):
+            d = s.dst.dtype
+            native = d.name in ("int32", "int64", "float32", "float64") or (d.is_float and d.bits == 16)
+            wide = "int64" if d.bits == 64 else "int32"
+            src = operand(s.src) if native else f"{wide}({operand(s.src)})"
+            value = f"cuda.shfl_xor_sync(0xFFFFFFFF, {src}, {s.xor})"
+            if d.is_bool:
+                self.emit(f"{s.dst.name} = {value} != 0", indent)
+            else:
+                self.emit(f"{s.dst.name} = {code_type_name(d)}({value})", indent)
+        else:
+            raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
+
+
+def cache_dir() -> str:
+    path = os.environ.get("TILELANG_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilelang")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def write_module(source: str, prefix: str):
+    """Write ``source`` to ``<cache>/<prefix>_<hash>.py`` and import it."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    name = f"tilelang_{prefix}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = os.path.join(cache_dir(), name + ".py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)  # atomic: concurrent writers leave one complete file
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def numba_signature(program: ThreadProgram):
+    from numba import types
+
+    from .cuda_intrinsics import code_type
+
+    args = []
+    for p in program.params:
+        if isinstance(p, ArrayParam):
+            args.append(types.uint64)
+            args.extend([types.int64] * (2 * p.ndim))
+        else:
+            args.append(code_type(p.reg.dtype))
+    return types.void(*args)
+
+
+class CudaKernel:
+    """The generated source of one thread program, its PTX, and (on a GPU) a launcher."""
+
+    def __init__(self, program: ThreadProgram):
+        self.program = program
+        self.source = CudaWriter(program).source()
+        self.module = write_module(self.source, program.name)
+        self.function = getattr(self.module, program.name)
+        self.signature = numba_signature(program)
+        self._ptx = {}
+
+    def ptx(self, cc=DEFAULT_CC) -> str:
+        if cc not in self._ptx:
+            from numba import cuda
+
+            self._ptx[cc], _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=True)
+        return self._ptx[cc]

@@ -1,0 +1,188 @@
+"""numba-cuda intrinsics the generated kernels call: global loads and stores through raw
+pointers (scalar and 16-byte vector), atomics, and 16-bit float conversions.
+
+Arrays reach a kernel as a ``uint64`` data pointer plus int64 shapes and strides, so
+every access is ``ptr + offset * itemsize``, loaded through the global address space
+(``ld.global``) with the alignment the access has: a vector load of 16 bytes is one
+``ld.global.v4.b32``-class instruction. 16-bit floats live in float32 registers:
+loads widen, stores narrow (exactly: values are kept representable), and ``round_*``
+rounds a float32 result to the 16-bit type with round-to-nearest-even (``cvt.rn``).
+
+The functions are named ``<what>_<dtype>`` (``ld_float32``, ``ld4_float32``,
+``st8_bfloat16``, ``atomic_add_int32``, ``round_float16``) and looked up by name.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.cuda import nvvmutils
+from numba.cuda.extending import intrinsic
+
+from ..dtypes import ALL_DTYPES, DType
+
+I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+NUMBA = {
+    "bool": types.boolean, "int8": types.int8, "int16": types.int16, "int32": types.int32,
+    "int64": types.int64, "uint8": types.uint8, "uint16": types.uint16, "uint32": types.uint32,
+    "uint64": types.uint64, "float16": types.float32, "bfloat16": types.float32,
+    "float32": types.float32, "float64": types.float64,
+}  # fmt: skip
+MEMORY = {"bool": I8, "float16": I16, "bfloat16": I16, "float32": F32, "float64": F64}
+
+
+def code_type(d: DType):
+    """The numba type of a register of dtype ``d`` (16-bit floats compute in float32)."""
+    return NUMBA[d.name]
+
+
+def _memory_type(d: DType):
+    return MEMORY.get(d.name) or ir.IntType(d.bits)
+
+
+def _address(builder, ptr, offset, d: DType, lanes=1, addrspace=1):
+    byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
+    elem = _memory_type(d)
+    ty = ir.VectorType(elem, lanes) if lanes > 1 else elem
+    return builder.inttoptr(byte, ty.as_pointer(addrspace))
+
+
+def _widen(builder, raw, d: DType):
+    """Memory value → register value."""
+    if d.name == "float16":
+        return builder.fpext(builder.bitcast(raw, ir.HalfType()), F32)
+    if d.name == "bfloat16":
+        return builder.bitcast(builder.shl(builder.zext(raw, I32), ir.Constant(I32, 16)), F32)
+    if d.is_bool:
+        return builder.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
+    return raw
+
+
+def _narrow(builder, value, d: DType):
+    """Register value → memory value (exact: 16-bit float registers are representable)."""
+    if d.name == "float16":
+        return builder.bitcast(builder.fptrunc(value, ir.HalfType()), I16)
+    if d.name == "bfloat16":
+        return builder.trunc(builder.lshr(builder.bitcast(value, I32), ir.Constant(I32, 16)), I16)
+    if d.is_bool:
+        return builder.zext(value, I8)
+    return value
+
+
+def _load(d: DType, lanes: int):
+    reg = code_type(d)
+
+    @intrinsic
+    def load(typingctx, ptr, offset):
+        ret = reg if lanes == 1 else types.UniTuple(reg, lanes)
+
+        def codegen(context, builder, sig, args):
+            raw = builder.load(_address(builder, *args, d, lanes), align=d.itemsize * lanes)
+            if lanes == 1:
+                return _widen(builder, raw, d)
+            items = [_widen(builder, builder.extract_element(raw, ir.Constant(I32, i)), d) for i in range(lanes)]
+            return context.make_tuple(builder, ret, items)
+
+        return ret(types.uint64, types.int64), codegen
+
+    return load
+
+
+def _store(d: DType, lanes: int):
+    """``st_<dtype>(ptr, offset, value)``; vector stores take a tuple of ``lanes`` values."""
+    reg = code_type(d)
+    value_type = reg if lanes == 1 else types.UniTuple(reg, lanes)
+
+    @intrinsic
+    def store(typingctx, ptr, offset, values):
+        def codegen(context, builder, sig, args):
+            ptr, offset, vals = args
+            if lanes == 1:
+                value = _narrow(builder, vals, d)
+            else:
+                value = ir.Constant(ir.VectorType(_memory_type(d), lanes), ir.Undefined)
+                for i in range(lanes):
+                    item = _narrow(builder, builder.extract_value(vals, i), d)
+                    value = builder.insert_element(value, item, ir.Constant(I32, i))
+            builder.store(value, _address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+            return context.get_dummy_value()
+
+        return types.void(types.uint64, types.int64, value_type), codegen
+
+    return store
+
+
+def _round(d: DType):
+    """float32 → nearest ``d`` (round to nearest even) → float32."""
+    asm = {
+        "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
+        "bfloat16": "cvt.rn.bf16.f32 h, $1; cvt.f32.bf16 $0, h;",
+    }
+
+    @intrinsic
+    def round_(typingctx, x):
+        def codegen(context, builder, sig, args):
+            fn = ir.FunctionType(F32, [F32])
+            return builder.call(ir.InlineAsm(fn, "{ .reg .b16 h; " + asm[d.name] + " }", "=f,f"), args)
+
+        return types.float32(types.float32), codegen
+
+    return round_
+
+
+_ATOMIC_FLOAT = {
+    ("add", "float32"): nvvmutils.declare_atomic_add_float32,
+    ("add", "float64"): nvvmutils.declare_atomic_add_float64,
+    ("max", "float32"): nvvmutils.declare_atomic_max_float32,
+    ("max", "float64"): nvvmutils.declare_atomic_max_float64,
+    ("min", "float32"): nvvmutils.declare_atomic_min_float32,
+    ("min", "float64"): nvvmutils.declare_atomic_min_float64,
+}
+
+
+def _atomic(op: str, d: DType):
+    reg = code_type(d)
+
+    @intrinsic
+    def atomic(typingctx, ptr, offset, value):
+        def codegen(context, builder, sig, args):
+            ptr, offset, value = args
+            address = _address(builder, ptr, offset, d, addrspace=0)
+            if d.is_float:
+                builder.call(_ATOMIC_FLOAT[op, d.name](builder.module), (address, value))
+            else:
+                llvm_op = {"add": "add", "max": "max", "min": "min"}[op]
+                if d.kind == "u" and op != "add":
+                    llvm_op = "u" + llvm_op
+                builder.atomic_rmw(llvm_op, address, value, "monotonic")
+            return context.get_dummy_value()
+
+        return types.void(types.uint64, types.int64, reg), codegen
+
+    return atomic
+
+
+# Atomics the GPU has for these element types (numba-cuda's own lowering of them).
+ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
+
+
+def _build():
+    table = {}
+    for d in ALL_DTYPES:
+        for lanes in (1, 2, 4, 8, 16):
+            if d.itemsize * lanes <= 16:
+                suffix = "" if lanes == 1 else str(lanes)
+                table[f"ld{suffix}_{d.name}"] = _load(d, lanes)
+                table[f"st{suffix}_{d.name}"] = _store(d, lanes)
+        if d.name in ATOMIC_DTYPES:
+            for op in ("add", "max", "min"):
+                table[f"atomic_{op}_{d.name}"] = _atomic(op, d)
+    for name in ("float16", "bfloat16"):
+        table[f"round_{name}"] = _round(BY_NAME_16[name])
+    return table
+
+
+BY_NAME_16 = {d.name: d for d in ALL_DTYPES if d.is_float and d.bits == 16}
+INTRINSICS = _build()
+globals().update(INTRINSICS)

@@ -1,0 +1,169 @@
+"""Thread IR → Python source for numba: the expression table both numba backends share.
+
+Every register becomes a local variable; every operation is cast to its register's
+numba type (so integers wrap at their width, and numba's promotion to int64 or float64
+never leaks), and operations producing a 16-bit float round their float32 result. What
+differs between targets (memory, barriers, shuffles, thread ids) is rendered by the
+target's ``statement`` and ``special`` methods.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._lower.thread_ir import (
+    ArrayParam,
+    If,
+    Imm,
+    Loop,
+    Op,
+    Reg,
+    ThreadProgram,
+)
+from ..errors import TileCompilerError
+
+
+def code_type_name(d) -> str:
+    """The numba type a register of dtype ``d`` has in generated code."""
+    if d.is_float and d.bits == 16:
+        return "float32"
+    return "boolean" if d.is_bool else d.name
+
+
+def operand(x) -> str:
+    if isinstance(x, Reg):
+        return x.name
+    if isinstance(x, Imm):
+        if x.dtype.is_bool:
+            return repr(bool(x.value))
+        if x.dtype.is_float:
+            v = float(x.value)
+            text = "nan" if math.isnan(v) else ("inf" if v == math.inf else ("-inf" if v == -math.inf else repr(v)))
+            return f"{code_type_name(x.dtype)}({text})"
+        return f"{x.dtype.name}({int(x.value)})"
+    raise TileCompilerError(f"cannot render operand {x!r}")
+
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "eq": "==", "ne": "!=",
+          "lt": "<", "le": "<=", "gt": ">", "ge": ">="}  # fmt: skip
+_MATH = {"exp": "math.exp({a})", "log": "math.log({a})", "log2": "math.log2({a})", "sqrt": "math.sqrt({a})",
+         "sin": "math.sin({a})", "cos": "math.cos({a})", "tanh": "math.tanh({a})", "erf": "math.erf({a})",
+         "floor": "math.floor({a})", "ceil": "math.ceil({a})"}  # fmt: skip
+
+
+def expression(op: Op) -> str:
+    """The Python expression computing ``op`` (before the cast to its register type)."""
+    args = [operand(a) for a in op.args]
+    types = [a.dtype for a in op.args]
+    t = code_type_name(op.dst.dtype)
+    a = args[0] if args else None
+    b = args[1] if len(args) > 1 else None
+    name = op.op
+    if name in _INFIX:
+        return f"{a} {_INFIX[name]} {b}"
+    if name == "div":
+        return f"{a} / {b}"
+    if name == "pow":
+        return f"{a} ** {b}"
+    if name in ("maximum", "minimum"):
+        cmp = ">" if name == "maximum" else "<"
+        if types[0].is_bool:
+            return f"{a} or {b}" if name == "maximum" else f"{a} and {b}"
+        nan_first = f" or {a} != {a}" if types[0].is_float else ""
+        return f"{a} if ({a} {cmp} {b}{nan_first}) else {b}"
+    if name in ("and", "or", "xor", "land", "lor"):
+        sym = {"and": "&", "or": "|", "xor": "^", "land": "&", "lor": "|"}[name]
+        return f"{a} {sym} {b}"
+    if name in ("shl", "shr"):
+        bits = types[0].itemsize * 8
+        ok = f"uint64({b}) < {bits}"
+        if name == "shl":
+            return f"({a} << {b}) if {ok} else 0"
+        if types[0].kind == "i":
+            return f"{a} >> ({b} if {ok} else {bits - 1})"
+        return f"({a} >> {b}) if {ok} else 0"
+    if name == "neg":
+        return f"-{a}"
+    if name == "invert":
+        return f"not {a}" if types[0].is_bool else f"~{a}"
+    if name == "abs":
+        return f"abs({a})"
+    if name in _MATH:
+        return _MATH[name].format(a=a)
+    if name == "exp2":
+        return f"{t}(2.0) ** {a}"
+    if name == "rsqrt":
+        return f"{t}(1.0) / math.sqrt({a})"
+    if name == "sigmoid":
+        return f"{t}(1.0) / ({t}(1.0) + math.exp(-{a}))"
+    if name == "convert":
+        return f"{a} != 0" if op.attr.is_bool else a
+    if name == "select":
+        return f"{args[1]} if {a} else {args[2]}"
+    raise TileCompilerError(f"the numba backends have no rule for thread op '{name}'")
+
+
+def cast(op: Op, expr: str) -> str:
+    d = op.dst.dtype
+    if d.is_bool:
+        return f"({expr})" if op.op != "convert" else expr
+    text = f"{code_type_name(d)}({expr})"
+    if d.is_float and d.bits == 16 and op.op != "select":
+        return f"round_{d.name}({text})"
+    return text
+
+
+class SourceWriter:
+    """Renders a thread program; targets override the target-specific parts."""
+
+    def __init__(self, program: ThreadProgram):
+        self.program = program
+        self.lines: list[str] = []
+        self.arrays = {p.name: p for p in program.params if isinstance(p, ArrayParam)}
+
+    def emit(self, line: str, indent: int):
+        self.lines.append(" " * indent + line)
+
+    def signature(self) -> list[str]:
+        names = []
+        for p in self.program.params:
+            names.extend(r.name for r in (p.regs() if isinstance(p, ArrayParam) else [p.reg]))
+        return names
+
+    def body(self, stmts, indent):
+        if not stmts:
+            self.emit("pass", indent)
+        for s in stmts:
+            if isinstance(s, Op):
+                special = self.special(s)
+                self.emit(f"{s.dst.name} = {special if special is not None else cast(s, expression(s))}", indent)
+            elif isinstance(s, If):
+                self.emit(f"if {operand(s.cond)}:", indent)
+                self.body(s.then, indent + 4)
+                if s.orelse:
+                    self.emit("else:", indent)
+                    self.body(s.orelse, indent + 4)
+            elif isinstance(s, Loop):
+                for p, init in zip(s.params, s.inits):
+                    self.emit(f"{p.name} = {operand(init)}", indent)
+                bounds = ", ".join(operand(x) for x in (s.start, s.stop, s.step))
+                self.emit(f"for {s.index.name} in range({bounds}):", indent)
+                self.body(s.body, indent + 4)
+                if s.params:
+                    targets = ", ".join(p.name for p in s.params)
+                    self.emit(f"{targets}, = {', '.join(operand(r) for r in s.results)},", indent + 4)
+            else:
+                self.statement(s, indent)
+
+    def masked(self, mask, line, indent):
+        if mask is None or (isinstance(mask, Imm) and mask.value):
+            self.emit(line, indent)
+        elif not isinstance(mask, Imm):
+            self.emit(f"if {operand(mask)}:", indent)
+            self.emit(line, indent + 4)
+
+    def special(self, op: Op):
+        raise NotImplementedError
+
+    def statement(self, s, indent):
+        raise NotImplementedError

@@ -1,0 +1,198 @@
+"""Layouts: which thread holds which elements of a tile.
+
+A tile of shape ``S`` is padded to powers of two ``P`` (the padding elements are
+"phantoms": never loaded, stored or reduced) and numbered row-major; element ``f`` of the
+padded tile has ``log2(prod(P))`` index bits. A layout assigns every index bit to one bit
+of a hardware index: the register slot, the lane (5 bits) or the warp. Element
+``f = reg_part(r) | lane_part(lane) | warp_part(warp)``. A hardware bit assigned no index
+bit (``None``) means the threads differing in that bit hold the same elements
+(replication: only the thread with that bit 0 stores them).
+
+This is Triton's idea of linear layouts restricted to bit permutations. It makes the
+questions the lowering asks mechanical:
+
+- converting a value between two layouts is free (a renaming of registers) when both put
+  the same index bits on the same lane and warp bits; otherwise it goes through shared
+  memory;
+- reducing along an axis: register bits of that axis reduce inside a thread, lane bits
+  with warp shuffles, warp bits through shared memory; the result's layout is the input's
+  with that axis's bits removed (its lane and warp bits become replication).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def pow2_ceil(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
+def log2(n: int) -> int:
+    return n.bit_length() - 1
+
+
+@dataclass(frozen=True)
+class Layout:
+    shape: tuple[int, ...]
+    reg: tuple[int, ...]  # index bit of each register-slot bit
+    lane: tuple[int | None, ...]  # 5 entries
+    warp: tuple[int | None, ...]  # log2(warps) entries
+
+    @property
+    def padded(self) -> tuple[int, ...]:
+        return tuple(pow2_ceil(s) for s in self.shape)
+
+    @property
+    def num_regs(self) -> int:
+        return 1 << len(self.reg)
+
+    @property
+    def num_threads(self) -> int:
+        return 32 << len(self.warp)
+
+    def dim_bits(self, d: int) -> range:
+        """The index bits of dimension ``d``."""
+        low = sum(log2(p) for p in self.padded[d + 1 :])
+        return range(low, low + log2(self.padded[d]))
+
+    def hardware(self):
+        """``(thread-id bit, index bit or None)`` for every lane and warp bit."""
+        return list(enumerate(self.lane + self.warp))
+
+    def reg_index(self, r: int) -> int:
+        """The padded flat index contributed by register slot ``r``."""
+        return sum(1 << b for i, b in enumerate(self.reg) if r >> i & 1)
+
+    def coords(self, flat: int) -> tuple[int, ...]:
+        out = []
+        for d in range(len(self.shape)):
+            bits = self.dim_bits(d)
+            out.append((flat >> bits.start) & ((1 << len(bits)) - 1))
+        return tuple(out)
+
+    def reg_coords(self, r: int) -> tuple[int, ...]:
+        """Per-dimension coordinate offsets of register slot ``r`` (added to the thread's)."""
+        return self.coords(self.reg_index(r))
+
+    def thread_terms(self, d: int):
+        """How dimension ``d``'s thread coordinate is made from the thread id: a list of
+        ``(shift, mask, left)`` meaning ``((tid >> shift) & mask) << left``, runs merged."""
+        bits = self.dim_bits(d)
+        pairs = sorted((b - bits.start, t) for t, b in self.hardware() if b is not None and b in bits)
+        terms = []
+        for pos, t in pairs:
+            if terms and terms[-1][0] + log2(terms[-1][1] + 1) == t and terms[-1][2] + log2(terms[-1][1] + 1) == pos:
+                shift, mask, left = terms[-1]
+                terms[-1] = (shift, mask * 2 + 1, left)
+            else:
+                terms.append((t, 1, pos))
+        return terms
+
+    def replicated_bits(self) -> list[int]:
+        """Thread-id bits along which this layout is replicated."""
+        return [t for t, b in self.hardware() if b is None]
+
+    def vector_width(self) -> int:
+        """How many consecutive elements of the last dimension sit in consecutive registers."""
+        if not self.shape:
+            return 1
+        last = self.dim_bits(len(self.shape) - 1)
+        n = 0
+        while n < len(self.reg) and self.reg[n] == last.start + n and last.start + n in last:
+            n += 1
+        return 1 << n
+
+    def same_threads(self, other: Layout) -> bool:
+        """Whether every thread holds the same elements in both (conversion is a renaming)."""
+        return self.shape == other.shape and self.lane == other.lane and self.warp == other.warp
+
+    def __str__(self):
+        def fmt(bits):
+            return "[" + ",".join("-" if b is None else str(b) for b in bits) + "]"
+
+        shape = "x".join(map(str, self.shape)) or "scalar"
+        return f"{shape} reg={fmt(self.reg)} lane={fmt(self.lane)} warp={fmt(self.warp)}"
+
+
+def _assign(shape, reg_first, order, num_threads):
+    """Give index bits, in ``order``, first to ``reg_first`` register bits, then lanes, then
+    warps, then the remaining registers."""
+    order = list(order)
+    reg = order[:reg_first]
+    rest = order[reg_first:]
+    nwarp = log2(num_threads) - 5
+    lane = tuple(rest[i] if i < len(rest) else None for i in range(5))
+    warp = tuple(rest[5 + i] if 5 + i < len(rest) else None for i in range(nwarp))
+    reg += rest[5 + nwarp :]
+    return Layout(tuple(shape), tuple(reg), lane, warp)
+
+
+def blocked(shape, itemsize: int, num_threads: int) -> Layout:
+    """The default layout: row-major, each thread holding up to 16 bytes of consecutive
+    elements of the last dimension, consecutive threads on consecutive vectors (so a
+    warp's loads coalesce), repeated over the tile."""
+    total = sum(log2(pow2_ceil(s)) for s in shape)
+    last = log2(pow2_ceil(shape[-1])) if shape else 0
+    vec = min(log2(max(16 // itemsize, 1)), last, max(total - log2(num_threads), 0))
+    return _assign(shape, vec, range(total), num_threads)
+
+
+def sliced(layout: Layout, axis: int) -> Layout:
+    """The layout of a reduction's result along ``axis``: that axis's bits removed."""
+    gone = layout.dim_bits(axis)
+    width = len(gone)
+
+    def move(b):
+        if b is None or b in gone:
+            return None
+        return b - width if b >= gone.stop else b
+
+    shape = layout.shape[:axis] + layout.shape[axis + 1 :]
+    reg = tuple(move(b) for b in layout.reg if b not in gone)
+    return Layout(shape, reg, tuple(map(move, layout.lane)), tuple(map(move, layout.warp)))
+
+
+def reshaped(layout: Layout, shape) -> Layout | None:
+    """``layout`` for ``shape`` when the padded flat numbering is unchanged (only size-1
+    axes added or removed, or all dims powers of two); else None."""
+    old = [s for s in layout.shape if s != 1]
+    new = [s for s in shape if s != 1]
+    same_padding = old == new or (
+        all(pow2_ceil(s) == s for s in layout.shape) and all(pow2_ceil(s) == s for s in shape)
+    )
+    if not same_padding:
+        return None
+    return Layout(tuple(shape), layout.reg, layout.lane, layout.warp)
+
+
+def matmul_result(m: int, n: int, num_threads: int) -> Layout:
+    """The layout of a dot's result: each thread a small 2-d block of registers (so each
+    operand value read from shared memory is reused across a row or column of them)."""
+    pm, pn = log2(pow2_ceil(m)), log2(pow2_ceil(n))
+    per_thread = max(pm + pn - log2(num_threads), 0)
+    tn = min(pn, 2, per_thread)
+    tm = min(pm, 2, per_thread - tn)
+    n_bits, m_bits = list(range(pn)), list(range(pn, pn + pm))
+    order = n_bits[:tn] + m_bits[:tm] + n_bits[tn:] + m_bits[tm:]
+    return _assign((m, n), tn + tm, order, num_threads)
+
+
+def broadcast_source_ok(src: Layout, dst: Layout, axes) -> bool:
+    """Whether broadcasting ``src`` (size 1 on ``axes``) to ``dst`` needs no data movement:
+    every lane and warp bit of ``dst`` that indexes a kept axis must index the same
+    element bit in ``src``, and ``src`` must be replicated where ``dst`` indexes a
+    broadcast axis."""
+    if len(src.shape) != len(dst.shape):
+        return False
+
+    def project(b):
+        if b is None:
+            return None
+        for d in range(len(dst.shape)):
+            bits = dst.dim_bits(d)
+            if b in bits:
+                return None if d in axes else src.dim_bits(d).start + (b - bits.start)
+        raise AssertionError("bit outside the tile")
+
+    return all(project(b) == s for (_, b), (_, s) in zip(dst.hardware(), src.hardware()))
