@@ -84,7 +84,7 @@ def _convert(atom, dtype, weak=False):
         return Literal(lit.value, TileType((), dtype, weak))
     if atom.type.dtype is dtype:
         return atom
-    return bind1(P.convert, [atom], "astype", dtype=dtype).var
+    return bind1(P.convert, [atom], "astype", dtype=dtype, **({"weak": True} if weak else {})).var
 
 
 def _broadcast(atom, shape):

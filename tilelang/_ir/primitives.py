@@ -174,7 +174,7 @@ where.rules.update(type=_where_type, interpret=lambda ctx, c, x, y: [np.where(c,
 convert = primitive("convert")
 
 
-def _convert_interpret(ctx, x, *, dtype):
+def _convert_interpret(ctx, x, *, dtype, weak=False):
     with np.errstate(all="ignore"):
         if dtype.is_bool:
             return [x != 0]
@@ -186,7 +186,8 @@ def _convert_interpret(ctx, x, *, dtype):
 
 
 convert.rules.update(
-    type=lambda x, *, dtype: [TileType(x.shape, dtype)],
+    # weak=True (only between two weak operands, e.g. `n + 0.5` for a runtime int `n`) keeps the result weak
+    type=lambda x, *, dtype, weak=False: [TileType(x.shape, dtype, weak)],
     interpret=_convert_interpret,
 )
 
