@@ -13,8 +13,8 @@ Promotion (the full table is in docs/dtypes.md and tested):
 - float16 with bfloat16: float32; otherwise the wider float.
 - weak types (Python scalars and runtime scalar arguments) take the other operand's
   dtype when it is of the same or a higher category (bool < int < float); otherwise the
-  weak operand's own dtype wins: a Python int is int32 (int64 if it does not fit), a
-  Python float is float32, so ``int_tile * 0.5`` is float32.
+  weak operand's own dtype wins: a Python int is int32 (int64, then uint64, if it does
+  not fit), a Python float is float32, so ``int_tile * 0.5`` is float32.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def promote(a: DType, a_weak: bool, b: DType, b_weak: bool) -> tuple[DType, bool
     """The common dtype of two operands and whether the result is still weak.
 
     A weak scalar's own dtype is what it becomes when nothing else decides (a Python int
-    is int32, or int64 when it does not fit; a Python float is float32).
+    is int32, or int64 (then uint64) when it does not fit; a Python float is float32).
     """
     if a_weak and b_weak:
         if CATEGORY[a.kind] != CATEGORY[b.kind]:
@@ -150,7 +150,9 @@ def scalar_dtype(value) -> DType:
             return int32
         if -(2**63) <= value < 2**63:
             return int64
-        raise TileTypeError(f"Python int {value} does not fit in int64")
+        if 0 <= value < 2**64:  # e.g. a uint64 mask; it still converts to the other operand's dtype
+            return BY_NAME["uint64"]
+        raise TileTypeError(f"Python int {value} does not fit in int64 or uint64")
     if isinstance(value, float):
         return float32
     raise TileTypeError(f"{type(value).__name__} value {value!r} is not a scalar")

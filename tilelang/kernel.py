@@ -15,22 +15,24 @@ import re
 import numpy as np
 
 from . import dtypes
+from ._backends.cpu import CpuKernel
+from ._backends.cuda import CudaKernel
 from ._backends.interpreter import Interpreter
 from ._frontend.loops import rewrite_loops
 from ._frontend.tracing import Array, Tile, TraceScope
 from ._ir.core import ArrayType, Block, Program, TileType, Var
 from ._ir.printer import format_program
 from ._ir.verifier import verify
+from ._lower.thread_ir import format_thread_program, verify_thread_program
+from ._passes.assign_layouts import assign_layouts
+from ._passes.lower_threads import lower_to_threads
 from ._passes.simplify import simplify
+from ._runtime import CudaRunner, HostRunner, array_info, array_type, default_backend
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, user_location
 from .language import Constant
 
-BACKENDS = ("interpret",)
+BACKENDS = ("cuda", "cpu", "interpret")
 DEBUG = os.environ.get("TILELANG_DEBUG", "") not in ("", "0")  # verify the IR after every stage
-
-
-def default_backend() -> str:
-    return os.environ.get("TILELANG_BACKEND", "interpret")
 
 
 # ------------------------------------------------------------- specialization
@@ -62,15 +64,6 @@ def _from_signature_text(text: str, name: str):
     return ArrayType(d, m.group(2).count(":"))
 
 
-def _host_array(value):
-    """A NumPy view of ``value`` if it is a host array (NumPy, or anything with ``__array_interface__``)."""
-    if isinstance(value, np.ndarray):
-        return value
-    if hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
-        return np.asarray(value)
-    return None
-
-
 def _arg_type(name, value):
     """The IR type of a runtime argument."""
     if isinstance(value, (TileType, ArrayType)):
@@ -83,13 +76,12 @@ def _arg_type(name, value):
         except TileError as err:
             raise TileArgumentError(f"argument `{name}`: {err.message}") from None
         return TileType((), d, weak=not isinstance(value, np.generic))
-    array = _host_array(value)
-    if array is not None:
-        try:
-            unit = array.ndim == 0 or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
-            return ArrayType(dtypes.dtype(array.dtype), array.ndim, unit)
-        except TileError as err:
-            raise TileTypeError(f"argument `{name}`: {err.message}") from None
+    try:
+        info = array_info(value)
+    except TileError as err:
+        raise TileTypeError(f"argument `{name}`: {err.message}") from None
+    if info is not None:
+        return array_type(info)
     raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
 
 
@@ -97,8 +89,9 @@ class TileKernel:
     """A function written in the tile language, compiled per specialization and launched
     over a grid of blocks: ``kernel[grid](*args, **constants)``."""
 
-    def __init__(self, fn, backend: str | None = None):
+    def __init__(self, fn, backend: str | None = None, num_threads: int | None = None):
         self.fn = fn
+        self.num_threads = num_threads
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.backend = backend
@@ -141,7 +134,7 @@ class TileKernel:
         key = []
         for name, value in arguments.items():
             if name in self.constants:
-                if _host_array(value) is not None or isinstance(value, (Tile, Array)):
+                if array_info(value) is not None or isinstance(value, (Tile, Array)):
                     raise TileArgumentError(f"argument `{name}` is a tl.Constant; pass a Python value, not an array")
                 try:
                     hash(value)
@@ -161,11 +154,19 @@ class TileKernel:
         return self._compiled[ck]
 
 
-def tile_kernel(fn=None, *, backend: str | None = None):
-    """Mark a function as a tile kernel: ``@tl.tile_kernel`` or ``@tl.tile_kernel(backend="interpret")``."""
+def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None):
+    """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
+    ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
+
+    ``backend`` is ``"cuda"``, ``"cpu"`` or ``"interpret"`` (default: CUDA when a GPU is
+    present, else CPU; or ``TILELANG_BACKEND``); ``num_threads`` overrides the threads per
+    block chosen from the tile sizes (a power of two from 32 to 1024).
+    """
+    if num_threads is not None and (num_threads < 32 or num_threads > 1024 or num_threads & (num_threads - 1)):
+        raise TileArgumentError(f"num_threads must be a power of two from 32 to 1024, got {num_threads}")
     if fn is None:
-        return lambda f: TileKernel(f, backend=backend)
-    return TileKernel(fn, backend=backend)
+        return lambda f: TileKernel(f, backend=backend, num_threads=num_threads)
+    return TileKernel(fn, backend=backend, num_threads=num_threads)
 
 
 # ------------------------------------------------------------------ pipeline
@@ -194,12 +195,12 @@ def trace(kernel: TileKernel, key) -> Program:
 
 
 class CompiledKernel:
-    """One specialization: the program after each stage, its text forms and how to run it."""
+    """One specialization: the text of every stage and how to run it."""
 
-    def __init__(self, program: Program, stages: dict, run):
-        self.program = program
+    def __init__(self, stages: dict, run, backend_kernel=None):
         self.stages = stages
         self.run = run
+        self.backend_kernel = backend_kernel
 
 
 def _stage(stages, name, program):
@@ -211,12 +212,26 @@ def _stage(stages, name, program):
 
 def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     """The compile pipeline, as a list of stages."""
+    if backend not in BACKENDS:
+        raise TileArgumentError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     stages = {}
     program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
     program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
-    if backend == "interpret":
-        return CompiledKernel(program, stages, Interpreter(program))
-    raise TileArgumentError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "interpret":  # the reference semantics, on the tile IR itself
+        return CompiledKernel(stages, HostRunner(program, Interpreter(program), interpret=True))
+    layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
+    stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
+    threads = lower_to_threads(program, layouts, num_threads)  # one thread's program
+    if DEBUG:
+        verify_thread_program(threads)
+    stages["thread_ir"] = format_thread_program(threads)
+    if backend == "cpu":  # the thread program compiled with numba.njit
+        cpu = CpuKernel(threads)
+        stages["cpu_source"] = cpu.source
+        return CompiledKernel(stages, HostRunner(program, cpu), cpu)
+    cuda = CudaKernel(threads)  # the thread program as a numba-cuda kernel
+    stages["cuda_source"] = cuda.source
+    return CompiledKernel(stages, CudaRunner(program, cuda), cuda)
 
 
 # -------------------------------------------------------------------- launch
@@ -235,15 +250,6 @@ def _grid(grid, arguments):
     return tuple(int(g) for g in grid)
 
 
-def _runtime_value(name, t, value):
-    if isinstance(t, ArrayType):
-        array = _host_array(value)
-        if array is None:
-            raise TileArgumentError(f"argument `{name}`: expected an array, got {type(value).__name__}")
-        return array
-    return np.asarray(value).astype(t.dtype.np)[()]
-
-
 class _Launcher:
     def __init__(self, kernel: TileKernel, grid):
         self.kernel = kernel
@@ -256,8 +262,7 @@ class _Launcher:
             grid = _grid(self.grid, arguments)
             key = kernel.specialize(arguments)
             compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-            values = [_runtime_value(e[1], e[2], arguments[e[1]]) for e in key if e[0] == "arg"]
-            compiled.run(grid, values)
+            compiled.run(grid, arguments)
         except TileError as err:
             if err.loc is None:
                 err.loc = user_location()

@@ -29,7 +29,8 @@ from .._lower.thread_ir import (
     Store,
     ThreadProgram,
 )
-from ..errors import TileCompilerError
+from ..errors import TileCompilerError, TileValueError
+from .cpu_intrinsics import ZeroStep
 from .cuda import write_module
 from .numba_source import SourceWriter, cast, code_type_name, expression, operand
 
@@ -92,8 +93,10 @@ def _registers(stmts):
 
 
 class CpuWriter(SourceWriter):
-    def __init__(self, program: ThreadProgram):
+    def __init__(self, program: ThreadProgram, parallel: bool):
         super().__init__(program)
+        self.parallel = parallel
+        self.loops: list = []  # loops with a runtime step, in ZeroStep numbering
         self.uniform: set = set()  # indices of block-level loops: plain scalars
         self.shared_regs: set = set()  # registers living across phases: arrays
         self._classify(program.body)
@@ -132,7 +135,7 @@ class CpuWriter(SourceWriter):
 
     def source(self) -> str:
         p = self.program
-        parallel = not any(isinstance(s, Atomic) for s in _walk(p.body))
+        parallel = self.parallel
         self.emit("import math", 0)
         self.emit("import numpy as np", 0)
         self.emit("from numba import njit, prange, boolean, int8, int16, int32, int64, uint8, uint16, uint32", 0)
@@ -140,7 +143,7 @@ class CpuWriter(SourceWriter):
         self.emit("from tilelang._backends.cpu_intrinsics import *  # noqa: F403", 0)
         self.emit("inf, nan = math.inf, math.nan", 0)
         self.emit("", 0)
-        self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=False)", 0)
+        self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=True)", 0)
         args = ["grid_x", "grid_y", "grid_z"]
         for q in p.params:
             if isinstance(q, ArrayParam):
@@ -179,12 +182,20 @@ class CpuWriter(SourceWriter):
             for p, init in zip(s.params, s.inits):
                 self.emit(f"{self.ref(p)} = {self.ref(init)}", indent + 4)
         bounds = ", ".join(self.uniform_ref(x) for x in (s.start, s.stop, s.step))
+        self.check_step(s, self.uniform_ref(s.step), indent)
         self.emit(f"for {s.index.name} in range({bounds}):", indent)
         self.phases(s.body, indent + 4)
         if s.params:
             self.emit(f"for t in range({threads}):", indent + 4)
             targets = ", ".join(self.ref(p) for p in s.params)
             self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 8)
+
+    def check_step(self, loop: Loop, step: str, indent):
+        """A zero step raises ``ZeroStep(i)``, ``i`` naming the loop (numba raises constants only)."""
+        if not isinstance(loop.step, Imm):
+            self.loops.append(loop)
+            self.emit(f"if {step} == 0:", indent)
+            self.emit(f"raise ZeroStep({len(self.loops) - 1})", indent + 4)
 
     def uniform_ref(self, x):
         return f"{x.name}[0]" if isinstance(x, Reg) and x in self.shared_regs else operand(x)
@@ -206,6 +217,7 @@ class CpuWriter(SourceWriter):
                 for p, init in zip(s.params, s.inits):
                     self.emit(f"{self.ref(p)} = {self.ref(init)}", indent)
                 bounds = ", ".join(self.ref(x) for x in (s.start, s.stop, s.step))
+                self.check_step(s, self.ref(s.step), indent)
                 self.emit(f"for {self.ref(s.index)} in range({bounds}):", indent)
                 self.body(s.body, indent + 4)
                 if s.params:
@@ -323,10 +335,26 @@ class _Owner:
 
 
 class CpuKernel:
+    """Blocks run one after another for small grids, in parallel (``prange``) for large ones
+    when the kernel has no atomics; each variant is compiled when first needed (numba's
+    parallel compile takes about twice as long)."""
+
+    PARALLEL_BLOCKS = 64
+
     def __init__(self, program: ThreadProgram):
         self.program = program
-        self.source = CpuWriter(program).source()
-        self.function = getattr(write_module(self.source, f"cpu_{program.name}"), program.name)
+        writer = CpuWriter(program, parallel=False)
+        self.source = writer.source()
+        self.loop_locs = [loop.loc for loop in writer.loops]
+        self.can_parallel = not any(isinstance(s, Atomic) for s in _walk(program.body))
+        self._functions = {}
+
+    def function(self, parallel: bool):
+        if parallel not in self._functions:
+            source = self.source if not parallel else CpuWriter(self.program, parallel=True).source()
+            module = write_module(source, f"cpu_{self.program.name}")
+            self._functions[parallel] = getattr(module, self.program.name)
+        return self._functions[parallel]
 
     def __call__(self, grid, args):
         grid = tuple(grid) + (1,) * (3 - len(grid))
@@ -341,7 +369,11 @@ class CpuKernel:
                 rest += [np.int64(s // value.itemsize) for s in value.strides]
             else:
                 rest.append(value)
-        self.function(*map(np.int64, grid), *views, *rest)
+        parallel = self.can_parallel and grid[0] * grid[1] * grid[2] >= self.PARALLEL_BLOCKS
+        try:
+            self.function(parallel)(*map(np.int64, grid), *views, *rest)
+        except ZeroStep as err:
+            raise TileValueError("tl.range: step must not be zero", self.loop_locs[err.args[0]]) from None
 
 
 def _array_view(array: np.ndarray):

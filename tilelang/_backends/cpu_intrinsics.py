@@ -11,6 +11,10 @@ from numba import njit, types
 from numba.core.extending import intrinsic
 
 
+class ZeroStep(Exception):
+    """Raised by a CPU kernel whose tl.range loop has a zero step; the argument numbers the loop."""
+
+
 @intrinsic
 def f32_bits(typingctx, x):
     def codegen(context, builder, sig, args):

@@ -157,6 +157,15 @@ class CudaKernel:
         self.function = getattr(self.module, program.name)
         self.signature = numba_signature(program)
         self._ptx = {}
+        self._launcher = None
+
+    def launch(self, grid, flat_args):
+        """Launch through numba's dispatcher (compiled once for the current GPU)."""
+        if self._launcher is None:
+            from numba import cuda
+
+            self._launcher = cuda.jit(self.signature, lineinfo=True)(self.function)
+        self._launcher[grid, self.program.num_threads](*flat_args)
 
     def ptx(self, cc=DEFAULT_CC) -> str:
         if cc not in self._ptx:

@@ -113,6 +113,14 @@ def cast(op: Op, expr: str) -> str:
     return text
 
 
+def loop_bounds(loop, ref) -> str:
+    """``range()`` arguments; on the GPU a zero step (which cannot raise there) runs no iterations."""
+    start, stop, step = (ref(x) for x in (loop.start, loop.stop, loop.step))
+    if isinstance(loop.step, Imm):
+        return f"{start}, {stop}, {step}"
+    return f"{start}, {stop} if {step} != 0 else {start}, {step} if {step} != 0 else 1"
+
+
 class SourceWriter:
     """Renders a thread program; targets override the target-specific parts."""
 
@@ -146,8 +154,7 @@ class SourceWriter:
             elif isinstance(s, Loop):
                 for p, init in zip(s.params, s.inits):
                     self.emit(f"{p.name} = {operand(init)}", indent)
-                bounds = ", ".join(operand(x) for x in (s.start, s.stop, s.step))
-                self.emit(f"for {s.index.name} in range({bounds}):", indent)
+                self.emit(f"for {s.index.name} in range({loop_bounds(s, operand)}):", indent)
                 self.body(s.body, indent + 4)
                 if s.params:
                     targets = ", ".join(p.name for p in s.params)

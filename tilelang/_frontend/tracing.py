@@ -110,8 +110,11 @@ def literal(value, dtype=None) -> Literal:
         info = np.iinfo(d.np)
         if not info.min <= value <= info.max:
             raise located(TileTypeError(f"Python int {value} does not fit in {d.name}"))
+    # A weak Python float keeps double precision until it is converted to the dtype it meets,
+    # so that ``x_f64 * 0.1`` multiplies by 0.1 (not by float32(0.1)) and ``x_f64 * 1e300`` is finite.
+    stored = np.float64 if weak and d.is_float else d.np
     with np.errstate(all="ignore"):
-        return Literal(np.asarray(value).astype(d.np)[()], TileType((), d, weak))
+        return Literal(np.asarray(value).astype(stored)[()], TileType((), d, weak))
 
 
 def as_atom(x, what="operand"):

@@ -35,11 +35,16 @@ def _same_types(name, types):
     return TileType(shapes.pop() if shapes else (), types[0].dtype, all(t.weak for t in types))
 
 
+def _is_float(a) -> bool:
+    """Whether NumPy array ``a`` holds floats (NumPy's kind for ml_dtypes' bfloat16 is "V", not "f")."""
+    return dtype(a.dtype).is_float
+
+
 def _rounded(fn, out_dtype: DType, *args):
     """Apply ``fn``; 16-bit floats are computed in float32 and rounded once, as the GPU does."""
     with np.errstate(all="ignore"):
         if out_dtype.is_float and out_dtype.bits == 16:
-            args = [a.astype(np.float32) if a.dtype.kind == "f" else a for a in args]
+            args = [a.astype(np.float32) if _is_float(a) else a for a in args]
         return np.asarray(fn(*args)).astype(out_dtype.np)
 
 
@@ -178,10 +183,10 @@ def _convert_interpret(ctx, x, *, dtype, weak=False):
     with np.errstate(all="ignore"):
         if dtype.is_bool:
             return [x != 0]
-        if dtype.is_int and x.dtype.kind == "f":  # truncate toward zero; NaN and overflow give 0
+        if dtype.is_int and _is_float(x):  # truncate toward zero; NaN and overflow give 0
             x = np.trunc(x.astype(np.float64))
             info = np.iinfo(dtype.np)
-            x = np.where((x >= info.min) & (x <= info.max), x, 0)
+            x = np.where((x >= info.min) & (x < float(info.max) + 1), x, 0)  # float(max) rounds up for 64 bits
         return [np.asarray(x).astype(dtype.np)]
 
 

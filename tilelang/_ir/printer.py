@@ -24,8 +24,9 @@ def _names():
 
 
 class _Namer:
-    def __init__(self, reserved=()):
+    def __init__(self, reserved=(), notes=None):
         self.names: dict[Var, str] = {}
+        self.notes = notes or {}
         self.reserved = set(reserved)
         self.fresh = (n for n in _names() if n not in self.reserved)
 
@@ -57,26 +58,31 @@ def _eqn_lines(eqn, namer, indent):
     text = f"{pad}{outs + ' = ' if outs else ''}{head}{' ' + args if args else ''}"
     if eqn.loc is not None:
         text = f"{text.ljust(_COMMENT_COLUMN)} # {eqn.loc}"
-    lines = [text]
+    lines = [text] + _note_lines(eqn.outputs, namer, pad)
     for name, sub in eqn.params.items():
         if isinstance(sub, Block):
             lines.extend(_block_lines(sub, namer, indent + 4, label=name))
     return lines
 
 
+def _note_lines(variables, namer, pad):
+    """``# name: note`` under an equation, for annotated values (e.g. their layouts)."""
+    return [f"{pad}  # {namer.names[v]}: {namer.notes[v]}" for v in variables if v in namer.notes]
+
+
 def _block_lines(block: Block, namer, indent, label):
     pad = " " * indent
     params = " ".join(f"{namer.define(p)}:{p.type}" for p in block.params)
-    lines = [f"{pad}{label}={{ lambda {params} ."]
+    lines = [f"{pad}{label}={{ lambda {params} ."] + _note_lines(block.params, namer, pad + "    ")
     for eqn in block.eqns:
         lines.extend(_eqn_lines(eqn, namer, indent + 4))
     lines.append(f"{pad}  in ({' '.join(namer.use(r) for r in block.results)}) }}")
     return lines
 
 
-def format_program(program: Program) -> str:
-    """The whole kernel as text."""
-    namer = _Namer(reserved=program.arg_names)
+def format_program(program: Program, notes: dict | None = None) -> str:
+    """The whole kernel as text; ``notes`` adds a comment line under each annotated value."""
+    namer = _Namer(reserved=program.arg_names, notes=notes)
     args = ", ".join(f"{namer.define(p, n)}:{p.type}" for p, n in zip(program.body.params, program.arg_names))
     consts = " ".join(f"{k}={v!r}" for k, v in program.constants.items())
     lines = [f"{{ kernel {program.name}({args}){' ' + consts if consts else ''}"]

@@ -127,6 +127,7 @@ class Loop:
     inits: list
     body: list
     results: list
+    loc: object = None  # the user's tl.range line, for errors raised at run time
 
 
 @dataclass

@@ -715,7 +715,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         results.extend(lw.regs(res, lw.layout(p)))
     loop_body, lw.stmts = lw.stmts, outer
     bounds = [lw.scalar(x) for x in (start, stop, step)]
-    lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results))
+    lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results, eqn.loc))
     for out, p in zip(eqn.outputs, carried):
         lw.values[out] = lw.values[p]
 

@@ -1,0 +1,192 @@
+"""GPU benchmarks: tilelang against torch, Triton, CuPy and naive numba, in one run.
+
+    python benchmarks/run.py [--out results.md] [--quick]
+
+Each case checks tilelang's result against torch on random inputs (outputs poisoned
+first), then times every available implementation with CUDA events (warm-up, median of
+many runs) and reports GB/s from the fewest bytes the operation must move (each input
+read once, each output written once). Peers that are not installed are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import statistics
+import sys
+
+import tilelang as tl
+
+# ------------------------------------------------------------------ tilelang kernels
+
+
+@tl.tile_kernel
+def vector_add(x, y, out, TILE: tl.Constant):
+    i = tl.block_id(0)
+    a = tl.load(x, index=(i,), shape=(TILE,))
+    b = tl.load(y, index=(i,), shape=(TILE,))
+    tl.store(out, a + b, index=(i,))
+
+
+@tl.tile_kernel
+def softmax_rows(x, out, BLOCK: tl.Constant):
+    row = tl.block_id(0)
+    t = tl.load(x, index=(row, 0), shape=(1, BLOCK), padding=float("-inf"))
+    e = tl.exp(t - tl.max(t))
+    tl.store(out, e / tl.sum(e), index=(row, 0))
+
+
+@tl.tile_kernel
+def total(x, out, n, TILE: tl.Constant):
+    """Each block sums a strided share of the tiles, then adds its total atomically."""
+    acc = tl.zeros((TILE,), tl.float32)
+    for k in tl.range(tl.block_id(0), tl.cdiv(n, TILE), tl.num_blocks(0)):
+        acc += tl.load(x, index=(k,), shape=(TILE,))
+    tl.atomic_add(out, 0, tl.sum(acc))
+
+
+# ------------------------------------------------------------------------ timing
+
+
+def time_ms(fn, torch, reps=50, warmup=5):
+    """Median milliseconds of ``fn`` over ``reps`` runs, timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def peers():
+    found = {}
+    for name in ("triton", "cupy"):
+        try:
+            found[name] = __import__(name)
+        except Exception:
+            pass
+    return found
+
+
+def triton_kernels(triton):
+    import triton.language as tlang
+
+    @triton.jit
+    def add_kernel(x, y, out, n, BLOCK: tlang.constexpr):
+        offs = tlang.program_id(0) * BLOCK + tlang.arange(0, BLOCK)
+        mask = offs < n
+        tlang.store(out + offs, tlang.load(x + offs, mask=mask) + tlang.load(y + offs, mask=mask), mask=mask)
+
+    @triton.jit
+    def softmax_kernel(x, out, n_cols, BLOCK: tlang.constexpr):
+        row = tlang.program_id(0)
+        cols = tlang.arange(0, BLOCK)
+        v = tlang.load(x + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+        e = tlang.exp(v - tlang.max(v, axis=0))
+        tlang.store(out + row * n_cols + cols, e / tlang.sum(e, axis=0), mask=cols < n_cols)
+
+    return add_kernel, softmax_kernel
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--quick", action="store_true")
+    opts = parser.parse_args()
+    import torch
+
+    found = peers()
+    dev = torch.device("cuda")
+    rows = []
+
+    def report(case, impl, ms, nbytes, ok=""):
+        gbs = nbytes / ms / 1e6
+        rows.append((case, impl, ms, gbs, ok))
+        print(f"{case:28s} {impl:18s} {ms:9.4f} ms {gbs:8.0f} GB/s {ok}", flush=True)
+
+    # vector add 2^28 fp32
+    n = 1 << (24 if opts.quick else 28)
+    x, y = torch.rand(n, device=dev), torch.rand(n, device=dev)
+    out = torch.full((n,), float("nan"), device=dev)
+    vector_add[tl.cdiv(n, 1024)](x, y, out, TILE=1024)
+    ok = "ok" if torch.equal(out, x + y) else "WRONG"
+    nbytes = 3 * 4 * n
+    case = f"vector add 2^{n.bit_length() - 1} f32"
+    report(case, "tilelang", time_ms(lambda: vector_add[tl.cdiv(n, 1024)](x, y, out, TILE=1024), torch), nbytes, ok)
+    report(case, "torch", time_ms(lambda: torch.add(x, y, out=out), torch), nbytes)
+    if "triton" in found:
+        add_k, softmax_k = triton_kernels(found["triton"])
+        report(case, "triton", time_ms(lambda: add_k[(tl.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024), torch), nbytes)
+    if "cupy" in found:
+        cp = found["cupy"]
+        cx, cy = cp.asarray(x), cp.asarray(y)
+        report(case, "cupy", time_ms(lambda: cp.add(cx, cy), torch), nbytes)
+    from numba import cuda
+
+    @cuda.jit
+    def naive_add(a, b, c):
+        i = cuda.grid(1)
+        if i < c.size:
+            c[i] = a[i] + b[i]
+
+    nx, ny, nout = cuda.as_cuda_array(x), cuda.as_cuda_array(y), cuda.as_cuda_array(out)
+    report(case, "numba naive", time_ms(lambda: naive_add[tl.cdiv(n, 256), 256](nx, ny, nout), torch), nbytes)
+
+    # row softmax fp32
+    for m, cols in ((4096, 4096), (16384, 4096)) if not opts.quick else ((1024, 4096),):
+        a = torch.randn(m, cols, device=dev) * 4
+        res = torch.full_like(a, float("nan"))
+        block = 1 << (cols - 1).bit_length()
+        softmax_rows[m](a, res, BLOCK=block)
+        err = (res.double() - torch.softmax(a.double(), dim=1)).abs().max().item()
+        ok = "ok" if err < 1e-6 else f"WRONG (max err {err:.2e})"
+        nbytes = 2 * 4 * m * cols
+        case = f"softmax {m}x{cols} f32"
+        report(case, "tilelang", time_ms(lambda: softmax_rows[m](a, res, BLOCK=block), torch), nbytes, ok)
+        report(case, "torch", time_ms(lambda: torch.softmax(a, dim=1), torch), nbytes)
+        if "triton" in found:
+            report(case, "triton", time_ms(lambda: softmax_k[(m,)](a, res, cols, BLOCK=block), torch), nbytes)
+
+    # sum of 2^28 fp32
+    n = 1 << (24 if opts.quick else 28)
+    x = torch.rand(n, device=dev)
+    acc = torch.zeros(1, device=dev)
+    blocks = 132 * 8
+
+    def run_sum():
+        acc.zero_()
+        total[blocks](x, acc, n, TILE=4096)
+
+    run_sum()
+    want = x.double().sum().item()
+    ok = "ok" if abs(acc.item() - want) <= 1e-5 * abs(want) else f"WRONG ({acc.item()} vs {want})"
+    case = f"sum 2^{n.bit_length() - 1} f32"
+    report(case, "tilelang", time_ms(run_sum, torch), 4 * n, ok)
+    report(case, "torch", time_ms(lambda: torch.sum(x), torch), 4 * n)
+    if "cupy" in found:
+        cx = found["cupy"].asarray(x)
+        report(case, "cupy", time_ms(lambda: found["cupy"].sum(cx), torch), 4 * n)
+
+    header = (
+        f"# tilelang benchmarks\n\n{datetime.date.today()} on {torch.cuda.get_device_name()}; "
+        f"torch {torch.__version__}, triton {getattr(found.get('triton'), '__version__', '-')}, "
+        f"cupy {getattr(found.get('cupy'), '__version__', '-')}, python {platform.python_version()}\n\n"
+        "| case | implementation | ms | GB/s | check |\n|---|---|---|---|---|\n"
+    )
+    table = header + "".join(f"| {c} | {i} | {ms:.4f} | {g:.0f} | {ok} |\n" for c, i, ms, g, ok in rows)
+    if opts.out:
+        with open(opts.out, "w") as f:
+            f.write(table)
+    print(table)
+    return 0 if all("WRONG" not in r[4] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

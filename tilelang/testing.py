@@ -1,0 +1,261 @@
+"""Helpers for testing tile kernels against NumPy.
+
+- Hypothesis strategies: :func:`dtypes`, :func:`shapes` (sizes that straddle tile edges)
+  and :func:`arrays` (NumPy arrays of any tilelang dtype, bfloat16 included).
+- :func:`tolerance` and :func:`assert_close`: comparisons whose tolerance follows from
+  the dtype.
+- :func:`check_kernel`: launch a kernel on every available backend (or those named in
+  ``TILELANG_TEST_BACKENDS``) and compare its output arrays with a NumPy reference.
+
+Example::
+
+    import numpy as np
+    from hypothesis import given
+    import tilelang as tl
+    from tilelang import testing as tlt
+
+    @tl.tile_kernel
+    def double(x, out, TILE: tl.Constant):
+        i = tl.block_id(0)
+        tl.store(out, tl.load(x, index=(i,), shape=(TILE,)) * 2, index=(i,))
+
+    @given(tlt.dtypes("f").flatmap(lambda d: tlt.arrays(d, tlt.shapes(64))))
+    def test_double(x):
+        tlt.check_kernel(double, tl.cdiv(x.shape[0], 64), args=(x, np.zeros_like(x)),
+                         reference=lambda x, out: x * 2, outputs=("out",), TILE=64)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import hypothesis.extra.numpy as hnp
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+from . import dtypes as _dt
+from .dtypes import ALL_DTYPES, DType
+
+__all__ = [
+    "dtypes", "shapes", "arrays", "tolerance", "assert_close", "available_backends", "default_backends", "check_kernel",
+]  # fmt: skip
+
+
+# ----------------------------------------------------------------- strategies
+
+
+def dtypes(kinds: str = "biuf", *, exclude: Sequence = ()) -> st.SearchStrategy[DType]:
+    """tilelang dtypes whose kind is in ``kinds``: ``"b"`` bool, ``"i"`` signed, ``"u"`` unsigned, ``"f"`` float.
+
+    Example: ``dtypes("iu")`` draws any integer dtype; ``dtypes("f", exclude=[tl.float64])``.
+    """
+    excluded = {_dt.dtype(d) for d in exclude}
+    choices = [d for d in ALL_DTYPES if d.kind in kinds and d not in excluded]
+    if not choices:
+        raise ValueError(f"no dtype of kinds {kinds!r} is left after excluding {sorted(d.name for d in excluded)}")
+    return st.sampled_from(choices)
+
+
+def shapes(tile, *, max_tiles: int = 3, slack: int = 2) -> st.SearchStrategy[tuple[int, ...]]:
+    """Array shapes around multiples of ``tile`` (an int, or one int per dimension).
+
+    Each size is ``tile*k + d`` with ``0 <= k <= max_tiles`` and ``|d| <= slack`` (at least 1),
+    so partial edge tiles, exact multiples and arrays smaller than one tile all occur.
+    """
+    tiles = (tile,) if isinstance(tile, int) else tuple(tile)
+
+    def size(t):
+        return st.builds(lambda k, d: max(t * k + d, 1), st.integers(0, max_tiles), st.integers(-slack, slack))
+
+    return st.tuples(*(size(t) for t in tiles))
+
+
+def _float_bounds(np_dtype, lo, hi):
+    """``lo``/``hi`` moved inward to values ``np_dtype`` represents exactly (Hypothesis needs that)."""
+    if lo is not None:
+        v = np_dtype.type(lo)
+        lo = float(v if v >= lo else np.nextafter(v, np_dtype.type(np.inf)))
+    if hi is not None:
+        v = np_dtype.type(hi)
+        hi = float(v if v <= hi else np.nextafter(v, np_dtype.type(-np.inf)))
+    return lo, hi
+
+
+def arrays(
+    dtype, shape, *, allow_nan_inf: bool = False, min_value=None, max_value=None
+) -> st.SearchStrategy[np.ndarray]:
+    """NumPy arrays of a tilelang ``dtype`` and ``shape`` (a tuple or a strategy of tuples).
+
+    Integers cover the dtype's whole range unless ``min_value``/``max_value`` narrow it.
+    Floats lie in ``[min_value, max_value]`` (the finite range by default), plus NaN and
+    infinities if ``allow_nan_inf``; bfloat16 arrays are drawn as float32 and rounded with
+    ml_dtypes.
+    """
+    d = _dt.dtype(dtype)
+    if d.is_bool:
+        return hnp.arrays(np.bool_, shape)
+    if d.is_int:
+        info = np.iinfo(d.np)
+        lo = info.min if min_value is None else max(int(min_value), int(info.min))
+        hi = info.max if max_value is None else min(int(max_value), int(info.max))
+        return hnp.arrays(d.np, shape, elements=st.integers(lo, hi))
+    draw = np.dtype(np.float32) if d.np == ml_dtypes.bfloat16 else d.np
+    if not allow_nan_inf and draw is not d.np:  # keep float32 draws from rounding up to bfloat16 inf
+        big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+        min_value = -big if min_value is None else max(min_value, -big)
+        max_value = big if max_value is None else min(max_value, big)
+    lo, hi = _float_bounds(d.np, min_value, max_value)
+    lo, hi = _float_bounds(draw, lo, hi)
+    elements = st.floats(lo, hi, width=draw.itemsize * 8, allow_nan=False, allow_infinity=False)
+    if allow_nan_inf:  # added explicitly so that they also come with bounds
+        elements = elements | st.sampled_from([np.nan, np.inf, -np.inf])
+    strategy = hnp.arrays(draw, shape, elements=elements)
+    return strategy if draw is d.np else strategy.map(lambda a: a.astype(d.np))
+
+
+# ----------------------------------------------------------------- comparison
+
+_EXACT = (0.0, 0.0)
+
+
+def tolerance(dtype) -> tuple[float, float]:
+    """``(rtol, atol)`` for comparing one short chain of operations in ``dtype`` with a reference.
+
+    Each op is computed in at least float32 and rounded once to ``dtype``. The bounds leave room
+    for a backend whose math functions are a few float32 ulps off (which can flip that final
+    rounding by one ulp of ``dtype``); ``atol`` covers results near zero for O(1) inputs. Scale
+    both for long reductions or large magnitudes.
+    """
+    d = _dt.dtype(dtype)
+    if not d.is_float:
+        return _EXACT  # integer arithmetic wraps exactly; bool is exact
+    if d.name == "float16":
+        return 2.0**-9, 2.0**-10  # eps = 2^-10 (10 stored mantissa bits): one flipped rounding plus slack
+    if d.name == "bfloat16":
+        return 2.0**-6, 2.0**-7  # eps = 2^-7 (7 stored mantissa bits): one flipped rounding plus slack
+    if d.name == "float32":
+        return 2.0**-19, 2.0**-19  # 16 eps (eps = 2^-23): GPU libm functions are within a few ulps
+    return 2.0**-48, 2.0**-48  # float64: 16 eps (eps = 2^-52), same reasoning as float32
+
+
+def _as_float64(a):
+    return np.asarray(a).astype(np.float64)
+
+
+def assert_close(actual, expected, dtype=None, *, rtol=None, atol=None, err_msg: str = "") -> None:
+    """Assert ``actual`` matches ``expected`` within :func:`tolerance` of ``dtype`` (``actual``'s dtype if None).
+
+    Shapes must agree exactly. Integers and bools must be equal; floats are compared in
+    float64 with NaN equal to NaN and infinities matched by position and sign.
+    """
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    d = _dt.dtype(actual.dtype if dtype is None else dtype)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}. {err_msg}"
+    if not d.is_float:
+        np.testing.assert_array_equal(actual, expected, err_msg=err_msg, strict=False)
+        return
+    default_rtol, default_atol = tolerance(d)
+    np.testing.assert_allclose(
+        _as_float64(actual),
+        _as_float64(expected),
+        rtol=default_rtol if rtol is None else rtol,
+        atol=default_atol if atol is None else atol,
+        equal_nan=True,
+        err_msg=err_msg,
+    )
+
+
+# ------------------------------------------------------------------- kernels
+
+
+def available_backends() -> tuple[str, ...]:
+    """The backends kernels can run on here: the interpreter (the reference) first, the CPU backend, CUDA with a GPU."""
+    from ._runtime import gpu_available
+
+    return ("interpret", "cpu") + (("cuda",) if gpu_available() else ())
+
+
+def default_backends() -> tuple[str, ...]:
+    """What :func:`check_kernel` runs on unless told: the comma-separated ``TILELANG_TEST_BACKENDS``
+    (e.g. ``interpret,cpu``) if set, else every available backend."""
+    chosen = os.environ.get("TILELANG_TEST_BACKENDS", "")
+    return tuple(b.strip() for b in chosen.split(",") if b.strip()) or available_backends()
+
+
+def _copy(value):
+    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+
+
+def _identical(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _output_positions(kernel, outputs) -> list[int]:
+    names = list(kernel.signature.parameters)
+    positions = []
+    for o in outputs:
+        if isinstance(o, str):
+            if o not in names:
+                raise ValueError(f"{kernel.__name__} has no parameter {o!r}")
+            o = names.index(o)
+        positions.append(int(o))
+    return positions
+
+
+def check_kernel(
+    kernel,
+    grid,
+    args: Sequence | None = None,
+    *,
+    args_factory: Callable[[], Sequence] | None = None,
+    reference: Callable,
+    outputs: Sequence = (-1,),
+    backends: Sequence[str] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    **constants,
+) -> list[np.ndarray]:
+    """Launch ``kernel[grid](*args, **constants)`` on each backend and compare with ``reference``.
+
+    ``args`` (copied afresh for each launch) or ``args_factory()`` (called for the reference
+    and for each launch; it must return equal arguments each time) gives the runtime
+    arguments. ``outputs`` names the arguments the kernel writes, by position or parameter
+    name. ``reference(*args)`` gets its own copy of the arguments (and runs with NumPy's
+    floating-point warnings off); it returns the expected final contents of the outputs:
+    one array, or a sequence in the order of ``outputs``. Each output is compared with
+    :func:`assert_close` (its own dtype's tolerance unless ``rtol``/``atol`` are given).
+    ``backends`` defaults to :func:`default_backends`. Returns the outputs of the last
+    backend run.
+    """
+    if (args is None) == (args_factory is None):
+        raise ValueError("check_kernel: give exactly one of args= or args_factory=")
+
+    first = [_copy(a) for a in (args if args is not None else args_factory())]
+
+    def fresh():
+        if args is not None:
+            return [_copy(a) for a in args]
+        made = list(args_factory())
+        if len(made) != len(first) or not all(map(_identical, made, first)):
+            raise ValueError("check_kernel: args_factory() must return equal arguments on every call")
+        return made
+
+    positions = _output_positions(kernel, outputs)
+    with np.errstate(all="ignore"):  # references overflow and divide by zero on purpose
+        expected = reference(*[_copy(a) for a in first])
+    if len(positions) == 1 and not isinstance(expected, (tuple, list)):
+        expected = [expected]
+    if len(expected) != len(positions):
+        raise ValueError(f"check_kernel: reference returned {len(expected)} arrays for {len(positions)} outputs")
+    result = []
+    for backend in default_backends() if backends is None else backends:
+        run_args = fresh()
+        kernel[grid](*run_args, backend=backend, **constants)
+        result = [run_args[p] for p in positions]
+        for p, got, want in zip(positions, result, expected):
+            name = list(kernel.signature.parameters)[p]
+            assert_close(got, want, got.dtype, rtol=rtol, atol=atol, err_msg=f"output `{name}` on backend {backend!r}")
+    return result
