@@ -21,7 +21,7 @@ SEEN = {}  # what the kernels below saw while they were traced
 def traced(kernel, *signatures, **constants):
     """Trace ``kernel`` for these argument signatures; returns what it recorded in SEEN."""
     SEEN.clear()
-    tl.explain(kernel, *signatures, **constants)
+    tl.explain(kernel, *signatures, **constants, backend="interpret")
     return dict(SEEN)
 
 
@@ -213,7 +213,7 @@ def test_unary_and_reduction_dtypes(d):
     for name in ACCUMULATE:
         assert seen[name] is result, name
     assert seen["dot"] is (dot or tl.TileTypeError)
-    text = tl.explain(unary, sig(d, 2))["tile_ir"]
+    text = tl.explain(unary, sig(d, 2), backend="interpret")["tile_ir"]
     for prim in ("reduce_sum", "reduce_prod", "cumsum", "cumprod"):
         line = next(line for line in text.splitlines() if f"= {prim}[" in line)
         assert line.split(":", 1)[1].startswith(f"{acc.short}["), line  # the dtype it accumulates in

@@ -58,6 +58,18 @@ def check_traceback(err):
     assert err.__cause__ is None and err.__suppress_context__
 
 
+def _backends():
+    """``TILELANG_TEST_BACKENDS`` (tests/conftest.py defaults it to the interpreter), else the default backend."""
+    chosen = [b.strip() for b in os.environ.get("TILELANG_TEST_BACKENDS", "").split(",") if b.strip()]
+    return chosen or [tl.kernel.default_backend()]
+
+
+@pytest.fixture(params=_backends())
+def backend(request):
+    """For errors (and non-errors) that happen when the kernel runs, not when it is traced."""
+    return request.param
+
+
 def launch_error(cls, fn):
     with pytest.raises(cls) as info:
         fn()
@@ -453,9 +465,9 @@ def break_in_inner_python_loop(x, out, n):
     tl.store(out, acc, index=(0,))
 
 
-def test_break_of_an_inner_python_loop_is_fine():
+def test_break_of_an_inner_python_loop_is_fine(backend):
     out = np.zeros(128, np.float32)
-    break_in_inner_python_loop[1](X, out, 3)
+    break_in_inner_python_loop[1](X, out, 3, backend=backend)
     np.testing.assert_array_equal(out, 6.0)
 
 
@@ -504,8 +516,8 @@ def calls_loop_helper(x, out, n):
     tl.store(out, loop_in_helper(n), index=(0,))
 
 
-def test_zero_step_at_run_time():
-    err = launch_error(tl.TileValueError, lambda: zero_step[1](X, OUT, 0))
+def test_zero_step_at_run_time(backend):
+    err = launch_error(tl.TileValueError, lambda: zero_step[1](X, OUT, 0, backend=backend))
     check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, step)")
 
 

@@ -3,6 +3,7 @@ value, nesting, scalar promotion, stores in the body, Python loops that unroll, 
 kernels defined in unusual places. Results are compared with NumPy."""
 
 import importlib.util
+import os
 import re
 import textwrap
 
@@ -20,7 +21,19 @@ def chunks(x, ks, t=T):
 
 
 def tile_ir(kernel, *args, **kwargs):
-    return tl.explain(kernel, *args, **kwargs)["tile_ir"]
+    return tl.explain(kernel, *args, backend="interpret", **kwargs)["tile_ir"]
+
+
+def _backends():
+    """The interpreter (the reference) and the default backend (CPU, or CUDA with a GPU)."""
+    chosen = [b.strip() for b in os.environ.get("TILELANG_TEST_BACKENDS", "").split(",") if b.strip()]
+    default = tl.kernel.default_backend()
+    return chosen or ["interpret"] + ([default] if default != "interpret" else [])
+
+
+@pytest.fixture(params=_backends())
+def backend(request):
+    return request.param
 
 
 def carried_types(text):
@@ -58,19 +71,20 @@ def chunk_sum(x, out, start, stop, step, T: tl.Constant):
         (2, 3, 5),
     ],
 )
-def test_runtime_trip_counts(start, stop, step):
+def test_runtime_trip_counts(start, stop, step, backend):
     out = np.full(2 * T, -1.0, np.float32)
-    chunk_sum[1](DATA, out, start, stop, step, T=T)
+    chunk_sum[1](DATA, out, start, stop, step, T=T, backend=backend)
     ks = range(start, stop, step)
     np.testing.assert_array_equal(out[:T], sum(chunks(DATA, ks), np.zeros(T, np.float32)))
     np.testing.assert_array_equal(out[T:], len(ks))
 
 
-def test_runtime_trip_counts_share_one_compile():
+def test_runtime_trip_counts_share_one_compile(backend):
     assert "range_loop" in tile_ir(chunk_sum, DATA, DATA, 0, 8, 1, T=T)
+    chunk_sum[1](DATA, np.zeros(2 * T, np.float32), 0, 8, 1, T=T, backend=backend)
     before = len(chunk_sum._compiled)
     for stop in (0, 1, 5):
-        chunk_sum[1](DATA, np.zeros(2 * T, np.float32), 0, stop, 1, T=T)
+        chunk_sum[1](DATA, np.zeros(2 * T, np.float32), 0, stop, 1, T=T, backend=backend)
     assert len(chunk_sum._compiled) == before
 
 
@@ -90,21 +104,21 @@ def shape_bound(x, out, T: tl.Constant):
     tl.store(out, acc, index=(0,))
 
 
-def test_single_bound_and_array_shape_bound():
+def test_single_bound_and_array_shape_bound(backend):
     out = np.zeros(T, np.float32)
-    one_bound[1](DATA, out, 5, T=T)
+    one_bound[1](DATA, out, 5, T=T, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(5))))
-    one_bound[1](DATA, out, np.int64(0), T=T)
+    one_bound[1](DATA, out, np.int64(0), T=T, backend=backend)
     np.testing.assert_array_equal(out, 0)
     x = DATA[: 5 * T + 3]
-    shape_bound[1](x, out, T=T)
+    shape_bound[1](x, out, T=T, backend=backend)
     np.testing.assert_array_equal(out, np.pad(x, (0, 5)).reshape(-1, T).sum(0))
     assert re.search(r"range_loop 0:i64\[\] \w+ 1:i64\[\]", tile_ir(shape_bound, x, out, T=T))  # an i64 index
 
 
-def test_constant_trip_count():
+def test_constant_trip_count(backend):
     out = np.zeros(T, np.float32)
-    one_bound[1](DATA, out, 3, T=T)
+    one_bound[1](DATA, out, 3, T=T, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(3))))
 
 
@@ -135,9 +149,9 @@ def spellings(x, out, n, T: tl.Constant):
 
 
 @pytest.mark.parametrize("n", [0, 1, 4])
-def test_carried_spellings(n):
+def test_carried_spellings(n, backend):
     out = np.zeros(5 * T, np.float32)
-    spellings[1](DATA, out, n, T=T)
+    spellings[1](DATA, out, n, T=T, backend=backend)
     parts = chunks(DATA, range(n))
     total = sum(parts, np.zeros(T, np.float32))
     c = np.ones(T, np.float32)
@@ -167,9 +181,9 @@ def swaps(out, n, T: tl.Constant):
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
-def test_tuple_swaps(n):
+def test_tuple_swaps(n, backend):
     out = np.zeros(5 * T, np.float32)
-    swaps[1](out, n, T=T)
+    swaps[1](out, n, T=T, backend=backend)
     a, b, p, q, r = 1.0, 2.0, 10.0, 20.0, 30.0
     for _ in range(n):
         a, b = b, a
@@ -191,11 +205,11 @@ def online_softmax_stats(x, out, n_cols, BM: tl.Constant, BN: tl.Constant):
     tl.store(out, tl.reshape(l, (BM, 1)), index=(i, 1))
 
 
-def test_online_softmax_carries_two_values():
+def test_online_softmax_carries_two_values(backend):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((10, 37)).astype(np.float32)
     out = np.zeros((10, 2), np.float32)
-    online_softmax_stats[tl.cdiv(10, 4)](x, out, 37, BM=4, BN=8)
+    online_softmax_stats[tl.cdiv(10, 4)](x, out, 37, BM=4, BN=8, backend=backend)
     m = x.max(axis=1)
     np.testing.assert_array_equal(out[:, 0], m)
     np.testing.assert_allclose(out[:, 1], np.exp(x - m[:, None]).sum(axis=1), rtol=1e-5)
@@ -210,12 +224,12 @@ def matmul(a, b, c, K, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     tl.store(c, acc, index=(i, j))
 
 
-def test_dot_accumulator_is_carried():
+def test_dot_accumulator_is_carried(backend):
     rng = np.random.default_rng(1)
     a = rng.integers(-3, 4, (20, 30)).astype(np.float16)
     b = rng.integers(-3, 4, (30, 12)).astype(np.float16)
     c = np.zeros((20, 12), np.float32)
-    matmul[tl.cdiv(20, 8), tl.cdiv(12, 8)](a, b, c, 30, BM=8, BN=8, BK=16)
+    matmul[tl.cdiv(20, 8), tl.cdiv(12, 8)](a, b, c, 30, BM=8, BN=8, BK=16, backend=backend)
     np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32))
 
 
@@ -246,9 +260,9 @@ def triangular(x, out, n, T: tl.Constant):
 
 
 @pytest.mark.parametrize("n, m", [(0, 3), (3, 0), (2, 3), (4, 1)])
-def test_nested_loops(n, m):
+def test_nested_loops(n, m, backend):
     out = np.zeros(T, np.float32)
-    nested[1](DATA, out, n, m, T=T)
+    nested[1](DATA, out, n, m, T=T, backend=backend)
     expected = np.zeros(T, np.float32)
     for i in range(n):
         expected += sum(chunks(DATA, [i * m + j for j in range(m)]), np.zeros(T, np.float32)) * (i + 1)
@@ -256,9 +270,9 @@ def test_nested_loops(n, m):
 
 
 @pytest.mark.parametrize("n", [0, 1, 4])
-def test_triangular_nested_loops(n):
+def test_triangular_nested_loops(n, backend):
     out = np.zeros(2 * T, np.float32)
-    triangular[1](DATA, out, n, T=T)
+    triangular[1](DATA, out, n, T=T, backend=backend)
     expected = sum((DATA[j * T : (j + 1) * T] * i for i in range(n) for j in range(i + 1)), np.zeros(T, np.float32))
     np.testing.assert_array_equal(out[:T], expected)
     np.testing.assert_array_equal(out[T:], n * (n + 1) // 2)
@@ -290,9 +304,9 @@ def scalar_state(x, out, n, T: tl.Constant):
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 5])
-def test_python_scalars_promoted_to_tiles(n):
+def test_python_scalars_promoted_to_tiles(n, backend):
     out = np.zeros(5 * T, np.float32)
-    scalar_state[1](DATA, out, n, T=T)
+    scalar_state[1](DATA, out, n, T=T, backend=backend)
     seen = DATA[: n * T]
     want = [n, seen.sum(), max(n - 1, 0), float((seen > 5).any()), seen.max() if n else -np.inf]
     np.testing.assert_array_equal(out.reshape(5, T), np.repeat(np.array(want, np.float32)[:, None], T, axis=1))
@@ -315,9 +329,9 @@ def unchanged_scalars(x, out, n, SCALE: tl.Constant, T: tl.Constant):
     tl.store(out, acc * factor, index=(0,))
 
 
-def test_unchanged_python_scalars_stay_python():
+def test_unchanged_python_scalars_stay_python(backend):
     out = np.zeros(T, np.float32)
-    unchanged_scalars[1](DATA, out, 3, SCALE=3.0, T=T)
+    unchanged_scalars[1](DATA, out, 3, SCALE=3.0, T=T, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(3))) * 12)
     text = tile_ir(unchanged_scalars, DATA, out, 3, SCALE=3.0, T=T)
     assert carried_types(text) == ["f32[8]"]  # only acc is carried
@@ -337,15 +351,15 @@ def scaled_copy(x, out, scale_src, n, T: tl.Constant):
         tl.store(out, t * scale + offset + T, index=(row,))  # a store in the body, nothing carried
 
 
-def test_invariants_and_stores_in_the_body():
+def test_invariants_and_stores_in_the_body(backend):
     grid, n = 3, 4
     x = (np.arange(grid * n * T) % 11).astype(np.float32)
     scales = np.array([1.0, 2.0, 3.0], np.float32)
     out = np.zeros_like(x)
-    scaled_copy[grid](x, out, scales, n, T=T)
+    scaled_copy[grid](x, out, scales, n, T=T, backend=backend)
     expected = x.reshape(grid, n, T) * scales[:, None, None] + np.arange(T) + T
     np.testing.assert_array_equal(out, expected.reshape(-1))
-    text = tl.explain(scaled_copy, x, out, scales, n, T=T)["simplified"]
+    text = tl.explain(scaled_copy, x, out, scales, n, T=T, backend="interpret")["simplified"]
     assert "store" in text and "range_loop" in text
 
 
@@ -360,12 +374,12 @@ def conditional_in_body(x, out, n, ADD: tl.Constant, T: tl.Constant):
     tl.store(out, acc, index=(0,))
 
 
-def test_python_if_on_constant_in_body():
+def test_python_if_on_constant_in_body(backend):
     out = np.zeros(4 * T, np.float32)
-    conditional_in_body[1](DATA, out, 3, ADD=True, T=T)
+    conditional_in_body[1](DATA, out, 3, ADD=True, T=T, backend=backend)
     np.testing.assert_array_equal(out[:T], 100 + sum(chunks(DATA, range(3))))
     out[:] = 0
-    conditional_in_body[1](DATA, out, 3, ADD=False, T=T)
+    conditional_in_body[1](DATA, out, 3, ADD=False, T=T, backend=backend)
     np.testing.assert_array_equal(out[: 3 * T], 100.0)
 
 
@@ -385,9 +399,9 @@ def unrolled(x, out, REPS: tl.Constant, T: tl.Constant):
     tl.store(out, acc, index=(0,))
 
 
-def test_python_loops_unroll():
+def test_python_loops_unroll(backend):
     out = np.zeros(T, np.float32)
-    unrolled[1](DATA, out, REPS=3, T=T)
+    unrolled[1](DATA, out, REPS=3, T=T, backend=backend)
     c = chunks(DATA, range(4))
     np.testing.assert_array_equal(out, c[0] + 2 * c[1] + 3 * c[2] - c[0] - c[2] + c[1] + 10 * c[3])
     text = tile_ir(unrolled, DATA, out, REPS=3, T=T)
@@ -411,11 +425,11 @@ def make_kernel(scale, T):
     return closure_kernel
 
 
-def test_kernel_defined_in_a_function_uses_closure_variables():
+def test_kernel_defined_in_a_function_uses_closure_variables(backend):
     for scale, t in [(2.0, 8), (-1.0, 4)]:
         kernel = make_kernel(scale, t)
         out = np.zeros(t, np.float32)
-        kernel[1](DATA, out, 3)
+        kernel[1](DATA, out, 3, backend=backend)
         np.testing.assert_array_equal(out, sum(chunks(DATA, range(3), t)) * scale + scale)
 
 
@@ -430,9 +444,9 @@ class Kernels:
         tl.store(out, m, index=(0,))
 
 
-def test_kernel_defined_in_a_class_body():
+def test_kernel_defined_in_a_class_body(backend):
     out = np.zeros(T, np.float32)
-    Kernels.running_max[1](DATA, out, 5, T=T)
+    Kernels.running_max[1](DATA, out, 5, T=T, backend=backend)
     np.testing.assert_array_equal(out, np.max(chunks(DATA, range(5)), axis=0))
 
 
@@ -451,7 +465,7 @@ def total(x, out, n, T: tl.Constant):
 """
 
 
-def test_kernel_in_a_module_with_future_annotations(tmp_path):
+def test_kernel_in_a_module_with_future_annotations(tmp_path, backend):
     path = tmp_path / "future_kernels.py"
     path.write_text(textwrap.dedent(FUTURE_MODULE))
     spec = importlib.util.spec_from_file_location("future_kernels", path)
@@ -459,7 +473,7 @@ def test_kernel_in_a_module_with_future_annotations(tmp_path):
     spec.loader.exec_module(module)
     assert module.total.constants == {"T"}
     out = np.zeros(T, np.float32)
-    module.total[1](DATA, out, 4, T=T)
+    module.total[1](DATA, out, 4, T=T, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(4))))
     assert "future_kernels.py:" in tile_ir(module.total, DATA, out, 4, T=T)
 
@@ -472,8 +486,8 @@ def string_annotation(x, out, n, T: "tl.Constant"):  # noqa: F821 - a string ann
     tl.store(out, acc, index=(0,))
 
 
-def test_string_constant_annotation():
+def test_string_constant_annotation(backend):
     assert string_annotation.constants == {"T"}
     out = np.zeros(T, np.float32)
-    string_annotation[1](DATA, out, 2, T=T)
+    string_annotation[1](DATA, out, 2, T=T, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))))

@@ -211,7 +211,7 @@ CASES = [
 
 @pytest.mark.parametrize("kernel, args, constants, tile_ir, simplified", CASES, ids=[c[0].__name__ for c in CASES])
 def test_golden_text(kernel, args, constants, tile_ir, simplified):
-    explanation = tl.explain(kernel, *args, **constants)
+    explanation = tl.explain(kernel, *args, **constants, backend="interpret")
     if tile_ir is not None:
         assert explanation["tile_ir"] == golden(kernel, tile_ir)
     assert explanation["simplified"] == golden(kernel, simplified)
@@ -243,21 +243,21 @@ def test_simplify_folds_constants_with_the_interpreter_semantics():
     folding[1](out, T=4)
     # 2*3+1, int8 127+1 wraps to -128, NaN converts to 0, integer division by zero gives 0
     np.testing.assert_array_equal(out, np.float32(7 - 128 + 0 + 0))
-    text = tl.explain(folding, "f32[:]", T=4)["simplified"]
+    text = tl.explain(folding, "f32[:]", T=4, backend="interpret")["simplified"]
     for gone in ("mul", "floordiv", "convert", "nan"):
         assert gone not in text
 
 
 def test_simplify_merges_pure_expressions_but_not_reads():
-    simplified = tl.explain(cse_dce, "f32[:]", "f32[:]", T=4)["simplified"]
+    simplified = tl.explain(cse_dce, "f32[:]", "f32[:]", T=4, backend="interpret")["simplified"]
     assert simplified.count("sqrt") == 1  # sqrt(a) + sqrt(a): computed once
     assert simplified.count("mul") == 2  # a * 2 and b * 2 differ: a and b are two reads
     assert simplified.count("= load") == 3  # reads are never merged (a store may sit between them)
 
 
 def test_simplify_drops_dead_code_and_keeps_stores():
-    tile_ir = tl.explain(cse_dce, "f32[:]", "f32[:]", T=4)["tile_ir"]
-    simplified = tl.explain(cse_dce, "f32[:]", "f32[:]", T=4)["simplified"]
+    tile_ir = tl.explain(cse_dce, "f32[:]", "f32[:]", T=4, backend="interpret")["tile_ir"]
+    simplified = tl.explain(cse_dce, "f32[:]", "f32[:]", T=4, backend="interpret")["simplified"]
     assert "exp" in tile_ir and "exp" not in simplified  # `unused` and the read feeding it are gone
     assert "x 4:i64[]" in tile_ir and "x 4:i64[]" not in simplified
     assert tile_ir.count("store") == simplified.count("store") == 3  # stores are kept, even overwritten ones
@@ -277,7 +277,7 @@ def loops_with_and_without_effects(x, out, n, T: tl.Constant):
 
 
 def test_simplify_keeps_loops_with_stores_only():
-    text = tl.explain(loops_with_and_without_effects, "f32[:]", "f32[:]", 3, T=4)
+    text = tl.explain(loops_with_and_without_effects, "f32[:]", "f32[:]", 3, T=4, backend="interpret")
     assert text["tile_ir"].count("range_loop") == 2
     assert text["simplified"].count("range_loop") == 1 and "store" in text["simplified"]
     x = np.arange(12, dtype=np.float32)
