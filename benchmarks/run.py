@@ -49,20 +49,20 @@ def total(x, out, n, TILE: tl.Constant):
 # ------------------------------------------------------------------------ timing
 
 
-def time_ms(fn, torch, reps=50, warmup=5):
-    """Median milliseconds of ``fn`` over ``reps`` runs, timed with CUDA events."""
+def time_ms(fn, torch, reps=100, warmup=5):
+    """Median milliseconds of ``fn`` over ``reps`` back-to-back runs, timed with CUDA events
+    on the stream (as triton.testing.do_bench does): the host queues the next launch while
+    the GPU runs, so a launch slower than the kernel shows as a gap, a fast one does not."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, stop in events:
         start.record()
         fn()
         stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(stop) for start, stop in events)
 
 
 def peers():
@@ -95,6 +95,21 @@ def triton_kernels(triton):
     return add_kernel, softmax_kernel
 
 
+def bench_softmax(torch, m, cols, triton_softmax, report):
+    a = torch.randn(m, cols, device="cuda") * 4
+    res = torch.full_like(a, float("nan"))
+    block = 1 << (cols - 1).bit_length()
+    softmax_rows[m](a, res, BLOCK=block)
+    err = (res.double() - torch.softmax(a.double(), dim=1)).abs().max().item()
+    ok = "ok" if err < 1e-6 else f"WRONG (max err {err:.2e})"
+    nbytes = 2 * 4 * m * cols
+    case = f"softmax {m}x{cols} f32"
+    report(case, "tilelang", time_ms(lambda: softmax_rows[m](a, res, BLOCK=block), torch), nbytes, ok)
+    report(case, "torch", time_ms(lambda: torch.softmax(a, dim=1), torch), nbytes)
+    if triton_softmax is not None:
+        report(case, "triton", time_ms(lambda: triton_softmax[(m,)](a, res, cols, BLOCK=block), torch), nbytes)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
@@ -122,7 +137,7 @@ def main():
     report(case, "tilelang", time_ms(lambda: vector_add[tl.cdiv(n, 1024)](x, y, out, TILE=1024), torch), nbytes, ok)
     report(case, "torch", time_ms(lambda: torch.add(x, y, out=out), torch), nbytes)
     if "triton" in found:
-        add_k, softmax_k = triton_kernels(found["triton"])
+        add_k = triton_kernels(found["triton"])[0]
         report(case, "triton", time_ms(lambda: add_k[(tl.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024), torch), nbytes)
     if "cupy" in found:
         cp = found["cupy"]
@@ -139,20 +154,9 @@ def main():
     nx, ny, nout = cuda.as_cuda_array(x), cuda.as_cuda_array(y), cuda.as_cuda_array(out)
     report(case, "numba naive", time_ms(lambda: naive_add[tl.cdiv(n, 256), 256](nx, ny, nout), torch), nbytes)
 
-    # row softmax fp32
+    softmax_k = triton_kernels(found["triton"])[1] if "triton" in found else None
     for m, cols in ((4096, 4096), (16384, 4096)) if not opts.quick else ((1024, 4096),):
-        a = torch.randn(m, cols, device=dev) * 4
-        res = torch.full_like(a, float("nan"))
-        block = 1 << (cols - 1).bit_length()
-        softmax_rows[m](a, res, BLOCK=block)
-        err = (res.double() - torch.softmax(a.double(), dim=1)).abs().max().item()
-        ok = "ok" if err < 1e-6 else f"WRONG (max err {err:.2e})"
-        nbytes = 2 * 4 * m * cols
-        case = f"softmax {m}x{cols} f32"
-        report(case, "tilelang", time_ms(lambda: softmax_rows[m](a, res, BLOCK=block), torch), nbytes, ok)
-        report(case, "torch", time_ms(lambda: torch.softmax(a, dim=1), torch), nbytes)
-        if "triton" in found:
-            report(case, "triton", time_ms(lambda: softmax_k[(m,)](a, res, cols, BLOCK=block), torch), nbytes)
+        bench_softmax(torch, m, cols, softmax_k, report)
 
     # sum of 2^28 fp32
     n = 1 << (24 if opts.quick else 28)

@@ -28,10 +28,33 @@ class ArrayInfo:
     strides: tuple  # in elements
     ptr: int
     on_device: bool
+    device: int = 0
+
+
+_TORCH_DTYPES = {}
+
+
+def _torch_info(t) -> ArrayInfo:
+    """PyTorch tensors directly (their ``__cuda_array_interface__`` is slow and has no bfloat16)."""
+    if not _TORCH_DTYPES:
+        import torch
+
+        for d in dtypes.ALL_DTYPES:
+            _TORCH_DTYPES[getattr(torch, "bool" if d.is_bool else d.name)] = d
+    d = _TORCH_DTYPES.get(t.dtype)
+    if d is None:
+        raise TileTypeError(f"{t.dtype} is not a supported dtype")
+    return ArrayInfo(d, tuple(t.shape), tuple(t.stride()), t.data_ptr(), t.is_cuda, t.device.index or 0)
+
+
+def is_torch_tensor(value) -> bool:
+    return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
 
 
 def array_info(value) -> ArrayInfo | None:
     """Facts about an array argument, or None if ``value`` is not an array."""
+    if is_torch_tensor(value):
+        return _torch_info(value)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         dt = np.dtype(cai["typestr"])
@@ -39,12 +62,23 @@ def array_info(value) -> ArrayInfo | None:
         strides = cai.get("strides")
         if strides is None:
             strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * dt.itemsize for i in range(len(shape)))
-        return ArrayInfo(_dtype(dt), shape, tuple(s // dt.itemsize for s in strides), cai["data"][0], True)
+        ptr = cai["data"][0]
+        return ArrayInfo(_dtype(dt), shape, tuple(s // dt.itemsize for s in strides), ptr, True, _pointer_device(ptr))
     if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
         array = np.asarray(value)
         strides = tuple(s // array.itemsize for s in array.strides)
         return ArrayInfo(_dtype(array.dtype), array.shape, strides, array.__array_interface__["data"][0], False)
     return None
+
+
+def _pointer_device(ptr: int) -> int:
+    """The device a CUDA pointer belongs to (0 for null pointers of empty arrays)."""
+    if not ptr:
+        return 0
+    from cuda.bindings import driver
+
+    err, ordinal = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else 0
 
 
 def _dtype(np_dtype):
@@ -124,7 +158,7 @@ class HostRunner:
     def __init__(self, program: Program, run, interpret=False):
         self.program, self.run, self.interpret = program, run, interpret
 
-    def __call__(self, grid, arguments: dict):
+    def __call__(self, grid, arguments: dict, stream=None):
         values = []
         for var, name in zip(self.program.body.params, self.program.arg_names):
             if isinstance(var.type, ArrayType):
@@ -136,33 +170,83 @@ class HostRunner:
         self.run(grid, values)
 
 
+class _StreamHandle:
+    """A raw ``cudaStream_t`` in the ``__cuda_stream__`` protocol cuda.core launches on."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def stream_for(stream, arguments) -> object:
+    """The stream to launch on: ``stream`` if given (anything with ``__cuda_stream__``, a
+    torch/CuPy/numba stream or a raw handle), else the current stream of the framework the
+    arrays come from (torch, then CuPy), else the default stream."""
+    if stream is None:
+        for value in arguments:
+            if is_torch_tensor(value) and value.is_cuda:
+                import torch
+
+                return _StreamHandle(torch.cuda.current_stream(value.device).cuda_stream)
+        for value in arguments:
+            if type(value).__module__.startswith("cupy"):
+                import cupy
+
+                return _StreamHandle(cupy.cuda.get_current_stream().ptr)
+        return _StreamHandle(0)
+    if hasattr(stream, "__cuda_stream__"):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
+        if hasattr(stream, attribute):
+            return _StreamHandle(int(getattr(stream, attribute)))
+    if hasattr(stream, "handle"):  # numba stream
+        return _StreamHandle(int(getattr(stream.handle, "value", stream.handle) or 0))
+    if isinstance(stream, int):
+        return _StreamHandle(stream)
+    raise TileArgumentError(f"stream= takes a CUDA stream object or handle, got {type(stream).__name__}")
+
+
 class CudaRunner:
-    """Runs on the GPU through numba-cuda; host arrays are copied there and back."""
+    """Launches on the GPU through cuda.core; host arrays are copied there and back
+    (only those the kernel writes come back), which costs a transfer each way."""
 
     def __init__(self, program: Program, cuda_kernel):
         self.program = program
         self.kernel = cuda_kernel
         self.written = written_arrays(program)
+        self.params = list(zip(self.program.body.params, self.program.arg_names))
 
-    def __call__(self, grid, arguments: dict):
-        from numba import cuda
-
-        flat, copies = [], []
-        for var, name in zip(self.program.body.params, self.program.arg_names):
+    def __call__(self, grid, arguments: dict, stream=None):
+        flat, copies, keep = [], [], []
+        device = None
+        for var, name in self.params:
             value = arguments[name]
             if not isinstance(var.type, ArrayType):
                 flat.append(scalar_value(var.type, value))
                 continue
             info = array_info(value)
             if not info.on_device:
+                from numba import cuda
+
                 host = np.asarray(value)
-                device = cuda.to_device(np.ascontiguousarray(host))
+                copy = cuda.to_device(np.ascontiguousarray(host))
+                keep.append(copy)  # alive until the kernel has run
                 if name in self.written:
-                    copies.append((host, device))
-                info = array_info(device)
+                    copies.append((host, copy))
+                info = array_info(copy)
+            device = info.device if device is None else device
             flat += [info.ptr, *info.shape, *info.strides]
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 not in grid:
-            self.kernel.launch(grid, flat)
-        for host, device in copies:
-            host[...] = device.copy_to_host()
+            handle = stream_for(stream, arguments.values())
+            self.kernel.launch(device or 0, handle, grid, flat)
+        for host, copy in copies:
+            host[...] = copy.copy_to_host()
+        if keep and not copies:
+            from numba import cuda
+
+            cuda.synchronize()

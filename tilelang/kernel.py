@@ -255,14 +255,14 @@ class _Launcher:
         self.kernel = kernel
         self.grid = grid
 
-    def __call__(self, *args, backend: str | None = None, **kwargs):
+    def __call__(self, *args, backend: str | None = None, stream=None, **kwargs):
         kernel = self.kernel
         try:
             arguments = kernel.bind(args, kwargs)
             grid = _grid(self.grid, arguments)
             key = kernel.specialize(arguments)
             compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-            compiled.run(grid, arguments)
+            compiled.run(grid, arguments, stream)
         except TileError as err:
             if err.loc is None:
                 err.loc = user_location()

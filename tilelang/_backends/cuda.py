@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 
 from .._lower.thread_ir import (
@@ -25,10 +26,11 @@ from .._lower.thread_ir import (
     ThreadProgram,
 )
 from ..errors import TileCompilerError
-from .cuda_intrinsics import ATOMIC_DTYPES
 from .numba_source import SourceWriter, code_type_name, operand
 
 DEFAULT_CC = (9, 0)
+# Atomics the GPU has for these element types (numba-cuda's own lowering of them).
+ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 
 
 class CudaWriter(SourceWriter):
@@ -157,15 +159,31 @@ class CudaKernel:
         self.function = getattr(self.module, program.name)
         self.signature = numba_signature(program)
         self._ptx = {}
-        self._launcher = None
+        self._loaded = {}  # device id -> cuda.core Kernel
+        self._configs = {}  # grid -> LaunchConfig
 
-    def launch(self, grid, flat_args):
-        """Launch through numba's dispatcher (compiled once for the current GPU)."""
-        if self._launcher is None:
-            from numba import cuda
+    def loaded(self, device_id: int):
+        """The kernel loaded on a device (PTX for its compute capability, JIT-linked by the driver)."""
+        if device_id not in self._loaded:
+            from cuda.core import Device, ObjectCode
 
-            self._launcher = cuda.jit(self.signature, lineinfo=True)(self.function)
-        self._launcher[grid, self.program.num_threads](*flat_args)
+            device = Device(device_id)
+            device.set_current()
+            cc = tuple(device.compute_capability)
+            ptx = self.ptx(cc)
+            entry = re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", ptx).group(1)
+            self._loaded[device_id] = ObjectCode.from_ptx(ptx.encode()).get_kernel(entry)
+        return self._loaded[device_id]
+
+    def launch(self, device_id: int, stream, grid, flat_args):
+        """Launch directly through cuda.core (a few microseconds), not numba's dispatcher."""
+        from cuda.core import LaunchConfig, launch
+
+        kernel = self.loaded(device_id)
+        config = self._configs.get(grid)
+        if config is None:
+            config = self._configs[grid] = LaunchConfig(grid=grid, block=(self.program.num_threads, 1, 1))
+        launch(stream, config, kernel, *flat_args)
 
     def ptx(self, cc=DEFAULT_CC) -> str:
         if cc not in self._ptx:

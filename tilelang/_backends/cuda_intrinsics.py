@@ -20,6 +20,7 @@ from numba.cuda import nvvmutils
 from numba.cuda.extending import intrinsic
 
 from ..dtypes import ALL_DTYPES, DType
+from .cuda import ATOMIC_DTYPES
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -161,10 +162,6 @@ def _atomic(op: str, d: DType):
         return types.void(types.uint64, types.int64, reg), codegen
 
     return atomic
-
-
-# Atomics the GPU has for these element types (numba-cuda's own lowering of them).
-ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 
 
 def _build():

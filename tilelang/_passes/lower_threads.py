@@ -365,50 +365,97 @@ def _element_offsets(lw, array, coords):
     return offset, inside
 
 
-def _window(lw, array, layout, starts):
-    """For each register slot: (element offset, mask) of a tile window at ``starts``."""
-    out = []
-    for r in range(layout.num_regs):
-        coords = [
-            lw.op(i64, "add", s, lw.op(i64, "convert", c, attr=i64)) for s, c in zip(starts, lw.coords(layout, r))
+class _Window:
+    """A tile-shaped window of an array at element offsets ``starts``.
+
+    Once per window: the base offset (int64) and, per dimension, the range of tile
+    coordinates in bounds, clamped to int32 (exact for coordinates in [0, 2**31-2], so
+    masks are int32 compares whatever the array's size). Per register slot: the element
+    offset and the mask. A run of slots is one wide access when the window's base address
+    is aligned to the run's bytes and the other dimensions' strides keep it so."""
+
+    def __init__(self, lw, array, layout, starts):
+        self.lw, self.array, self.layout = lw, array, layout
+        self.name = lw.array_names[array]
+        self.unit_last = array.type.unit_stride
+        base = Imm(0, i64)
+        self.low, self.high = [], []
+        for d, start in enumerate(starts):
+            base = lw.op(i64, "add", base, self.scaled(start, d))
+            self.low.append(_clamp32(lw, lw.op(i64, "neg", start)))
+            self.high.append(_clamp32(lw, lw.op(i64, "sub", array_reg(self.name, "shape", d), start)))
+        self.base = base
+
+    def scaled(self, coord, d):
+        if d == self.array.type.ndim - 1 and self.unit_last:
+            return coord
+        return self.lw.op(i64, "mul", coord, array_reg(self.name, "stride", d))
+
+    def offset(self, r):
+        lw, out = self.lw, self.base
+        for d, c in enumerate(lw.coords(self.layout, r)):
+            out = lw.op(i64, "add", out, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
+        return out
+
+    def mask(self, r):
+        lw = self.lw
+        checks = []
+        for c, low, high in zip(lw.coords(self.layout, r), self.low, self.high):
+            checks += [lw.op(b1, "ge", c, low), lw.op(b1, "lt", c, high)]
+        return lw.land(*checks, lw.valid(self.layout, r))
+
+    def groups(self):
+        """Register slots in runs that one access of up to 16 bytes can move."""
+        itemsize = self.array.type.dtype.itemsize
+        width = min(self.layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last else 1
+        return [list(range(r, r + width)) for r in range(0, self.layout.num_regs, width)]
+
+    def wide_ok(self, group):
+        lw, width = self.lw, len(group)
+        aligned = lw.op(b1, "aligned", self.base, attr=(self.name, width * self.array.type.dtype.itemsize))
+        strides = [
+            lw.op(b1, "eq", lw.op(i64, "mod", array_reg(self.name, "stride", d), Imm(width, i64)), Imm(0, i64))
+            for d in range(self.array.type.ndim - 1)
         ]
-        offset, inside = _element_offsets(lw, array, coords)
-        out.append((offset, lw.land(inside, lw.valid(layout, r))))
-    return out
+        return lw.land(aligned, *strides, self.mask(group[0]), self.mask(group[-1]))
+
+    def access(self, group, wide, scalar):
+        """Emit ``wide(offset)`` for the run when allowed, else ``scalar(slot, offset, mask)`` per slot."""
+        lw = self.lw
+        if len(group) == 1:
+            lw.stmts.append(scalar(group[0], self.offset(group[0]), self.mask(group[0])))
+            return
+        cond = self.wide_ok(group)
+        outer = lw.stmts
+        lw.stmts = []
+        lw.stmts.append(wide(self.offset(group[0])))  # the offset's ops land first, inside the branch
+        fast, lw.stmts = lw.stmts, []
+        for r in group:
+            lw.stmts.append(scalar(r, self.offset(r), self.mask(r)))
+        slow, lw.stmts = lw.stmts, outer
+        lw.stmts.append(If(cond, fast, slow))
 
 
-def _vector_groups(layout, array):
-    """Register slots in runs that one 16-byte (or narrower) access can move."""
-    unit = array.type.unit_stride
-    width = min(layout.vector_width(), max(16 // array.type.dtype.itemsize, 1)) if unit else 1
-    return [list(range(r, r + width)) for r in range(0, layout.num_regs, width)]
-
-
-def _vectorizable(lw, array, group, window):
-    """The run can be one wide access: all in bounds and an aligned address."""
-    nbytes = array.type.dtype.itemsize * len(group)
-    first, last = window[group[0]], window[group[-1]]
-    aligned = lw.op(b1, "aligned", first[0], attr=(lw.array_names[array], nbytes))
-    return lw.land(first[1], last[1], aligned)
+def _clamp32(lw, x):
+    low = lw.op(i64, "select", lw.op(b1, "lt", x, Imm(-1, i64)), Imm(-1, i64), x)
+    high = lw.op(i64, "select", lw.op(b1, "gt", low, Imm(2**31 - 1, i64)), Imm(2**31 - 1, i64), low)
+    return lw.op(i32, "convert", high, attr=i32)
 
 
 @rule("load")
 def _lower_load(lw, eqn, array, *rest, shape):
     *starts, padding = rest
     out = eqn.outputs[0]
-    layout = lw.layout(out)
-    window = _window(lw, array, layout, [lw.scalar(s) for s in starts])
+    window = _Window(lw, array, lw.layout(out), [lw.scalar(s) for s in starts])
     pad = lw.scalar(padding)
-    name = lw.array_names[array]
     values = []
-    for group in _vector_groups(layout, array):
+    for group in window.groups():
         dsts = tuple(lw.reg(out.type.dtype, "v") for _ in group)
-        scalar = [Load((dst,), name, window[r][0], window[r][1], pad) for dst, r in zip(dsts, group)]
-        if len(group) == 1:
-            lw.stmts.extend(scalar)
-        else:
-            wide = Load(dsts, name, window[group[0]][0], None, pad)
-            _branch(lw, _vectorizable(lw, array, group, window), [wide], scalar)
+        window.access(
+            group,
+            lambda offset, dsts=dsts: Load(dsts, window.name, offset, None, pad),
+            lambda r, offset, mask, dsts=dsts, group=group: Load((dsts[group.index(r)],), window.name, offset, mask, pad),
+        )
         values.extend(dsts)
     _out(lw, eqn, values)
 
@@ -417,16 +464,14 @@ def _lower_load(lw, eqn, array, *rest, shape):
 def _lower_store(lw, eqn, array, tile, *starts):
     layout = lw.layout(tile)
     values = lw.regs(tile, layout)
-    window = _window(lw, array, layout, [lw.scalar(s) for s in starts])
+    window = _Window(lw, array, layout, [lw.scalar(s) for s in starts])
     owner = lw.owner(layout)
-    name = lw.array_names[array]
-    for group in _vector_groups(layout, array):
-        scalar = [Store(name, window[r][0], (values[r],), lw.land(window[r][1], owner)) for r in group]
-        if len(group) == 1:
-            lw.stmts.extend(scalar)
-        else:
-            wide = Store(name, window[group[0]][0], tuple(values[r] for r in group), owner)
-            _branch(lw, _vectorizable(lw, array, group, window), [wide], scalar)
+    for group in window.groups():
+        window.access(
+            group,
+            lambda offset, group=group: Store(window.name, offset, tuple(values[r] for r in group), owner),
+            lambda r, offset, mask: Store(window.name, offset, (values[r],), lw.land(mask, owner)),
+        )
 
 
 def _branch(lw, cond, then, orelse):

@@ -1,0 +1,89 @@
+"""Host microseconds per launch of a small 3-array kernel, tilelang against its peers.
+
+    python benchmarks/launch.py
+
+Each implementation launches ``REPS`` times back to back on 1024-element arrays (so the
+host, not the GPU, is the bottleneck) and the wall time per launch is reported. Peers that
+are not installed are skipped.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import tilelang as tl
+
+REPS = 5000
+
+
+@tl.tile_kernel
+def add(x, y, out, TILE: tl.Constant):
+    i = tl.block_id(0)
+    tl.store(out, tl.load(x, index=(i,), shape=(TILE,)) + tl.load(y, index=(i,), shape=(TILE,)), index=(i,))
+
+
+def per_launch_us(fn, sync):
+    for _ in range(50):
+        fn()
+    sync()
+    start = time.perf_counter()
+    for _ in range(REPS):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / REPS * 1e6
+
+
+def main():
+    import torch
+    from numba import cuda
+
+    n = 1024
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    nx, ny, nout = (cuda.as_cuda_array(t) for t in (x, y, out))
+    sync = torch.cuda.synchronize
+    rows = [
+        ("tilelang, torch tensors", per_launch_us(lambda: add[1](x, y, out, TILE=1024), sync)),
+        ("tilelang, numba arrays", per_launch_us(lambda: add[1](nx, ny, nout, TILE=1024), sync)),
+        ("torch.add", per_launch_us(lambda: torch.add(x, y, out=out), sync)),
+    ]
+
+    @cuda.jit
+    def numba_add(a, b, c):
+        i = cuda.grid(1)
+        if i < c.size:
+            c[i] = a[i] + b[i]
+
+    rows.append(("numba dispatcher", per_launch_us(lambda: numba_add[4, 256](nx, ny, nout), sync)))
+    try:
+        import cupy as cp
+
+        raw = cp.RawKernel(
+            r"""extern "C" __global__ void add(const float* a, const float* b, float* c, int n) {
+                int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }""",
+            "add",
+        )
+        cx, cy, cout = (cp.asarray(t) for t in (x, y, out))
+        rows.append(("cupy RawKernel", per_launch_us(lambda: raw((4,), (256,), (cx, cy, cout, cp.int32(n))), sync)))
+    except ImportError:
+        pass
+    try:
+        import triton
+        import triton.language as tlang
+
+        @triton.jit
+        def triton_add(a, b, c, n, BLOCK: tlang.constexpr):
+            offs = tlang.program_id(0) * BLOCK + tlang.arange(0, BLOCK)
+            m = offs < n
+            tlang.store(c + offs, tlang.load(a + offs, mask=m) + tlang.load(b + offs, mask=m), mask=m)
+
+        rows.append(("triton", per_launch_us(lambda: triton_add[(1,)](x, y, out, n, BLOCK=1024), sync)))
+    except ImportError:
+        pass
+    for name, us in rows:
+        print(f"{name:26s} {us:7.1f} us/launch")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
