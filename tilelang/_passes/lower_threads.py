@@ -420,18 +420,19 @@ class _Window:
         return lw.land(aligned, *strides, self.mask(group[0]), self.mask(group[-1]))
 
     def access(self, group, wide, scalar):
-        """Emit ``wide(offset)`` for the run when allowed, else ``scalar(slot, offset, mask)`` per slot."""
+        """Emit ``wide(offset)`` for the run when allowed, else ``scalar(i, offset, mask)`` for
+        each slot ``group[i]``."""
         lw = self.lw
         if len(group) == 1:
-            lw.stmts.append(scalar(group[0], self.offset(group[0]), self.mask(group[0])))
+            lw.stmts.append(scalar(0, self.offset(group[0]), self.mask(group[0])))
             return
         cond = self.wide_ok(group)
         outer = lw.stmts
         lw.stmts = []
         lw.stmts.append(wide(self.offset(group[0])))  # the offset's ops land first, inside the branch
         fast, lw.stmts = lw.stmts, []
-        for r in group:
-            lw.stmts.append(scalar(r, self.offset(r), self.mask(r)))
+        for i, r in enumerate(group):
+            lw.stmts.append(scalar(i, self.offset(r), self.mask(r)))
         slow, lw.stmts = lw.stmts, outer
         lw.stmts.append(If(cond, fast, slow))
 
@@ -454,7 +455,7 @@ def _lower_load(lw, eqn, array, *rest, shape):
         window.access(
             group,
             lambda offset, dsts=dsts: Load(dsts, window.name, offset, None, pad),
-            lambda r, offset, mask, dsts=dsts, group=group: Load((dsts[group.index(r)],), window.name, offset, mask, pad),
+            lambda i, offset, mask, dsts=dsts: Load((dsts[i],), window.name, offset, mask, pad),
         )
         values.extend(dsts)
     _out(lw, eqn, values)
@@ -470,7 +471,7 @@ def _lower_store(lw, eqn, array, tile, *starts):
         window.access(
             group,
             lambda offset, group=group: Store(window.name, offset, tuple(values[r] for r in group), owner),
-            lambda r, offset, mask: Store(window.name, offset, (values[r],), lw.land(mask, owner)),
+            lambda i, offset, mask, group=group: Store(window.name, offset, (values[group[i]],), lw.land(mask, owner)),
         )
 
 
