@@ -29,12 +29,15 @@ def vector_add(x, y, out, TILE: tl.Constant):
     tl.store(out, a + b, index=(i,))
 
 
-@tl.tile_kernel
 def softmax_rows(x, out, BLOCK: tl.Constant):
     row = tl.block_id(0)
     t = tl.load(x, index=(row, 0), shape=(1, BLOCK), padding=float("-inf"))
     e = tl.exp(t - tl.max(t))
     tl.store(out, e / tl.sum(e), index=(row, 0))
+
+
+# the same kernel with the default threads per block, and with others to compare
+SOFTMAX = {None: tl.tile_kernel(softmax_rows), **{t: tl.tile_kernel(softmax_rows, num_threads=t) for t in (128, 256)}}
 
 
 @tl.tile_kernel
@@ -97,14 +100,16 @@ def triton_kernels(triton):
 
 def bench_softmax(torch, m, cols, triton_softmax, report):
     a = torch.randn(m, cols, device="cuda") * 4
-    res = torch.full_like(a, float("nan"))
     block = 1 << (cols - 1).bit_length()
-    softmax_rows[m](a, res, BLOCK=block)
-    err = (res.double() - torch.softmax(a.double(), dim=1)).abs().max().item()
-    ok = "ok" if err < 1e-6 else f"WRONG (max err {err:.2e})"
     nbytes = 2 * 4 * m * cols
     case = f"softmax {m}x{cols} f32"
-    report(case, "tilelang", time_ms(lambda: softmax_rows[m](a, res, BLOCK=block), torch), nbytes, ok)
+    for threads, kernel in SOFTMAX.items():
+        res = torch.full_like(a, float("nan"))
+        kernel[m](a, res, BLOCK=block)
+        err = (res.double() - torch.softmax(a.double(), dim=1)).abs().max().item()
+        ok = "ok" if err < 1e-6 else f"WRONG (max err {err:.2e})"
+        name = "tilelang" + (f" {threads} thr" if threads else "")
+        report(case, name, time_ms(lambda k=kernel, r=res: k[m](a, r, BLOCK=block), torch), nbytes, ok)
     report(case, "torch", time_ms(lambda: torch.softmax(a, dim=1), torch), nbytes)
     if triton_softmax is not None:
         report(case, "triton", time_ms(lambda: triton_softmax[(m,)](a, res, cols, BLOCK=block), torch), nbytes)

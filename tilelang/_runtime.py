@@ -25,10 +25,11 @@ from .errors import TileArgumentError, TileError, TileTypeError
 class ArrayInfo:
     dtype: dtypes.DType
     shape: tuple
-    strides: tuple  # in elements
+    strides: tuple | None  # in elements (None for host arrays: not needed)
     ptr: int
     on_device: bool
     device: int = 0
+    unit: bool = True  # the last dimension's elements are adjacent
 
 
 _TORCH_DTYPES = {}
@@ -44,7 +45,9 @@ def _torch_info(t) -> ArrayInfo:
     d = _TORCH_DTYPES.get(t.dtype)
     if d is None:
         raise TileTypeError(f"{t.dtype} is not a supported dtype")
-    return ArrayInfo(d, tuple(t.shape), tuple(t.stride()), t.data_ptr(), t.is_cuda, t.device.index or 0)
+    strides = t.stride()
+    unit = not strides or strides[-1] == 1 or t.shape[-1] <= 1
+    return ArrayInfo(d, t.shape, strides, t.data_ptr(), t.is_cuda, t.device.index or 0, unit)
 
 
 def is_torch_tensor(value) -> bool:
@@ -63,17 +66,29 @@ def array_info(value) -> ArrayInfo | None:
         if strides is None:
             strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * dt.itemsize for i in range(len(shape)))
         ptr = cai["data"][0]
-        return ArrayInfo(_dtype(dt), shape, tuple(s // dt.itemsize for s in strides), ptr, True, _pointer_device(ptr))
+        strides = tuple(s // dt.itemsize for s in strides)
+        unit = not shape or shape[-1] <= 1 or strides[-1] == 1
+        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit)
     if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
         array = np.asarray(value)
-        strides = tuple(s // array.itemsize for s in array.strides)
-        return ArrayInfo(_dtype(array.dtype), array.shape, strides, array.__array_interface__["data"][0], False)
+        unit = not array.ndim or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
+        return ArrayInfo(_dtype(array.dtype), array.shape, None, 0, False, 0, unit)
     return None
 
 
+@functools.cache
+def gpu_count() -> int:
+    try:
+        from numba import cuda
+
+        return len(cuda.gpus)
+    except Exception:
+        return 0
+
+
 def _pointer_device(ptr: int) -> int:
-    """The device a CUDA pointer belongs to (0 for null pointers of empty arrays)."""
-    if not ptr:
+    """The device a CUDA pointer belongs to (asked of the driver only where there are several)."""
+    if not ptr or gpu_count() <= 1:
         return 0
     from cuda.bindings import driver
 
@@ -81,16 +96,17 @@ def _pointer_device(ptr: int) -> int:
     return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else 0
 
 
+_NP_DTYPES: dict = {}
+
+
 def _dtype(np_dtype):
-    try:
-        return dtypes.dtype(np_dtype)
-    except TileError as err:
-        raise TileTypeError(err.message) from None
-
-
-def array_type(info: ArrayInfo) -> ArrayType:
-    unit = not info.shape or info.shape[-1] <= 1 or info.strides[-1] == 1
-    return ArrayType(info.dtype, len(info.shape), unit)
+    d = _NP_DTYPES.get(np_dtype)
+    if d is None:
+        try:
+            d = _NP_DTYPES[np_dtype] = dtypes.dtype(np_dtype)
+        except TileError as err:
+            raise TileTypeError(err.message) from None
+    return d
 
 
 @functools.cache
@@ -152,13 +168,21 @@ def scalar_value(t, value):
     return np.asarray(value).astype(d.np)[()]
 
 
+def _scalar_converter(t):
+    """A fast conversion of a runtime scalar to its kernel parameter's NumPy type."""
+    d = t.dtype
+    if d.is_float and d.bits == 16:
+        return lambda v: np.float32(d.np.type(v))
+    return d.np.type
+
+
 class HostRunner:
     """Runs a host backend (interpreter or CPU) on host arrays."""
 
     def __init__(self, program: Program, run, interpret=False):
         self.program, self.run, self.interpret = program, run, interpret
 
-    def __call__(self, grid, arguments: dict, stream=None):
+    def __call__(self, grid, arguments: dict, infos: dict, stream=None):
         values = []
         for var, name in zip(self.program.body.params, self.program.arg_names):
             if isinstance(var.type, ArrayType):
@@ -182,6 +206,13 @@ class _StreamHandle:
         return (0, self.handle)
 
 
+def _torch_stream(device) -> int:
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # fast: no Stream object
+    return raw(device.index or 0) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
 def stream_for(stream, arguments) -> object:
     """The stream to launch on: ``stream`` if given (anything with ``__cuda_stream__``, a
     torch/CuPy/numba stream or a raw handle), else the current stream of the framework the
@@ -189,9 +220,7 @@ def stream_for(stream, arguments) -> object:
     if stream is None:
         for value in arguments:
             if is_torch_tensor(value) and value.is_cuda:
-                import torch
-
-                return _StreamHandle(torch.cuda.current_stream(value.device).cuda_stream)
+                return _StreamHandle(_torch_stream(value.device))
         for value in arguments:
             if type(value).__module__.startswith("cupy"):
                 import cupy
@@ -218,17 +247,20 @@ class CudaRunner:
         self.program = program
         self.kernel = cuda_kernel
         self.written = written_arrays(program)
-        self.params = list(zip(self.program.body.params, self.program.arg_names))
+        self.params = [
+            (name, None if isinstance(var.type, ArrayType) else _scalar_converter(var.type))
+            for var, name in zip(program.body.params, program.arg_names)
+        ]
 
-    def __call__(self, grid, arguments: dict, stream=None):
+    def __call__(self, grid, arguments: dict, infos: dict, stream=None):
         flat, copies, keep = [], [], []
         device = None
-        for var, name in self.params:
+        for name, convert in self.params:
             value = arguments[name]
-            if not isinstance(var.type, ArrayType):
-                flat.append(scalar_value(var.type, value))
+            if convert is not None:
+                flat.append(convert(value))
                 continue
-            info = array_info(value)
+            info = infos[name]
             if not info.on_device:
                 from numba import cuda
 

@@ -39,7 +39,7 @@ def explain(kernel: TileKernel, *args, backend: str | None = None, **kwargs) -> 
     if not isinstance(kernel, TileKernel):
         raise TileError(f"explain() takes a @tl.tile_kernel function, got {type(kernel).__name__}", user_location())
     try:
-        key = kernel.specialize(kernel.bind(args, kwargs))
+        key, _ = kernel.specialize(kernel.bind(args, kwargs))
         compiled = kernel.compile(key, backend or kernel.backend or default_backend())
     except TileError as err:
         if err.loc is None:

@@ -8,6 +8,7 @@ stage is kept in ``CompiledKernel.stages`` (what :func:`tilelang.explain` prints
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -27,7 +28,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.lower_threads import lower_to_threads
 from ._passes.simplify import simplify
-from ._runtime import CudaRunner, HostRunner, array_info, array_type, default_backend
+from ._runtime import CudaRunner, HostRunner, array_info, default_backend
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, user_location
 from .language import Constant
 
@@ -60,29 +61,40 @@ def _from_signature_text(text: str, name: str):
         raise TileArgumentError(f"argument `{name}`: cannot read {text!r} as a signature like 'f32[:]' or 'i64'")
     d = short.get(m.group(1)) or dtypes.BY_NAME[m.group(1)]
     if m.group(2) is None:
-        return TileType((), d)
-    return ArrayType(d, m.group(2).count(":"))
+        return ("scalar", d.name, False)
+    return ("array", d.name, m.group(2).count(":"), True)
 
 
-def _arg_type(name, value):
-    """The IR type of a runtime argument."""
-    if isinstance(value, (TileType, ArrayType)):
-        return value
-    if isinstance(value, str):
-        return _from_signature_text(value, name)
+def _arg_key(name, value):
+    """A runtime argument's part of the specialization key (plain, cheap to hash) and,
+    for arrays, the facts the launch needs (so they are read once per launch)."""
     if isinstance(value, (bool, int, float, np.generic)):
         try:
             d = dtypes.scalar_dtype(value)
         except TileError as err:
             raise TileArgumentError(f"argument `{name}`: {err.message}") from None
-        return TileType((), d, weak=not isinstance(value, np.generic))
+        return ("scalar", d.name, not isinstance(value, np.generic)), None
+    if isinstance(value, str):
+        return _from_signature_text(value, name), None
+    if isinstance(value, TileType):
+        return ("scalar", value.dtype.name, value.weak), None
+    if isinstance(value, ArrayType):
+        return ("array", value.dtype.name, value.ndim, value.unit_stride), None
     try:
         info = array_info(value)
     except TileError as err:
         raise TileTypeError(f"argument `{name}`: {err.message}") from None
-    if info is not None:
-        return array_type(info)
-    raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
+    if info is None:
+        raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
+    return ("array", info.dtype.name, len(info.shape), info.unit), info
+
+
+@functools.cache
+def type_of(entry):
+    """The IR type a specialization key entry stands for."""
+    if entry[0] == "scalar":
+        return TileType((), dtypes.BY_NAME[entry[1]], entry[2])
+    return ArrayType(dtypes.BY_NAME[entry[1]], entry[2], entry[3])
 
 
 class TileKernel:
@@ -96,6 +108,7 @@ class TileKernel:
         self.__doc__ = fn.__doc__
         self.backend = backend
         self.signature = inspect.signature(fn)
+        self.param_names = list(self.signature.parameters)
         for p in self.signature.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TileSyntaxError(f"tile kernel {fn.__name__}: *args and **kwargs parameters are not supported")
@@ -122,7 +135,19 @@ class TileKernel:
         return self._traceable
 
     def bind(self, args, kwargs) -> dict:
-        try:
+        """Arguments by parameter name, in parameter order (defaults filled in)."""
+        names = self.param_names
+        if len(args) == len(names) and not kwargs:
+            return dict(zip(names, args))
+        arguments = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in self.signature.parameters or k in arguments:
+                break
+            arguments[k] = v
+        else:
+            if len(arguments) == len(names):
+                return {n: arguments[n] for n in names}
+        try:  # the slow path: defaults, or an error message worded as Python's
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as err:
             raise TileArgumentError(f"{self.__name__}(): {err}") from None
@@ -130,8 +155,9 @@ class TileKernel:
         return dict(bound.arguments)
 
     def specialize(self, arguments: dict):
-        """The specialization key: each argument's type, or its value for a Constant."""
-        key = []
+        """The specialization key (each argument's type, or its value for a Constant) and
+        the facts read from the array arguments on the way."""
+        key, infos = [], {}
         for name, value in arguments.items():
             if name in self.constants:
                 if array_info(value) is not None or isinstance(value, (Tile, Array)):
@@ -144,14 +170,17 @@ class TileKernel:
                     ) from None
                 key.append(("const", name, type(value).__name__, value))
             else:
-                key.append(("arg", name, _arg_type(name, value)))
-        return tuple(key)
+                entry, info = _arg_key(name, value)
+                key.append(("arg", name, entry))
+                if info is not None:
+                    infos[name] = info
+        return tuple(key), infos
 
     def compile(self, key, backend: str):
-        ck = (key, backend)
-        if ck not in self._compiled:
-            self._compiled[ck] = compile_kernel(self, key, backend)
-        return self._compiled[ck]
+        compiled = self._compiled.get((key, backend))
+        if compiled is None:
+            compiled = self._compiled[key, backend] = compile_kernel(self, key, backend)
+        return compiled
 
 
 def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None):
@@ -183,6 +212,7 @@ def trace(kernel: TileKernel, key) -> Program:
             tracer_args.append(value)
         else:
             _, name, t = entry
+            t = type_of(t)
             var = Var(t, hint=name)
             body.params.append(var)
             names.append(name)
@@ -260,9 +290,9 @@ class _Launcher:
         try:
             arguments = kernel.bind(args, kwargs)
             grid = _grid(self.grid, arguments)
-            key = kernel.specialize(arguments)
+            key, infos = kernel.specialize(arguments)
             compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-            compiled.run(grid, arguments, stream)
+            compiled.run(grid, arguments, infos, stream)
         except TileError as err:
             if err.loc is None:
                 err.loc = user_location()

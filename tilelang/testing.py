@@ -73,7 +73,10 @@ def shapes(tile, *, max_tiles: int = 3, slack: int = 2) -> st.SearchStrategy[tup
 
 
 def _float_bounds(np_dtype, lo, hi):
-    """``lo``/``hi`` moved inward to values ``np_dtype`` represents exactly (Hypothesis needs that)."""
+    """``lo``/``hi`` moved inward to finite values ``np_dtype`` represents exactly (Hypothesis needs that)."""
+    big = float(ml_dtypes.finfo(np_dtype).max)
+    lo = None if lo is None else max(lo, -big)
+    hi = None if hi is None else min(hi, big)
     if lo is not None:
         v = np_dtype.type(lo)
         lo = float(v if v >= lo else np.nextafter(v, np_dtype.type(np.inf)))
@@ -157,11 +160,13 @@ def assert_close(actual, expected, dtype=None, *, rtol=None, atol=None, err_msg:
         np.testing.assert_array_equal(actual, expected, err_msg=err_msg, strict=False)
         return
     default_rtol, default_atol = tolerance(d)
+    rtol, atol = default_rtol if rtol is None else rtol, default_atol if atol is None else atol
+    assert np.isfinite(rtol) and np.isfinite(atol), f"tolerances must be finite, got rtol={rtol}, atol={atol}"
     np.testing.assert_allclose(
         _as_float64(actual),
         _as_float64(expected),
-        rtol=default_rtol if rtol is None else rtol,
-        atol=default_atol if atol is None else atol,
+        rtol=rtol,
+        atol=atol,
         equal_nan=True,
         err_msg=err_msg,
     )
