@@ -131,6 +131,23 @@ def default_backend() -> str:
     return "cpu"
 
 
+# H200 SXM datasheet figures, used when no GPU is present to ask.
+ASSUMED_DEVICE = ("NVIDIA H200 (assumed: no GPU here; datasheet figures)", 4.8e12, 67e12)
+
+
+def device_peaks(device_id: int = 0) -> tuple[str, float, float]:
+    """(name, memory bandwidth in bytes/s, fp32 flop/s) of a GPU, from its properties."""
+    if not gpu_available():
+        return ASSUMED_DEVICE
+    from cuda.core import Device
+
+    device = Device(device_id)
+    p = device.properties
+    bandwidth = 2 * p.memory_clock_rate * 1e3 * p.global_memory_bus_width / 8
+    flops = p.multiprocessor_count * 128 * 2 * p.clock_rate * 1e3  # 128 fp32 FMA lanes per SM
+    return device.name, bandwidth, flops
+
+
 def written_arrays(program: Program) -> set:
     """Names of the array arguments the kernel stores to."""
     names = dict(zip(program.body.params, program.arg_names))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ._passes.estimate_cost import estimate_cost
+from ._runtime import device_peaks
 from .errors import TileError, user_location
-from .kernel import TileKernel, default_backend
+from .kernel import TileKernel, _grid
 
 
 class Explanation:
@@ -27,22 +29,56 @@ class Explanation:
     __repr__ = __str__
 
 
-def explain(kernel: TileKernel, *args, backend: str | None = None, **kwargs) -> Explanation:
+def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwargs) -> Explanation:
     """Compile ``kernel`` for these arguments and return every stage as text.
 
     Arguments are what a launch would take, or signatures in place of arrays and scalars
     (``"f32[:]"`` a 1-d float32 array, ``"bf16[:, :]"`` a 2-d one, ``"i64"`` a scalar).
-    Constants are given by value. Example::
+    Constants are given by value. The stages are the traced tile IR, the simplified IR,
+    the layouts, the thread IR and the backend's code; for ``backend="cuda"`` (the
+    default, no GPU needed) also the PTX and the resources ptxas reports. With real arrays
+    and ``grid=``, a cost summary: bytes moved, flops, and the roofline floor they imply.
+    Example::
 
         print(tl.explain(add, "f32[:]", "f32[:]", "f32[:]", TILE=1024))
+        print(tl.explain(add, x, y, out, TILE=1024, grid=tl.cdiv(n, 1024))["cost"])
     """
     if not isinstance(kernel, TileKernel):
         raise TileError(f"explain() takes a @tl.tile_kernel function, got {type(kernel).__name__}", user_location())
     try:
-        key, _ = kernel.specialize(kernel.bind(args, kwargs))
-        compiled = kernel.compile(key, backend or kernel.backend or default_backend())
+        arguments = kernel.bind(args, kwargs)
+        key, _ = kernel.specialize(arguments)
+        compiled = kernel.compile(key, backend)
+        stages = dict(compiled.stages)
+        if backend == "cuda":
+            cuda = compiled.backend_kernel
+            stages["ptx"] = cuda.ptx()
+            stages["resources"] = _resources_text(cuda.resources())
+        if grid is not None:
+            stages["cost"] = _cost_text(compiled.program, _grid(grid, arguments), arguments)
     except TileError as err:
         if err.loc is None:
             err.loc = user_location()
         raise err.with_traceback(None) from None
-    return Explanation(kernel.__name__, compiled.stages)
+    return Explanation(kernel.__name__, stages)
+
+
+def _resources_text(r: dict) -> str:
+    return (
+        f"threads per block {r['threads']}, registers per thread {r['registers']}, "
+        f"shared memory per block {r['shared']} bytes, stack {r['stack']} bytes, "
+        f"spills {r['spill_stores']} bytes stored / {r['spill_loads']} bytes loaded (sm_90, ptxas)"
+    )
+
+
+def _cost_text(program, grid, arguments) -> str:
+    cost = estimate_cost(program, grid, arguments)
+    name, bandwidth, flops = device_peaks()
+    floor = cost.floor_seconds(bandwidth, flops)
+    bound = "memory" if cost.bytes / bandwidth >= cost.flops / flops else "compute"
+    loops = "" if cost.exact_loops else " (a loop's trip count is unknown: its body is counted once)"
+    return (
+        f"grid {grid}: {cost.bytes / 1e6:.3f} MB moved at least, {cost.flops / 1e6:.3f} MFLOP{loops}\n"
+        f"on {name}: {bandwidth / 1e9:.0f} GB/s, {flops / 1e12:.1f} TFLOP/s fp32 -> "
+        f"roofline floor {floor * 1e6:.2f} us ({bound}-bound)"
+    )

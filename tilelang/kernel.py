@@ -227,8 +227,9 @@ def trace(kernel: TileKernel, key) -> Program:
 class CompiledKernel:
     """One specialization: the text of every stage and how to run it."""
 
-    def __init__(self, stages: dict, run, backend_kernel=None):
+    def __init__(self, stages: dict, program: Program, run, backend_kernel=None):
         self.stages = stages
+        self.program = program  # the simplified tile IR
         self.run = run
         self.backend_kernel = backend_kernel
 
@@ -248,7 +249,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
     program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
     if backend == "interpret":  # the reference semantics, on the tile IR itself
-        return CompiledKernel(stages, HostRunner(program, Interpreter(program), interpret=True))
+        return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True))
     layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     threads = lower_to_threads(program, layouts, num_threads)  # one thread's program
@@ -258,10 +259,10 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     if backend == "cpu":  # the thread program compiled with numba.njit
         cpu = CpuKernel(threads)
         stages["cpu_source"] = cpu.source
-        return CompiledKernel(stages, HostRunner(program, cpu), cpu)
+        return CompiledKernel(stages, program, HostRunner(program, cpu), cpu)
     cuda = CudaKernel(threads)  # the thread program as a numba-cuda kernel
     stages["cuda_source"] = cuda.source
-    return CompiledKernel(stages, CudaRunner(program, cuda), cuda)
+    return CompiledKernel(stages, program, CudaRunner(program, cuda), cuda)
 
 
 # -------------------------------------------------------------------- launch

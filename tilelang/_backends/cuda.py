@@ -162,17 +162,47 @@ class CudaKernel:
         self._loaded = {}  # device id -> cuda.core Kernel
         self._configs = {}  # grid -> LaunchConfig
 
+    def entry(self, cc=DEFAULT_CC) -> str:
+        return re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", self.ptx(cc)).group(1)
+
+    def cubin(self, cc=DEFAULT_CC):
+        """The PTX assembled for ``cc`` by nvJitLink (no GPU needed) and ptxas's report."""
+        if ("cubin", cc) not in self._ptx:
+            from cuda.core import Linker, LinkerOptions, ObjectCode
+
+            arch = f"sm_{cc[0]}{cc[1]}"
+            linker = Linker(ObjectCode.from_ptx(self.ptx(cc).encode()), options=LinkerOptions(arch=arch, verbose=True))
+            self._ptx["cubin", cc] = (linker.link("cubin").code, linker.get_info_log())
+        return self._ptx["cubin", cc]
+
+    def resources(self, cc=DEFAULT_CC) -> dict:
+        """Registers, spills, stack and shared memory per thread/block, from ptxas's report."""
+        log = self.cubin(cc)[1]
+
+        def number(pattern):
+            m = re.search(pattern, log)
+            return int(m.group(1)) if m else 0
+
+        shared = sum(d.itemsize * size for d, size in self.program.shared.values())
+        return {
+            "registers": number(r"[Uu]sed (\d+) registers"),
+            "spill_stores": number(r"(\d+) bytes spill stores"),
+            "spill_loads": number(r"(\d+) bytes spill loads"),
+            "stack": number(r"(\d+) bytes stack frame"),
+            "shared": shared,
+            "threads": self.program.num_threads,
+        }
+
     def loaded(self, device_id: int):
-        """The kernel loaded on a device (PTX for its compute capability, JIT-linked by the driver)."""
+        """The kernel loaded on a device (assembled for its compute capability)."""
         if device_id not in self._loaded:
             from cuda.core import Device, ObjectCode
 
             device = Device(device_id)
             device.set_current()
             cc = tuple(device.compute_capability)
-            ptx = self.ptx(cc)
-            entry = re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", ptx).group(1)
-            self._loaded[device_id] = ObjectCode.from_ptx(ptx.encode()).get_kernel(entry)
+            code = ObjectCode.from_cubin(self.cubin(cc)[0])
+            self._loaded[device_id] = code.get_kernel(self.entry(cc))
         return self._loaded[device_id]
 
     def launch(self, device_id: int, stream, grid, flat_args):
