@@ -46,15 +46,17 @@ def _synchronises(s) -> bool:
 
 
 def _split(stmts):
-    """Phases: ("threads", [stmts]) runs, ("shuffle", s), ("loop", s); barriers just split."""
+    """Phases: ("threads", [stmts]) runs, ("shuffle", [shuffles]), ("loop", s); barriers just split."""
     out, run = [], []
     for s in stmts:
         if _synchronises(s):
             if run:
                 out.append(("threads", run))
                 run = []
-            if isinstance(s, Shuffle):
-                out.append(("shuffle", s))
+            if isinstance(s, Shuffle) and out and out[-1][0] == "shuffle" and all(p.dst != s.src for p in out[-1][1]):
+                out[-1][1].append(s)  # independent consecutive shuffles exchange in one pass over the threads
+            elif isinstance(s, Shuffle):
+                out.append(("shuffle", [s]))
             elif isinstance(s, Loop):
                 out.append(("loop", s))
             elif not isinstance(s, Barrier):
@@ -113,7 +115,7 @@ class CpuWriter(SourceWriter):
                         if isinstance(r, Reg):
                             seen.setdefault(r, set()).add(phase)
                 elif kind == "shuffle":
-                    self.shared_regs.update([item.dst, item.src])
+                    self.shared_regs.update(r for s in item for r in (s.dst, s.src))
                 else:
                     self.uniform.add(item.index)
                     self.shared_regs.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
@@ -125,10 +127,16 @@ class CpuWriter(SourceWriter):
         params = {r for p in self.program.params for r in (p.regs() if isinstance(p, ArrayParam) else [p.reg])}
         self.shared_regs.update(r for r, phases in seen.items() if len(phases) > 1)
         self.shared_regs -= params | self.uniform
+        # registers living across phases: one row each of a (count, threads) array per type
+        self.rows: dict = {}
+        for r in sorted(self.shared_regs, key=lambda r: r.name):
+            table = self.rows.setdefault(code_type_name(r.dtype), {})
+            table[r] = len(table)
 
-    def ref(self, x) -> str:
+    def ref(self, x, thread="t") -> str:
         if isinstance(x, Reg) and x in self.shared_regs:
-            return f"{x.name}[t]"
+            name = code_type_name(x.dtype)
+            return f"regs_{name}[{self.rows[name][x]}, {thread}]"
         return operand(x)
 
     # -- rendering with per-thread registers -------------------------------------
@@ -156,10 +164,9 @@ class CpuWriter(SourceWriter):
         self.emit("bz = int32(block // (grid_x * grid_y))", 8)
         for name, (d, size) in p.shared.items():
             self.emit(f"{name} = np.zeros({size}, np.{code_type_name(d).replace('boolean', 'bool_')})", 8)
-        for r in sorted(self.shared_regs, key=lambda r: r.name):
-            self.emit(
-                f"{r.name} = np.zeros({p.num_threads}, np.{code_type_name(r.dtype).replace('boolean', 'bool_')})", 8
-            )
+        for name, table in self.rows.items():
+            shape = f"({len(table)}, {p.num_threads})"
+            self.emit(f"regs_{name} = np.zeros({shape}, np.{name.replace('boolean', 'bool_')})", 8)
         self.phases(p.body, 8)
         return "\n".join(self.lines) + "\n"
 
@@ -171,7 +178,8 @@ class CpuWriter(SourceWriter):
                 self.body(item, indent + 4)
             elif kind == "shuffle":
                 self.emit(f"for t in range({threads}):", indent)
-                self.emit(f"{item.dst.name}[t] = {item.src.name}[t ^ {item.xor}]", indent + 4)
+                for s in item:
+                    self.emit(f"{self.ref(s.dst)} = {self.ref(s.src, f't ^ {s.xor}')}", indent + 4)
             else:
                 self.loop(item, indent)
 
@@ -198,7 +206,7 @@ class CpuWriter(SourceWriter):
             self.emit(f"raise ZeroStep({len(self.loops) - 1})", indent + 4)
 
     def uniform_ref(self, x):
-        return f"{x.name}[0]" if isinstance(x, Reg) and x in self.shared_regs else operand(x)
+        return self.ref(x, "0")
 
     def body(self, stmts, indent):
         # The shared writer renders registers through operand(); swap in per-thread refs.

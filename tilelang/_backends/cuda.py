@@ -2,7 +2,9 @@
 
 The generated source is written to a file in the cache directory, named by its hash,
 so numba's line info points at readable code and identical kernels share one file.
-PTX needs no GPU (``numba.cuda.compile_ptx`` for sm_90 by default); running needs one.
+PTX needs no GPU (``numba.cuda.compile_ptx`` for sm_90 by default); running needs one,
+or numba's CUDA simulator on host arrays (:func:`simulate`, in a process started with
+``NUMBA_ENABLE_CUDASIM=1``; kernels with warp shuffles excepted: the simulator has none).
 """
 
 from __future__ import annotations
@@ -12,13 +14,18 @@ import importlib.util
 import os
 import re
 import sys
+import warnings
+
+import numpy as np
 
 from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
     Barrier,
+    If,
     Imm,
     Load,
+    Loop,
     SharedLoad,
     SharedStore,
     Shuffle,
@@ -161,6 +168,7 @@ class CudaKernel:
         self._ptx = {}
         self._loaded = {}  # device id -> cuda.core Kernel
         self._configs = {}  # grid -> LaunchConfig
+        self._simulated = None  # the kernel under numba's CUDA simulator
 
     def entry(self, cc=DEFAULT_CC) -> str:
         return re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", self.ptx(cc)).group(1)
@@ -221,3 +229,58 @@ class CudaKernel:
 
             self._ptx[cc], _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=True)
         return self._ptx[cc]
+
+    def simulate(self, grid, args):
+        """Run under numba's CUDA simulator on host memory: ``args`` are NumPy arrays and
+        scalars in parameter order (what ``CpuKernel`` takes), arrays passed as their host
+        addresses, shapes and strides in elements. The simulator runs one Python thread per
+        CUDA thread and blocks one after another: slow, for tiny shapes."""
+        from numba import cuda
+        from numba.cuda.core import config
+
+        if not config.ENABLE_CUDASIM:
+            raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
+        if any(isinstance(s, Shuffle) for s in _walk(self.program.body)):
+            raise TileCompilerError(
+                f"kernel {self.program.name} uses warp shuffles, which numba's CUDA simulator does not have "
+                "(cuda.shfl_xor_sync); it runs on the GPU and on the CPU backend"
+            )
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        if 0 in grid:
+            return
+        flat = []
+        for p, value in zip(self.program.params, args):
+            if isinstance(p, ArrayParam):
+                flat.append(np.uint64(value.__array_interface__["data"][0]))
+                flat += [np.int64(n) for n in value.shape]
+                flat += [np.int64(s // value.itemsize) for s in value.strides]
+            else:
+                flat.append(value)
+        if self._simulated is None:
+            self._simulated = cuda.jit(self.function)
+        with warnings.catch_warnings():  # integer registers wrap, as on the GPU
+            warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
+            self._simulated[grid, self.program.num_threads](*flat)
+
+
+def _walk(stmts):
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from _walk(s.then + s.orelse)
+        elif isinstance(s, Loop):
+            yield from _walk(s.body)
+
+
+def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
+    """``kernel[grid](*args, **kwargs)`` on host arrays, the CUDA backend's generated kernel
+    run by numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``); returns the ``CudaKernel``.
+    Arguments are bound and converted as for the CPU backend (``HostRunner``)."""
+    from .._runtime import HostRunner
+    from ..kernel import _grid
+
+    arguments = kernel.bind(args, kwargs)
+    key, infos = kernel.specialize(arguments)
+    compiled = kernel.compile(key, "cuda")
+    HostRunner(compiled.program, compiled.backend_kernel.simulate)(_grid(grid, arguments), arguments, infos)
+    return compiled.backend_kernel

@@ -9,7 +9,9 @@ loads widen, stores narrow (exactly: values are kept representable), and ``round
 rounds a float32 result to the 16-bit type with round-to-nearest-even (``cvt.rn``).
 
 The functions are named ``<what>_<dtype>`` (``ld_float32``, ``ld4_float32``,
-``st8_bfloat16``, ``atomic_add_int32``, ``round_float16``) and looked up by name.
+``st8_bfloat16``, ``atomic_add_int32``, ``round_float16``) and looked up by name. Under
+numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the same names are plain Python
+functions on host memory, from ``cuda_simulated.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.cuda import nvvmutils
+from numba.cuda.core import config
 from numba.cuda.extending import intrinsic
 
 from ..dtypes import ALL_DTYPES, DType
@@ -181,5 +184,8 @@ def _build():
 
 
 BY_NAME_16 = {d.name: d for d in ALL_DTYPES if d.is_float and d.bits == 16}
-INTRINSICS = _build()
+if config.ENABLE_CUDASIM:  # numba's CUDA simulator runs kernels as Python: no LLVM intrinsics
+    from .cuda_simulated import INTRINSICS
+else:
+    INTRINSICS = _build()
 globals().update(INTRINSICS)

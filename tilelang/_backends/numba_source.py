@@ -76,6 +76,8 @@ def expression(op: Op) -> str:
         return f"{a} {sym} {b}"
     if name in ("shl", "shr"):
         bits = types[0].itemsize * 8
+        if isinstance(op.args[1], Imm) and 0 <= op.args[1].value < bits:  # the usual case: no range check
+            return f"{a} {'<<' if name == 'shl' else '>>'} {int(op.args[1].value)}"
         ok = f"uint64({b}) < {bits}"
         if name == "shl":
             return f"({a} << {b}) if {ok} else 0"

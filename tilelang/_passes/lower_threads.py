@@ -604,14 +604,12 @@ def _lower_reduce(lw, eqn, x, *, axis):
 
     # 2. across lanes: butterfly shuffles over the lane bits of the axis
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
-    for t in lane_bits:
+    for t in lane_bits:  # all of a step's shuffles first: one exchange for the CPU backend
+        others = {}
         for slot, item in partial.items():
-            other = []
-            for a in item:
-                dst = lw.reg(a.dtype, "s")
-                lw.stmts.append(Shuffle(dst, a, 1 << t))
-                other.append(dst)
-            partial[slot] = red.combine(item, tuple(other))
+            others[slot] = tuple(lw.reg(a.dtype, "s") for a in item)
+            lw.stmts.extend(Shuffle(dst, a, 1 << t) for dst, a in zip(others[slot], item))
+        partial = {slot: red.combine(item, others[slot]) for slot, item in partial.items()}
 
     # 3. across warps: through shared memory, every thread combining all partials
     warp_bits = [t for t, b in src.hardware() if b is not None and b in bits and t >= 5]

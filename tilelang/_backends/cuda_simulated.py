@@ -1,0 +1,136 @@
+"""The intrinsics of ``cuda_intrinsics.py`` for numba's CUDA simulator, in plain Python.
+
+Under the simulator (``NUMBA_ENABLE_CUDASIM=1``, read once when numba is imported) a
+kernel is ordinary Python run by one Python thread per CUDA thread, and its arguments
+are host memory: the ``uint64`` pointers the generated code receives are addresses of
+NumPy arrays. So every access reads or writes ``itemsize * lanes`` bytes at
+``ptr + offset * itemsize`` through a NumPy view of that memory, with the same names,
+arguments and results as the GPU intrinsics: ``ld_<dtype>`` returns one register value,
+``ld<N>_<dtype>`` a tuple; ``st_<dtype>`` takes one value, ``st<N>_<dtype>`` a tuple.
+16-bit floats live in float32 registers as on the GPU: loads widen, stores narrow (exact),
+and ``round_float16``/``round_bfloat16`` round a float32 to the nearest 16-bit value, ties
+to even (``np.float16`` and ``ml_dtypes.bfloat16`` convert from float32 as ``cvt.rn``
+does). A vector access at an address that is not a multiple of its size raises, as the
+GPU faults on a misaligned ``ld.global.v4``.
+
+Atomics: the simulator's threads are real Python threads, switched preemptively between
+barriers (not run one at a time), so each atomic is a read-modify-write under one lock,
+as numba's own simulated ``cuda.atomic`` is. Float ``max``/``min`` follow numba-cuda's
+GPU lowering (a compare-and-swap loop that leaves memory unchanged when the value or
+the memory holds a NaN); integers wrap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import threading
+
+import numpy as np
+
+from ..dtypes import ALL_DTYPES, DType
+from .cuda import ATOMIC_DTYPES
+
+_ATOMIC_LOCK = threading.Lock()
+
+
+def _memory(d: DType) -> np.dtype:
+    return np.dtype(np.uint8) if d.is_bool else d.np
+
+
+def _register(d: DType):
+    """The NumPy scalar type of a register of dtype ``d`` (16-bit floats compute in float32)."""
+    if d.is_float and d.bits == 16:
+        return np.float32
+    return np.bool_ if d.is_bool else d.np.type
+
+
+def _view(ptr, offset, memory: np.dtype, lanes: int) -> np.ndarray:
+    """The ``lanes`` elements at ``ptr + offset * itemsize`` as a writable NumPy array."""
+    address = int(ptr) + int(offset) * memory.itemsize
+    if lanes > 1 and address % (memory.itemsize * lanes):
+        raise RuntimeError(f"misaligned {memory.itemsize * lanes}-byte vector access at address {address:#x}")
+    return np.frombuffer((ctypes.c_char * (memory.itemsize * lanes)).from_address(address), memory)
+
+
+def _load(d: DType, lanes: int):
+    memory, reg = _memory(d), _register(d)
+
+    if lanes == 1:
+
+        def load(ptr, offset):
+            return reg(_view(ptr, offset, memory, 1)[0])
+    else:
+
+        def load(ptr, offset):
+            return tuple(reg(x) for x in _view(ptr, offset, memory, lanes))
+
+    return load
+
+
+def _store(d: DType, lanes: int):
+    memory = _memory(d)
+
+    def store(ptr, offset, values):
+        _view(ptr, offset, memory, lanes)[:] = values
+
+    return store
+
+
+def _round(d: DType):
+    def round_(x):
+        with np.errstate(over="ignore"):  # overflow rounds to inf, as on the GPU
+            return np.float32(d.np.type(np.float32(x)))  # float32 → 16 bits directly: no double rounding
+
+    return round_
+
+
+def _float_max(old, value):
+    return value if old < value else old
+
+
+def _float_min(old, value):
+    return value if value < old else old
+
+
+def _atomic(op: str, d: DType):
+    memory, reg = _memory(d), _register(d)
+    if d.is_float and op != "add":
+        combine = _float_max if op == "max" else _float_min
+
+        def atomic(ptr, offset, value):
+            with _ATOMIC_LOCK:
+                cell = _view(ptr, offset, memory, 1)
+                if not (math.isnan(cell[0]) or math.isnan(value)):
+                    cell[0] = combine(cell[0], value)
+
+    else:
+        ufunc = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
+
+        def atomic(ptr, offset, value):
+            with _ATOMIC_LOCK:
+                cell = _view(ptr, offset, memory, 1)
+                ufunc(cell, reg(value), out=cell)  # arrays wrap silently, as the GPU does
+
+    return atomic
+
+
+def _build():
+    table = {}
+    for d in ALL_DTYPES:
+        for lanes in (1, 2, 4, 8, 16):
+            if d.itemsize * lanes <= 16:
+                suffix = "" if lanes == 1 else str(lanes)
+                table[f"ld{suffix}_{d.name}"] = _load(d, lanes)
+                table[f"st{suffix}_{d.name}"] = _store(d, lanes)
+        if d.name in ATOMIC_DTYPES:
+            for op in ("add", "max", "min"):
+                table[f"atomic_{op}_{d.name}"] = _atomic(op, d)
+        if d.is_float and d.bits == 16:
+            table[f"round_{d.name}"] = _round(d)
+    for name, fn in table.items():
+        fn.__name__ = fn.__qualname__ = name
+    return table
+
+
+INTRINSICS = _build()
