@@ -1,0 +1,161 @@
+"""tl.dot and ``@`` against NumPy: tiled matmuls with a tl.range loop over K, sizes that are
+not tile multiples, every operand dtype, and the documented accumulators (float32 for
+16-bit floats, int32 for 8/16/32-bit ints, int64 for 64-bit ints, else the operands' dtype).
+
+Integer references are exact (Python ints, then wrapped to the accumulator); float
+references are computed in float64 and compared within K * eps(accumulator) * (|a| @ |b|).
+"""
+
+import numpy as np
+import pytest
+from _reference import promote, wrap
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang import testing as tlt
+
+TILES = st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9))  # BM, BN, BK
+
+
+def accumulator(d):
+    if d.kind == "f":
+        return tl.float32 if d.bits == 16 else d
+    return tl.int64 if d.bits == 64 else tl.int32
+
+
+@tl.tile_kernel
+def matmul_kernel(a, b, c, HOW: tl.Constant, ACC: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """c = a @ b (or c += a @ b when HOW == "init"); b is (N, K) when HOW == "bt"."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.load(c, index=(i, j), shape=(BM, BN)) if HOW == "init" else tl.zeros((BM, BN), ACC)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        x = tl.load(a, index=(i, k), shape=(BM, BK))
+        if HOW == "bt":
+            y = tl.load(b, index=(j, k), shape=(BN, BK)).T
+        else:
+            y = tl.load(b, index=(k, j), shape=(BK, BN))
+        if HOW in ("acc", "init", "bt"):
+            acc = tl.dot(x, y, acc)
+        elif HOW == "matmul":
+            acc = acc + x @ y
+        else:
+            acc += tl.dot(x, y)
+    tl.store(c, acc, index=(i, j))
+
+
+def _operands(data, da, db, m, n, k):
+    """Floats in [-4, 4] (and ints too, when they are promoted to a float); other ints over their whole range."""
+    floats = promote(da, db).kind == "f"
+
+    def draw(d, shape, label):
+        if floats:
+            return data.draw(tlt.arrays(d, shape, min_value=-4, max_value=4), label=label)
+        return data.draw(tlt.arrays(d, shape), label=label)
+
+    return draw(da, (m, k), "a"), draw(db, (k, n), "b")
+
+
+@given(
+    data=st.data(),
+    da=tlt.dtypes("iuf"),
+    same=st.booleans(),
+    how=st.sampled_from(["acc", "matmul", "plus", "init", "bt"]),
+    tile=TILES,
+)
+def test_matmul(data, da, same, how, tile):
+    db = da if same else data.draw(tlt.dtypes("iuf"), label="db")
+    d = promote(da, db)
+    acc = accumulator(d)
+    bm, bn, bk = tile
+    m, n, k = data.draw(tlt.shapes(tile, max_tiles=3), label="M, N, K")
+    a, b = _operands(data, da, db, m, n, k)
+    c = (
+        data.draw(tlt.arrays(acc, (m, n), min_value=-4, max_value=4), label="c")
+        if how == "init"
+        else np.zeros((m, n), acc.np)
+    )
+
+    with np.errstate(over="ignore"):
+        a_d, b_d = a.astype(d.np), b.astype(d.np)  # the operands promoted to one dtype
+    rtol = atol = None
+    if d.kind == "f":
+        exact = a_d.astype(np.float64) @ b_d.astype(np.float64) + c.astype(np.float64)
+        expected = exact.astype(acc.np)
+        eps = float(np.finfo(acc.np).eps)
+        rtol, atol = tlt.tolerance(acc)
+        bound = np.abs(a_d.astype(np.float64)) @ np.abs(b_d.astype(np.float64)) + np.abs(c.astype(np.float64))
+        atol += (k + 1) * eps * float(np.max(bound, initial=0))
+    else:
+        exact = a_d.astype(object) @ b_d.astype(object) + c.astype(object)
+        expected = wrap(exact, acc)
+    b_arg = np.ascontiguousarray(b.T) if how == "bt" else b
+
+    tlt.check_kernel(
+        matmul_kernel,
+        (tl.cdiv(m, bm), tl.cdiv(n, bn)),
+        args=(a, b_arg, c),
+        reference=lambda a, b, c: expected,
+        rtol=rtol,
+        atol=atol,
+        HOW=how,
+        ACC=acc,
+        BM=bm,
+        BN=bn,
+        BK=bk,
+    )
+
+
+@pytest.mark.parametrize("d", [tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.int8])
+def test_dot_accumulates_in_the_documented_dtype(d):
+    """Sums that would overflow or round in the operand dtype do not: 16-bit floats accumulate in
+    float32 (64 products of 64*64 overflow float16), int8 in int32."""
+    a = np.full((4, 64), 64 if d.kind == "f" else 100, d.np)
+    b = np.full((64, 5), 64 if d.kind == "f" else 100, d.np)
+    acc = accumulator(d)
+    expected = np.full((4, 5), 64 * (64 * 64 if d.kind == "f" else 100 * 100), acc.np)
+    tlt.check_kernel(
+        matmul_kernel,
+        (1, 1),
+        args=(a, b, np.zeros((4, 5), acc.np)),
+        reference=lambda a, b, c: expected,
+        HOW="acc",
+        ACC=acc,
+        BM=4,
+        BN=5,
+        BK=64,
+    )
+
+
+@tl.tile_kernel
+def bad_dot_kernel(a, out, WHAT: tl.Constant):
+    x = tl.load(a, offset=(0, 0), shape=(4, 4))
+    if WHAT == "acc_dtype":
+        r = tl.dot(x, x, tl.zeros((4, 4), tl.float16))
+    elif WHAT == "acc_shape":
+        r = tl.dot(x, x, tl.zeros((4, 5), tl.float32))
+    elif WHAT == "inner":
+        r = tl.dot(x, tl.load(a, offset=(0, 0), shape=(3, 4)))
+    elif WHAT == "one_d":
+        r = tl.dot(tl.reshape(x, (16,)), x)
+    elif WHAT == "scalar":
+        r = tl.dot(2.0, 3.0)
+    else:
+        r = tl.dot(x != 0, x != 0)
+    tl.store(out, r, offset=(0, 0))
+
+
+@pytest.mark.parametrize(
+    "what, error",
+    [
+        ("acc_dtype", tl.TileTypeError),
+        ("acc_shape", tl.TileTypeError),
+        ("inner", tl.TileShapeError),
+        ("one_d", tl.TileShapeError),
+        ("scalar", tl.TileTypeError),
+        ("bool", tl.TileTypeError),
+    ],
+)
+def test_dot_errors(what, error):
+    with pytest.raises(error):
+        bad_dot_kernel[1](np.ones((4, 4), np.float16), np.zeros((4, 4), np.float32), WHAT=what)

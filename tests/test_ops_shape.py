@@ -1,0 +1,381 @@
+"""Shape ops (reshape, transpose/permute/.T, expand_dims and t[None, :], broadcast_to) and
+tile creation (zeros, full, arange) against NumPy, over every dtype and non-power-of-two shapes."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang import testing as tlt
+
+SMALL = st.integers(1, 7)
+
+
+def _grid(shape, tile):
+    return tuple(tl.cdiv(s, t) for s, t in zip(shape, tile))
+
+
+# -------------------------------------------------------------- transpose
+
+
+@tl.tile_kernel
+def transpose_kernel(x, out, HOW: tl.Constant, BM: tl.Constant, BN: tl.Constant):
+    """out = x.T, tile by tile: the tile at (i, j) goes to (j, i)."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    t = tl.load(x, index=(i, j), shape=(BM, BN))
+    if HOW == "T":
+        r = t.T
+    elif HOW == "transpose":
+        r = tl.transpose(t)
+    elif HOW == "permute":
+        r = tl.permute(t, (1, 0))
+    else:
+        r = tl.transpose(t, 1, 0)
+    tl.store(out, r, index=(j, i))
+
+
+@given(
+    data=st.data(),
+    d=tlt.dtypes(),
+    how=st.sampled_from(["T", "transpose", "permute", "axes"]),
+    tile=st.tuples(SMALL, SMALL),
+)
+def test_transpose_2d_across_the_grid(data, d, how, tile):
+    shape = data.draw(tlt.shapes(tile), label="shape")
+    x = data.draw(tlt.arrays(d, shape), label="x")
+    out = np.zeros(shape[::-1], d.np)
+    tlt.check_kernel(
+        transpose_kernel,
+        _grid(shape, tile),
+        args=(x, out),
+        reference=lambda x, out: x.T,
+        HOW=how,
+        BM=tile[0],
+        BN=tile[1],
+    )
+
+
+@tl.tile_kernel
+def permute3d_kernel(x, out, PERM: tl.Constant, HOW: tl.Constant, SHAPE: tl.Constant):
+    t = tl.load(x, offset=(0, 0, 0), shape=SHAPE)
+    if HOW == "permute":
+        r = tl.permute(t, PERM)
+    elif HOW == "transpose_tuple":
+        r = tl.transpose(t, PERM)
+    elif HOW == "transpose_args":
+        r = tl.transpose(t, *PERM)
+    else:
+        r = tl.transpose(t)  # reverses the axes
+    tl.store(out, r, offset=(0, 0, 0))
+
+
+@given(
+    data=st.data(),
+    d=tlt.dtypes(),
+    perm=st.permutations([0, 1, 2]),
+    negative=st.booleans(),
+    how=st.sampled_from(["permute", "transpose_tuple", "transpose_args", "reverse"]),
+    shape=st.tuples(SMALL, SMALL, SMALL),
+)
+def test_permute_3d(data, d, perm, negative, how, shape):
+    x = data.draw(tlt.arrays(d, shape), label="x")
+    perm = tuple(p - 3 for p in perm) if negative else tuple(perm)  # negative axes count from the end
+    expected = np.transpose(x, None if how == "reverse" else perm)
+    out = np.zeros(expected.shape, d.np)
+    tlt.check_kernel(
+        permute3d_kernel, 1, args=(x, out), reference=lambda x, out: expected, PERM=perm, HOW=how, SHAPE=shape
+    )
+
+
+# ---------------------------------------------------------------- reshape
+
+
+def _factorizations(n):
+    """Shapes of 1 to 3 dims with ``n`` elements."""
+    divisors = [k for k in range(1, n + 1) if n % k == 0]
+    two = [(a, n // a) for a in divisors]
+    three = [(a, b, n // (a * b)) for a in divisors for b in divisors if n % (a * b) == 0]
+    return [(n,)] + two + three
+
+
+@tl.tile_kernel
+def reshape_kernel(x, out, SHAPE: tl.Constant, NEW: tl.Constant, HOW: tl.Constant):
+    t = tl.load(x, offset=(0,) * len(SHAPE), shape=SHAPE)
+    if HOW == "function":
+        r = tl.reshape(t, NEW)
+    elif HOW == "method_tuple":
+        r = t.reshape(NEW)
+    else:
+        r = t.reshape(*NEW)
+    tl.store(out, r, offset=(0,) * len(NEW))
+
+
+@given(
+    data=st.data(),
+    d=tlt.dtypes(),
+    shape=st.sampled_from([(6,), (12,), (2, 9), (5, 3), (4, 1, 6), (7,)]),
+    how=st.sampled_from(["function", "method_tuple", "method_args"]),
+    minus_one=st.booleans(),
+)
+def test_reshape(data, d, shape, how, minus_one):
+    size = int(np.prod(shape))
+    new = data.draw(st.sampled_from(_factorizations(size)), label="new shape")
+    x = data.draw(tlt.arrays(d, shape), label="x")
+    expected = x.reshape(new)
+    if minus_one:
+        k = data.draw(st.integers(0, len(new) - 1), label="-1 at")
+        new = new[:k] + (-1,) + new[k + 1 :]
+    out = np.zeros(expected.shape, d.np)
+    tlt.check_kernel(reshape_kernel, 1, args=(x, out), reference=lambda x, out: expected, SHAPE=shape, NEW=new, HOW=how)
+
+
+# ---------------------------------------------------- new axes and broadcasting
+
+
+@tl.tile_kernel
+def new_axis_kernel(x, out, HOW: tl.Constant, BN: tl.Constant):
+    """A 1-d tile of x, as a row (1, BN) or a column (BN, 1) of out."""
+    j = tl.block_id(0)
+    t = tl.load(x, index=(j,), shape=(BN,))
+    r = {
+        "None_first": lambda: t[None, :],
+        "ellipsis_first": lambda: t[None, ...],
+        "expand_0": lambda: tl.expand_dims(t, 0),
+        "expand_-2": lambda: tl.expand_dims(t, -2),
+        "None_last": lambda: t[:, None],
+        "ellipsis_last": lambda: t[..., None],
+        "expand_1": lambda: tl.expand_dims(t, 1),
+        "expand_-1": lambda: tl.expand_dims(t, -1),
+    }[HOW]()
+    tl.store(out, r, index=(0, j) if HOW in ROW_WAYS else (j, 0))
+
+
+ROW_WAYS = ["None_first", "ellipsis_first", "expand_0", "expand_-2"]
+COLUMN_WAYS = ["None_last", "ellipsis_last", "expand_1", "expand_-1"]
+
+
+@given(data=st.data(), d=tlt.dtypes(), how=st.sampled_from(ROW_WAYS + COLUMN_WAYS), bn=SMALL)
+def test_new_axes(data, d, how, bn):
+    (n,) = data.draw(tlt.shapes(bn), label="shape")
+    x = data.draw(tlt.arrays(d, (n,)), label="x")
+    row = how in ROW_WAYS
+    out = np.zeros((1, n) if row else (n, 1), d.np)
+    tlt.check_kernel(
+        new_axis_kernel,
+        tl.cdiv(n, bn),
+        args=(x, out),
+        reference=lambda x, out: x[None, :] if row else x[:, None],
+        HOW=how,
+        BN=bn,
+    )
+
+
+KEYS = {  # slices are not hashable (so not Constants) before Python 3.12: pass a name
+    "None,:,:": (None, slice(None), slice(None)),
+    ":,None": (slice(None), None),
+    ":,None,:": (slice(None), None, slice(None)),
+    "...,None": (Ellipsis, None),
+    "None,...": (None, Ellipsis),
+    ":,None,...": (slice(None), None, Ellipsis),
+}
+
+
+@tl.tile_kernel
+def new_axes_3d_kernel(x, out, KEY: tl.Constant, SHAPE: tl.Constant):
+    t = tl.load(x, offset=(0, 0), shape=SHAPE)
+    tl.store(out, t[KEYS[KEY]], offset=(0, 0, 0))
+
+
+@pytest.mark.parametrize("key", sorted(KEYS))
+def test_new_axes_on_2d_tiles(key):
+    x = np.arange(15, dtype=np.int16).reshape(3, 5)
+    expected = x[KEYS[key]]
+    out = np.zeros(expected.shape, np.int16)
+    tlt.check_kernel(new_axes_3d_kernel, 1, args=(x, out), reference=lambda x, out: expected, KEY=key, SHAPE=(3, 5))
+
+
+@tl.tile_kernel
+def broadcast_kernel(x, out, FROM: tl.Constant, BM: tl.Constant, BN: tl.Constant):
+    """Broadcast a piece of x to the (BM, BN) tile at (i, j) of out."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    if FROM == "row":  # x is (1, N)
+        t = tl.load(x, index=(0, j), shape=(1, BN))
+    elif FROM == "vector":  # x is (N,)
+        t = tl.load(x, index=(j,), shape=(BN,))
+    elif FROM == "column":  # x is (M, 1)
+        t = tl.load(x, index=(i, 0), shape=(BM, 1))
+    else:  # x is (1,): a 0-d tile
+        t = tl.reshape(tl.load(x, index=(0,), shape=(1,)), ())
+    tl.store(out, tl.broadcast_to(t, (BM, BN)), index=(i, j))
+
+
+@given(
+    data=st.data(),
+    d=tlt.dtypes(),
+    source=st.sampled_from(["row", "vector", "column", "scalar"]),
+    tile=st.tuples(SMALL, SMALL),
+)
+def test_broadcast_to(data, d, source, tile):
+    m, n = shape = data.draw(tlt.shapes(tile), label="shape")
+    x_shape = {"row": (1, n), "vector": (n,), "column": (m, 1), "scalar": (1,)}[source]
+    x = data.draw(tlt.arrays(d, x_shape), label="x")
+    out = np.zeros(shape, d.np)
+    source_view = x.reshape(()) if source == "scalar" else x
+    tlt.check_kernel(
+        broadcast_kernel,
+        _grid(shape, tile),
+        args=(x, out),
+        reference=lambda x, out: np.broadcast_to(source_view, shape),
+        FROM=source,
+        BM=tile[0],
+        BN=tile[1],
+    )
+
+
+# -------------------------------------------------------------- shape errors
+
+
+@tl.tile_kernel
+def bad_shape_kernel(x, out, WHAT: tl.Constant):
+    t = tl.load(x, offset=(0, 0), shape=(4, 6))
+    if WHAT == "reshape_size":
+        t = tl.reshape(t, (5, 5))
+    elif WHAT == "permute_repeat":
+        t = tl.permute(t, (0, 0))
+    elif WHAT == "permute_axis":
+        t = tl.permute(t, (0, 2))
+    elif WHAT == "broadcast":
+        t = tl.broadcast_to(t, (4, 7))
+    elif WHAT == "broadcast_fewer_dims":
+        t = tl.broadcast_to(t, (6,))
+    elif WHAT == "int_index":
+        t = t[0]
+    elif WHAT == "slice_index":
+        t = t[1:, :]
+    elif WHAT == "too_many":
+        t = t[:, :, :]
+    elif WHAT == "two_ellipses":
+        t = t[..., None, ...]
+    elif WHAT == "expand_axis":
+        t = tl.expand_dims(t, 3)
+    elif WHAT == "broadcast_mismatch":
+        t = t + tl.load(x, offset=(0, 0), shape=(4, 5))
+    tl.store(out, t, offset=(0, 0))
+
+
+@pytest.mark.parametrize(
+    "what, error",
+    [
+        ("reshape_size", tl.TileShapeError),
+        ("permute_repeat", tl.TileValueError),
+        ("permute_axis", tl.TileValueError),
+        ("broadcast", tl.TileShapeError),
+        ("broadcast_fewer_dims", tl.TileShapeError),
+        ("int_index", tl.TileSyntaxError),
+        ("slice_index", tl.TileSyntaxError),
+        ("too_many", tl.TileShapeError),
+        ("two_ellipses", tl.TileSyntaxError),
+        ("expand_axis", tl.TileValueError),
+        ("broadcast_mismatch", tl.TileShapeError),
+    ],
+)
+def test_shape_errors(what, error):
+    with pytest.raises(error):
+        bad_shape_kernel[1](np.zeros((4, 6), np.float32), np.zeros((4, 6), np.float32), WHAT=what)
+
+
+# ----------------------------------------------------------------- creation
+
+
+@tl.tile_kernel
+def creation_kernel(out, WHAT: tl.Constant, VALUE: tl.Constant, DT: tl.Constant, BM: tl.Constant, BN: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    if WHAT == "zeros":
+        t = tl.zeros((BM, BN), DT) if DT is not None else tl.zeros((BM, BN))
+    elif WHAT == "full":
+        t = tl.full((BM, BN), VALUE, DT)
+    else:  # full from a 0-d tile
+        t = tl.full((BM, BN), tl.reshape(tl.full((1,), VALUE, DT), ()))
+    tl.store(out, t, index=(i, j))
+
+
+@given(
+    data=st.data(),
+    what=st.sampled_from(["zeros", "full", "full_tile"]),
+    d=st.one_of(st.none(), tlt.dtypes()),
+    tile=st.tuples(SMALL, SMALL),
+)
+def test_zeros_and_full(data, what, d, tile):
+    shape = data.draw(tlt.shapes(tile, max_tiles=2), label="shape")
+    if what != "zeros":
+        d = d or tl.float32
+    if d is None or d.kind == "f":
+        value = data.draw(st.sampled_from([0.0, -2.5, 1e30, float("inf"), float("nan"), 3]), label="value")
+    elif d.kind == "b":
+        value = data.draw(st.booleans(), label="value")
+    else:
+        info = np.iinfo(d.np)
+        value = data.draw(st.integers(int(info.min), int(info.max)), label="value")
+    result = d or tl.float32
+    out = np.full(shape, 1, result.np)
+    with np.errstate(over="ignore"):
+        fill = np.array(0 if what == "zeros" else value).astype(result.np)
+    tlt.check_kernel(
+        creation_kernel,
+        _grid(shape, tile),
+        args=(out,),
+        reference=lambda out: np.full(shape, fill, result.np),
+        outputs=(0,),
+        WHAT=what,
+        VALUE=value,
+        DT=d,
+        BM=tile[0],
+        BN=tile[1],
+    )
+
+
+@tl.tile_kernel
+def full_default_dtype_kernel(out, VALUE: tl.Constant, N: tl.Constant):
+    tl.store(out, tl.full((N,), VALUE), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "value, dtype", [(1.5, np.float32), (7, np.int32), (True, np.bool_), (2**40, np.int64), (2**63, np.uint64)]
+)
+def test_full_takes_the_python_scalars_dtype(value, dtype):
+    expected = np.full(5, value, dtype)
+    tlt.check_kernel(
+        full_default_dtype_kernel, 1, args=(np.zeros(5, dtype),), reference=lambda out: expected, VALUE=value, N=5
+    )
+
+
+@tl.tile_kernel
+def arange_kernel(out, START: tl.Constant, STOP: tl.Constant, ONE_ARG: tl.Constant):
+    i = tl.block_id(0)
+    r = tl.arange(STOP) if ONE_ARG else tl.arange(START, STOP)
+    tl.store(out, r + i * (STOP - START), index=(i,))
+
+
+@given(start=st.integers(-20, 20), length=st.integers(1, 17), blocks=st.integers(1, 4), one_arg=st.booleans())
+def test_arange(start, length, blocks, one_arg):
+    if one_arg:
+        start = 0
+    n = length * blocks - (1 if length > 1 else 0)  # the last tile is partial
+    out = np.zeros(n, np.int32)
+    tlt.check_kernel(
+        arange_kernel,
+        blocks,
+        args=(out,),
+        reference=lambda out: (np.arange(n) + start).astype(np.int32),
+        outputs=(0,),
+        START=start,
+        STOP=start + length,
+        ONE_ARG=one_arg,
+    )
+
+
+@pytest.mark.parametrize("start, stop", [(3, 3), (5, 2)])
+def test_empty_arange_is_an_error(start, stop):
+    with pytest.raises(tl.TileValueError, match="empty"):
+        arange_kernel[1](np.zeros(4, np.int32), START=start, STOP=stop, ONE_ARG=False)
