@@ -2,18 +2,24 @@
 
 The generated source is written to a file in the cache directory, named by its hash,
 so numba's line info points at readable code and identical kernels share one file.
-PTX needs no GPU (``numba.cuda.compile_ptx`` for sm_90 by default); running needs one,
+PTX needs no GPU (``numba.cuda.compile_ptx`` for sm_90 by default), nor does the cubin
+nvJitLink assembles from it; cubins are cached on disk by the hash of the generated source
+and the toolchain's versions, so a later process loads one without invoking NVVM. Running
+needs a GPU,
 or numba's CUDA simulator on host arrays (:func:`simulate`, in a process started with
 ``NUMBA_ENABLE_CUDASIM=1``; kernels with warp shuffles excepted: the simulator has none).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -141,6 +147,57 @@ def write_module(source: str, prefix: str):
     return module
 
 
+def toolchain_versions() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("tilelang-numba", "numba-cuda", "numba", "llvmlite", "cuda-core", "cuda-bindings", "nvidia-nvjitlink"):
+        try:
+            out.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            out.append(f"{name}: absent")
+    return out
+
+
+def _cache_paths(digest, cc):
+    base = os.path.join(cache_dir(), "cubin", f"{digest}.sm_{cc[0]}{cc[1]}")
+    return base + ".cubin", base + ".json"
+
+
+def load_cached(digest, cc):
+    """A cached (cubin, report, entry), or None if absent, unreadable or corrupted (then
+    removed, so it is rebuilt): the cubin's checksum is stored beside it."""
+    code_path, meta_path = _cache_paths(digest, cc)
+    try:
+        with open(meta_path) as f:
+            meta = json.load(f)
+        with open(code_path, "rb") as f:
+            code = f.read()
+        if hashlib.sha256(code).hexdigest() != meta["sha256"] or meta["digest"] != digest:
+            raise ValueError("checksum mismatch")
+        return code, meta["report"], meta["entry"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        for path in (code_path, meta_path):
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        return None
+
+
+def store_cached(digest, cc, code: bytes, report: str, entry: str):
+    """Write atomically (a temporary file renamed into place): concurrent writers of the
+    same entry each leave a complete, identical pair, and a reader sees old or new, never half."""
+    code_path, meta_path = _cache_paths(digest, cc)
+    os.makedirs(os.path.dirname(code_path), exist_ok=True)
+    meta = {"digest": digest, "sha256": hashlib.sha256(code).hexdigest(), "report": report, "entry": entry}
+    for path, data in ((code_path, code), (meta_path, json.dumps(meta).encode())):
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+
 def numba_signature(program: ThreadProgram):
     from numba import types
 
@@ -162,26 +219,45 @@ class CudaKernel:
     def __init__(self, program: ThreadProgram):
         self.program = program
         self.source = CudaWriter(program).source()
-        self.module = write_module(self.source, program.name)
-        self.function = getattr(self.module, program.name)
-        self.signature = numba_signature(program)
+        # what the compiled code depends on: the generated source and the toolchain
+        self.digest = hashlib.sha256("\n".join([self.source, *toolchain_versions()]).encode()).hexdigest()[:32]
+        self._function = None
         self._ptx = {}
         self._loaded = {}  # device id -> cuda.core Kernel
         self._configs = {}  # grid -> LaunchConfig
         self._simulated = None  # the kernel under numba's CUDA simulator
 
+    @property
+    def function(self):
+        """The generated Python function (imported only when numba must compile it)."""
+        if self._function is None:
+            self._function = getattr(write_module(self.source, self.program.name), self.program.name)
+        return self._function
+
+    @property
+    def signature(self):
+        return numba_signature(self.program)
+
     def entry(self, cc=DEFAULT_CC) -> str:
-        return re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", self.ptx(cc)).group(1)
+        return self.cubin(cc)[2]
 
     def cubin(self, cc=DEFAULT_CC):
-        """The PTX assembled for ``cc`` by nvJitLink (no GPU needed) and ptxas's report."""
+        """(cubin, ptxas report, entry name) for ``cc``: from the disk cache, or compiled
+        (numba → PTX → nvJitLink, no GPU needed) and stored there."""
         if ("cubin", cc) not in self._ptx:
-            from cuda.core import Linker, LinkerOptions, ObjectCode
-
-            arch = f"sm_{cc[0]}{cc[1]}"
-            linker = Linker(ObjectCode.from_ptx(self.ptx(cc).encode()), options=LinkerOptions(arch=arch, verbose=True))
-            self._ptx["cubin", cc] = (linker.link("cubin").code, linker.get_info_log())
+            self._ptx["cubin", cc] = load_cached(self.digest, cc) or self._build_cubin(cc)
         return self._ptx["cubin", cc]
+
+    def _build_cubin(self, cc):
+        from cuda.core import Linker, LinkerOptions, ObjectCode
+
+        ptx = self.ptx(cc)
+        options = LinkerOptions(arch=f"sm_{cc[0]}{cc[1]}", verbose=True)
+        linker = Linker(ObjectCode.from_ptx(ptx.encode()), options=options)
+        entry = re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", ptx).group(1)
+        built = (linker.link("cubin").code, linker.get_info_log(), entry)
+        store_cached(self.digest, cc, *built)
+        return built
 
     def resources(self, cc=DEFAULT_CC) -> dict:
         """Registers, spills, stack and shared memory per thread/block, from ptxas's report."""
