@@ -1,4 +1,5 @@
-"""Host microseconds per launch of a small 3-array kernel, tilelang against its peers.
+"""Host microseconds per launch of a small 3-array kernel, tilelang against its peers,
+and the first call of a kernel in a fresh process: cold (compiled) and warm (disk cache).
 
     python benchmarks/launch.py
 
@@ -9,7 +10,10 @@ are not installed are skipped.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import tilelang as tl
@@ -32,6 +36,31 @@ def per_launch_us(fn, sync):
         fn()
     sync()
     return (time.perf_counter() - start) / REPS * 1e6
+
+
+FIRST_CALL = """
+import sys, time
+sys.path.insert(0, {here!r})
+import torch
+from cuda.core import Device
+x, y, out = (torch.rand(1024, device="cuda") for _ in range(3))
+Device(0).set_current()  # the CUDA context exists before the clock starts
+torch.cuda.synchronize()
+from launch import add
+start = time.perf_counter()
+add[1](x, y, out, TILE=1024)
+torch.cuda.synchronize()
+print(time.perf_counter() - start)
+"""
+
+
+def first_calls():
+    """Seconds of the first launch in a fresh process, with an empty and then a filled cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, TILELANG_CACHE_DIR=cache)
+        script = FIRST_CALL.format(here=os.path.dirname(os.path.abspath(__file__)))
+        run = [sys.executable, "-c", script]
+        return [float(subprocess.run(run, env=env, capture_output=True, text=True, check=True).stdout) for _ in "cw"]
 
 
 def main():
@@ -82,6 +111,8 @@ def main():
         pass
     for name, us in rows:
         print(f"{name:26s} {us:7.1f} us/launch")
+    cold, warm = first_calls()
+    print(f"first call in a fresh process: cold (compile) {cold * 1e3:.0f} ms, warm (disk cache) {warm * 1e3:.1f} ms")
     return 0
 
 

@@ -1,0 +1,127 @@
+"""GPU tier: array types, streams and the launch path on a real GPU (skipped without one).
+
+Run on the device: ``python -m pytest -m gpu tests/test_gpu.py``. The op property suites
+run on the GPU too with ``TILELANG_TEST_BACKENDS=interpret,cuda``.
+"""
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+from tilelang._runtime import gpu_available
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="needs an NVIDIA GPU")]
+
+
+@tl.tile_kernel(backend="cuda")
+def axpy(x, y, out, alpha, TILE: tl.Constant):
+    i = tl.block_id(0)
+    a = tl.load(x, index=(i,), shape=(TILE,))
+    b = tl.load(y, index=(i,), shape=(TILE,))
+    tl.store(out, (a * alpha + b).astype(out.dtype), index=(i,))
+
+
+def run(x, y, out, alpha=2.0):
+    axpy[tl.cdiv(out.shape[0], 256)](x, y, out, alpha, TILE=256)
+
+
+def expected(x, y, alpha=2.0):
+    return np.asarray(x, np.float64) * alpha + np.asarray(y, np.float64)
+
+
+def test_host_numpy_arrays_are_copied_there_and_back():
+    rng = np.random.default_rng(1)
+    x, y = rng.random(1000, dtype=np.float32), rng.random(1000, dtype=np.float32)
+    out = np.full(1000, np.nan, np.float32)
+    run(x, y, out)
+    np.testing.assert_allclose(out, expected(x, y), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+def test_torch_tensors_of_every_float_dtype(dtype):
+    torch = pytest.importorskip("torch")
+    d = getattr(torch, dtype)
+    x, y = (torch.rand(1000, device="cuda").to(d) for _ in range(2))
+    out = torch.full((1000,), float("nan"), device="cuda", dtype=d)
+    run(x, y, out, 0.5)
+    want = x.double() * 0.5 + y.double()
+    tol = {"float16": 2e-3, "bfloat16": 1.6e-2}.get(dtype, 1e-6)
+    torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
+
+
+def test_cupy_and_numba_device_arrays():
+    cupy = pytest.importorskip("cupy")
+    from numba import cuda
+
+    x, y = cupy.random.rand(777, dtype=cupy.float32), cupy.random.rand(777, dtype=cupy.float32)
+    out = cupy.full(777, cupy.nan, dtype=cupy.float32)
+    run(x, y, out)
+    np.testing.assert_allclose(cupy.asnumpy(out), expected(cupy.asnumpy(x), cupy.asnumpy(y)), rtol=1e-6)
+    nx, ny, nout = (cuda.to_device(cupy.asnumpy(a)) for a in (x, y, out))
+    run(nx, ny, nout)
+    np.testing.assert_allclose(nout.copy_to_host(), expected(cupy.asnumpy(x), cupy.asnumpy(y)), rtol=1e-6)
+
+
+def test_strided_torch_views():
+    torch = pytest.importorskip("torch")
+    base = torch.rand(2000, device="cuda")
+    x, y = base[::2], base[1::2]
+    out = torch.full((1000,), float("nan"), device="cuda")
+    run(x, y, out)
+    torch.testing.assert_close(out.double(), x.double() * 2 + y.double())
+
+
+def test_launches_follow_torchs_current_stream():
+    torch = pytest.importorskip("torch")
+    x = torch.rand(1 << 20, device="cuda")
+    out = torch.empty_like(x)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = x * 3  # queued on `side`
+        run(x, y, out)  # must run after it, on the same stream
+        z = out + 1  # and this after the kernel
+    side.synchronize()
+    torch.testing.assert_close(z, x * 5 + 1)
+
+
+def test_explicit_stream_argument():
+    torch = pytest.importorskip("torch")
+    x, y = torch.rand(4096, device="cuda"), torch.rand(4096, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    axpy[16](x, y, out, 2.0, TILE=256, stream=side)
+    side.synchronize()
+    torch.testing.assert_close(out, x * 2 + y)
+
+
+def test_cuda_graph_capture():
+    torch = pytest.importorskip("torch")
+    x, y = torch.rand(4096, device="cuda"), torch.rand(4096, device="cuda")
+    out = torch.zeros_like(x)
+    run(x, y, out)  # compile and load outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(x, y, out)
+    x.copy_(torch.rand_like(x))
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, x * 2 + y)
+
+
+def test_gpu_results_match_the_interpreter_on_a_reduction():
+    torch = pytest.importorskip("torch")
+
+    @tl.tile_kernel
+    def row_softmax(x, out, BLOCK: tl.Constant):
+        row = tl.block_id(0)
+        t = tl.load(x, index=(row, 0), shape=(1, BLOCK), padding=float("-inf"))
+        e = tl.exp(t - tl.max(t))
+        tl.store(out, e / tl.sum(e), index=(row, 0))
+
+    x = np.random.default_rng(2).standard_normal((300, 1000)).astype(np.float32)
+    want, got = np.zeros_like(x), torch.zeros(300, 1000, device="cuda")
+    row_softmax[300](x, want, BLOCK=1024, backend="interpret")
+    row_softmax[300](torch.from_numpy(x).cuda(), got, BLOCK=1024, backend="cuda")
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=2e-6, atol=1e-9)
