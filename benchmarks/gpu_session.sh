@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device run: the GPU test tier, the op suites on CUDA, compute-sanitizer over the
+# examples, and the benchmarks. Usage (on the GPU machine): bash benchmarks/gpu_session.sh OUTDIR
+set -u
+out=${1:-.}
+export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tilelang-cache} PYTHONUNBUFFERED=1
+echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tail -4
+echo "== op suites on cuda"
+TILELANG_TEST_BACKENDS=interpret,cuda timeout 240 python3 -m pytest -q -n 8 -p no:cacheprovider \
+  tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_shape.py tests/test_ops_memory.py \
+  tests/test_dot.py tests/test_loops.py tests/test_examples.py > "$out/suites.log" 2>&1
+grep -E "passed|failed|FAILED" "$out/suites.log" | head -20
+for tool in memcheck racecheck; do
+  for ex in examples/*.py; do
+    printf "== %s %s: " "$tool" "$ex"
+    timeout 120 compute-sanitizer --tool "$tool" --print-limit 5 python3 "$ex" > "$out/san.log" 2>&1
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error" "$out/san.log" | tail -1
+  done
+done
+echo "== benchmarks"; timeout 200 python3 benchmarks/run.py --out "$out/bench.md" > "$out/bench.log" 2>&1; tail -20 "$out/bench.log"
+echo "== launch"; timeout 120 python3 benchmarks/launch.py 2>&1 | grep -v Warning | tail -8
