@@ -9,6 +9,7 @@ GPU and back (only the arrays the kernel writes come back).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -60,6 +61,7 @@ def array_info(value) -> ArrayInfo | None:
         return _torch_info(value)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
+        owner = getattr(getattr(value, "device", None), "id", None)  # CuPy says which GPU
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
@@ -68,7 +70,8 @@ def array_info(value) -> ArrayInfo | None:
         ptr = cai["data"][0]
         strides = tuple(s // dt.itemsize for s in strides)
         unit = not shape or shape[-1] <= 1 or strides[-1] == 1
-        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit)
+        device = owner if isinstance(owner, int) else _pointer_device(ptr)
+        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, device, unit)
     if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
         array = np.asarray(value)
         unit = not array.ndim or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
@@ -256,6 +259,49 @@ def stream_for(stream, arguments) -> object:
     raise TileArgumentError(f"stream= takes a CUDA stream object or handle, got {type(stream).__name__}")
 
 
+def launch_device(infos: dict) -> int:
+    """The GPU the device arrays live on (host arrays follow them, or go to the current
+    device); arrays on two GPUs in one launch are an error naming them."""
+    on = {name: info.device for name, info in infos.items() if info.on_device}
+    devices = set(on.values())
+    if len(devices) > 1:
+        where = ", ".join(f"`{name}` on cuda:{d}" for name, d in on.items())
+        raise TileArgumentError(f"the arrays of one launch must be on one GPU; got {where}")
+    if devices:
+        return devices.pop()
+    return current_device()
+
+
+def current_device() -> int:
+    if gpu_count() <= 1:
+        return 0
+    from cuda.bindings import runtime
+
+    return runtime.cudaGetDevice()[1]
+
+
+@contextlib.contextmanager
+def on_device(device: int):
+    """Make ``device``'s primary context current for the launch and restore the caller's
+    afterwards (so torch's current device, say, is unchanged). Free with one GPU."""
+    if gpu_count() <= 1:
+        yield
+        return
+    from cuda.bindings import driver
+
+    _, previous = driver.cuCtxGetCurrent()
+    _, target = driver.cuDevicePrimaryCtxRetain(device)
+    driver.cuDevicePrimaryCtxRelease(device)  # retained by numba/torch/cuda.core while in use
+    switch = int(previous) != int(target)
+    if switch:
+        driver.cuCtxSetCurrent(target)
+    try:
+        yield
+    finally:
+        if switch:
+            driver.cuCtxSetCurrent(previous)
+
+
 class CudaRunner:
     """Launches on the GPU through cuda.core; host arrays are copied there and back
     (only those the kernel writes come back), which costs a transfer each way."""
@@ -270,8 +316,12 @@ class CudaRunner:
         ]
 
     def __call__(self, grid, arguments: dict, infos: dict, stream=None):
+        device = launch_device(infos)
+        with on_device(device):
+            self.launch(grid, arguments, infos, stream, device)
+
+    def launch(self, grid, arguments, infos, stream, device):
         flat, copies, keep = [], [], []
-        device = None
         for name, convert in self.params:
             value = arguments[name]
             if convert is not None:
@@ -287,12 +337,11 @@ class CudaRunner:
                 if name in self.written:
                     copies.append((host, copy))
                 info = array_info(copy)
-            device = info.device if device is None else device
             flat += [info.ptr, *info.shape, *info.strides]
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 not in grid:
             handle = stream_for(stream, arguments.values())
-            self.kernel.launch(device or 0, handle, grid, flat)
+            self.kernel.launch(device, handle, grid, flat)
         for host, copy in copies:
             host[...] = copy.copy_to_host()
         if keep and not copies:

@@ -278,12 +278,13 @@ class CudaKernel:
         }
 
     def loaded(self, device_id: int):
-        """The kernel loaded on a device (assembled for its compute capability)."""
+        """The kernel loaded in a device's context (assembled for its compute capability);
+        the caller has made that context current."""
         if device_id not in self._loaded:
             from cuda.core import Device, ObjectCode
 
             device = Device(device_id)
-            device.set_current()
+            device.set_current()  # with one GPU nobody made it current yet; else a no-op
             cc = tuple(device.compute_capability)
             code = ObjectCode.from_cubin(self.cubin(cc)[0])
             self._loaded[device_id] = code.get_kernel(self.entry(cc))
