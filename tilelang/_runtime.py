@@ -332,6 +332,8 @@ class CudaRunner:
                 from numba import cuda
 
                 host = np.asarray(value)
+                if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
+                    host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
                 copy = cuda.to_device(np.ascontiguousarray(host))
                 keep.append(copy)  # alive until the kernel has run
                 if name in self.written:

@@ -32,7 +32,7 @@ from .._lower.thread_ir import (
 from ..errors import TileCompilerError, TileValueError
 from .cpu_intrinsics import ZeroStep
 from .cuda import write_module
-from .numba_source import SourceWriter, cast, code_type_name, expression, operand
+from .numba_source import SourceWriter, code_type_name, operand
 
 
 def _synchronises(s) -> bool:
@@ -115,7 +115,7 @@ class CpuWriter(SourceWriter):
                         if isinstance(r, Reg):
                             seen.setdefault(r, set()).add(phase)
                 elif kind == "shuffle":
-                    self.shared_regs.update(r for s in item for r in (s.dst, s.src))
+                    self.shared_regs.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
                 else:
                     self.uniform.add(item.index)
                     self.shared_regs.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
@@ -144,13 +144,7 @@ class CpuWriter(SourceWriter):
     def source(self) -> str:
         p = self.program
         parallel = self.parallel
-        self.emit("import math", 0)
-        self.emit("import numpy as np", 0)
-        self.emit("from numba import njit, prange, boolean, int8, int16, int32, int64, uint8, uint16, uint32", 0)
-        self.emit("from numba import uint64, float32, float64", 0)
-        self.emit("from tilelang._backends.cpu_intrinsics import *  # noqa: F403", 0)
-        self.emit("inf, nan = math.inf, math.nan", 0)
-        self.emit("", 0)
+        self.header("njit, prange", "cpu_intrinsics")
         self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=True)", 0)
         args = ["grid_x", "grid_y", "grid_z"]
         for q in p.params:
@@ -190,7 +184,7 @@ class CpuWriter(SourceWriter):
             for p, init in zip(s.params, s.inits):
                 self.emit(f"{self.ref(p)} = {self.ref(init)}", indent + 4)
         bounds = ", ".join(self.uniform_ref(x) for x in (s.start, s.stop, s.step))
-        self.check_step(s, self.uniform_ref(s.step), indent)
+        self.before_loop(s, indent, self.uniform_ref)
         self.emit(f"for {s.index.name} in range({bounds}):", indent)
         self.phases(s.body, indent + 4)
         if s.params:
@@ -198,41 +192,15 @@ class CpuWriter(SourceWriter):
             targets = ", ".join(self.ref(p) for p in s.params)
             self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 8)
 
-    def check_step(self, loop: Loop, step: str, indent):
+    def before_loop(self, loop: Loop, indent, ref=None):
         """A zero step raises ``ZeroStep(i)``, ``i`` naming the loop (numba raises constants only)."""
         if not isinstance(loop.step, Imm):
             self.loops.append(loop)
-            self.emit(f"if {step} == 0:", indent)
+            self.emit(f"if {(ref or self.ref)(loop.step)} == 0:", indent)
             self.emit(f"raise ZeroStep({len(self.loops) - 1})", indent + 4)
 
     def uniform_ref(self, x):
         return self.ref(x, "0")
-
-    def body(self, stmts, indent):
-        # The shared writer renders registers through operand(); swap in per-thread refs.
-        for s in stmts:
-            if isinstance(s, Op):
-                special = self.special(s)
-                value = special if special is not None else cast(s, expression(_with_refs(s, self)))
-                self.emit(f"{self.ref(s.dst)} = {value}", indent)
-            elif isinstance(s, If):
-                self.emit(f"if {self.ref(s.cond)}:", indent)
-                self.body(s.then, indent + 4)
-                if s.orelse:
-                    self.emit("else:", indent)
-                    self.body(s.orelse, indent + 4)
-            elif isinstance(s, Loop):
-                for p, init in zip(s.params, s.inits):
-                    self.emit(f"{self.ref(p)} = {self.ref(init)}", indent)
-                bounds = ", ".join(self.ref(x) for x in (s.start, s.stop, s.step))
-                self.check_step(s, self.ref(s.step), indent)
-                self.emit(f"for {self.ref(s.index)} in range({bounds}):", indent)
-                self.body(s.body, indent + 4)
-                if s.params:
-                    targets = ", ".join(self.ref(p) for p in s.params)
-                    self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 4)
-            else:
-                self.statement(s, indent)
 
     def special(self, op):
         if op.op == "thread_id":
@@ -264,7 +232,7 @@ class CpuWriter(SourceWriter):
             lines = [
                 f"{self.element(s.array, s.offset, i)} = {_to_memory(d, self.ref(v))}" for i, v in enumerate(s.values)
             ]
-            self.guarded(s.mask, lines, indent)
+            self.masked(s.mask, lines, indent)
         elif isinstance(s, Atomic):
             d = self.arrays[s.array].dtype
             target, v = self.element(s.array, s.offset), self.ref(s.value)
@@ -276,25 +244,16 @@ class CpuWriter(SourceWriter):
             value = f"{code_type_name(d)}({combined})"
             if d.is_float and d.bits == 16:
                 value = f"round_{d.name}({value})"
-            self.guarded(s.mask, [f"{target} = {_to_memory(d, value)}"], indent)
+            self.masked(s.mask, f"{target} = {_to_memory(d, value)}", indent)
         elif isinstance(s, SharedLoad):
             value = f"{s.buffer}[{self.ref(s.index)}]"
             self.emit(
                 f"{self.ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{self.ref(s.dst)} = {value}", indent
             )
         elif isinstance(s, SharedStore):
-            self.guarded(s.mask, [f"{s.buffer}[{self.ref(s.index)}] = {self.ref(s.value)}"], indent)
+            self.masked(s.mask, f"{s.buffer}[{self.ref(s.index)}] = {self.ref(s.value)}", indent)
         else:
             raise TileCompilerError(f"the CPU backend cannot emit {type(s).__name__} inside a phase")
-
-    def guarded(self, mask, lines, indent):
-        if mask is None or (isinstance(mask, Imm) and mask.value):
-            for line in lines:
-                self.emit(line, indent)
-        elif not isinstance(mask, Imm):
-            self.emit(f"if {self.ref(mask)}:", indent)
-            for line in lines:
-                self.emit(line, indent + 4)
 
 
 def _walk(stmts):
@@ -304,11 +263,6 @@ def _walk(stmts):
             yield from _walk(s.then + s.orelse)
         elif isinstance(s, Loop):
             yield from _walk(s.body)
-
-
-def _with_refs(op: Op, writer: CpuWriter) -> Op:
-    args = tuple(Reg(writer.ref(a), a.dtype) if isinstance(a, Reg) else a for a in op.args)
-    return Op(op.dst, op.op, args, op.attr)
 
 
 def _from_memory(d, text):
@@ -347,7 +301,7 @@ class CpuKernel:
     when the kernel has no atomics; each variant is compiled when first needed (numba's
     parallel compile takes about twice as long)."""
 
-    PARALLEL_BLOCKS = 64
+    PARALLEL_BLOCKS = 1024  # below this, starting the thread pool costs more than it saves
 
     def __init__(self, program: ThreadProgram):
         self.program = program

@@ -51,12 +51,7 @@ class CudaWriter(SourceWriter):
 
     def source(self) -> str:
         p = self.program
-        self.emit("import math", 0)
-        self.emit("from numba import cuda, boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64", 0)
-        self.emit("from numba import float32, float64", 0)
-        self.emit("from tilelang._backends.cuda_intrinsics import *  # noqa: F403", 0)
-        self.emit("inf, nan = math.inf, math.nan", 0)
-        self.emit("", 0)
+        self.header("cuda", "cuda_intrinsics")
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         for name, (d, size) in p.shared.items():
             self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)})", 4)

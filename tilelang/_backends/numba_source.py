@@ -51,9 +51,10 @@ _MATH = {"exp": "math.exp({a})", "log": "math.log({a})", "log2": "math.log2({a})
          "floor": "math.floor({a})", "ceil": "math.ceil({a})"}  # fmt: skip
 
 
-def expression(op: Op) -> str:
-    """The Python expression computing ``op`` (before the cast to its register type)."""
-    args = [operand(a) for a in op.args]
+def expression(op: Op, ref=operand) -> str:
+    """The Python expression computing ``op`` (before the cast to its register type);
+    ``ref`` renders a register or immediate."""
+    args = [ref(a) for a in op.args]
     types = [a.dtype for a in op.args]
     t = code_type_name(op.dst.dtype)
     a = args[0] if args else None
@@ -134,6 +135,20 @@ class SourceWriter:
     def emit(self, line: str, indent: int):
         self.lines.append(" " * indent + line)
 
+    def header(self, imports: str, intrinsics: str):
+        """The generated module's imports: numba types, the target's intrinsics."""
+        self.emit("import math", 0)
+        self.emit("import numpy as np", 0)
+        self.emit(f"from numba import {imports}, boolean, int8, int16, int32, int64, uint8, uint16, uint32", 0)
+        self.emit("from numba import uint64, float32, float64", 0)
+        self.emit(f"from tilelang._backends.{intrinsics} import *  # noqa: F403", 0)
+        self.emit("inf, nan = math.inf, math.nan", 0)
+        self.emit("", 0)
+
+    def ref(self, x) -> str:
+        """How code refers to a register or immediate (the CPU backend indexes some by thread)."""
+        return operand(x)
+
     def signature(self) -> list[str]:
         names = []
         for p in self.program.params:
@@ -146,30 +161,39 @@ class SourceWriter:
         for s in stmts:
             if isinstance(s, Op):
                 special = self.special(s)
-                self.emit(f"{s.dst.name} = {special if special is not None else cast(s, expression(s))}", indent)
+                value = special if special is not None else cast(s, expression(s, self.ref))
+                self.emit(f"{self.ref(s.dst)} = {value}", indent)
             elif isinstance(s, If):
-                self.emit(f"if {operand(s.cond)}:", indent)
+                self.emit(f"if {self.ref(s.cond)}:", indent)
                 self.body(s.then, indent + 4)
                 if s.orelse:
                     self.emit("else:", indent)
                     self.body(s.orelse, indent + 4)
             elif isinstance(s, Loop):
                 for p, init in zip(s.params, s.inits):
-                    self.emit(f"{p.name} = {operand(init)}", indent)
-                self.emit(f"for {s.index.name} in range({loop_bounds(s, operand)}):", indent)
+                    self.emit(f"{self.ref(p)} = {self.ref(init)}", indent)
+                self.before_loop(s, indent)
+                self.emit(f"for {self.ref(s.index)} in range({loop_bounds(s, self.ref)}):", indent)
                 self.body(s.body, indent + 4)
                 if s.params:
-                    targets = ", ".join(p.name for p in s.params)
-                    self.emit(f"{targets}, = {', '.join(operand(r) for r in s.results)},", indent + 4)
+                    targets = ", ".join(self.ref(p) for p in s.params)
+                    self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 4)
             else:
                 self.statement(s, indent)
 
-    def masked(self, mask, line, indent):
+    def before_loop(self, loop: Loop, indent):
+        """Target-specific checks before a loop (the CPU backend raises on a zero step)."""
+
+    def masked(self, mask, lines, indent):
+        """``lines`` (a string or a list) under ``if mask:`` (skipped when statically false)."""
+        lines = [lines] if isinstance(lines, str) else lines
         if mask is None or (isinstance(mask, Imm) and mask.value):
-            self.emit(line, indent)
+            for line in lines:
+                self.emit(line, indent)
         elif not isinstance(mask, Imm):
-            self.emit(f"if {operand(mask)}:", indent)
-            self.emit(line, indent + 4)
+            self.emit(f"if {self.ref(mask)}:", indent)
+            for line in lines:
+                self.emit(line, indent + 4)
 
     def special(self, op: Op):
         raise NotImplementedError
