@@ -75,14 +75,10 @@ def shapes(tile, *, max_tiles: int = 3, slack: int = 2) -> st.SearchStrategy[tup
 def _float_bounds(np_dtype, lo, hi):
     """``lo``/``hi`` moved inward to finite values ``np_dtype`` represents exactly (Hypothesis needs that)."""
     big = float(ml_dtypes.finfo(np_dtype).max)
-    lo = None if lo is None else max(lo, -big)
-    hi = None if hi is None else min(hi, big)
-    if lo is not None:
-        v = np_dtype.type(lo)
-        lo = float(v if v >= lo else np.nextafter(v, np_dtype.type(np.inf)))
-    if hi is not None:
-        v = np_dtype.type(hi)
-        hi = float(v if v <= hi else np.nextafter(v, np_dtype.type(-np.inf)))
+    lo, hi = max(-big if lo is None else lo, -big), min(big if hi is None else hi, big)
+    v, w = np_dtype.type(lo), np_dtype.type(hi)
+    lo = float(v if v >= lo else np.nextafter(v, np_dtype.type(np.inf)))
+    hi = float(w if w <= hi else np.nextafter(w, np_dtype.type(-np.inf)))
     return lo, hi
 
 
@@ -105,11 +101,7 @@ def arrays(
         hi = info.max if max_value is None else min(int(max_value), int(info.max))
         return hnp.arrays(d.np, shape, elements=st.integers(lo, hi))
     draw = np.dtype(np.float32) if d.np == ml_dtypes.bfloat16 else d.np
-    if not allow_nan_inf and draw is not d.np:  # keep float32 draws from rounding up to bfloat16 inf
-        big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
-        min_value = -big if min_value is None else max(min_value, -big)
-        max_value = big if max_value is None else min(max_value, big)
-    lo, hi = _float_bounds(d.np, min_value, max_value)
+    lo, hi = _float_bounds(d.np, min_value, max_value)  # also keeps float32 draws from rounding to bfloat16 inf
     lo, hi = _float_bounds(draw, lo, hi)
     elements = st.floats(lo, hi, width=draw.itemsize * 8, allow_nan=False, allow_infinity=False)
     if allow_nan_inf:  # added explicitly so that they also come with bounds
