@@ -214,16 +214,17 @@ class HostRunner:
         self.run(grid, values)
 
 
-class _StreamHandle:
-    """A raw ``cudaStream_t`` in the ``__cuda_stream__`` protocol cuda.core launches on."""
+_STREAMS: dict = {}
 
-    __slots__ = ("handle",)
 
-    def __init__(self, handle: int):
-        self.handle = handle
+def _StreamHandle(handle: int):
+    """A cuda.core Stream wrapping a raw ``cudaStream_t`` (one object per handle, reused)."""
+    stream = _STREAMS.get(handle)
+    if stream is None:
+        from cuda.core import Stream
 
-    def __cuda_stream__(self):
-        return (0, self.handle)
+        stream = _STREAMS[handle] = Stream.from_handle(handle)
+    return stream
 
 
 def _torch_stream(device) -> int:
@@ -248,7 +249,7 @@ def stream_for(stream, arguments) -> object:
                 return _StreamHandle(cupy.cuda.get_current_stream().ptr)
         return _StreamHandle(0)
     if hasattr(stream, "__cuda_stream__"):
-        return stream
+        return _StreamHandle(int(stream.__cuda_stream__()[1]))
     for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
         if hasattr(stream, attribute):
             return _StreamHandle(int(getattr(stream, attribute)))
@@ -316,6 +317,8 @@ class CudaRunner:
         ]
 
     def __call__(self, grid, arguments: dict, infos: dict, stream=None):
+        if not gpu_available():
+            raise TileArgumentError("backend='cuda' needs an NVIDIA GPU and none was found; use backend='cpu'")
         device = launch_device(infos)
         with on_device(device):
             self.launch(grid, arguments, infos, stream, device)
@@ -334,7 +337,8 @@ class CudaRunner:
                 host = np.asarray(value)
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
-                copy = cuda.to_device(np.ascontiguousarray(host))
+                with cuda.gpus[device]:  # allocated on the GPU the kernel runs on
+                    copy = cuda.to_device(np.ascontiguousarray(host))
                 keep.append(copy)  # alive until the kernel has run
                 if name in self.written:
                     copies.append((host, copy))
@@ -344,9 +348,9 @@ class CudaRunner:
         if 0 not in grid:
             handle = stream_for(stream, arguments.values())
             self.kernel.launch(device, handle, grid, flat)
-        for host, copy in copies:
-            host[...] = copy.copy_to_host()
-        if keep and not copies:
+        if keep:  # the kernel may run on another stream than numba's copies: wait for it
             from numba import cuda
 
             cuda.synchronize()
+        for host, copy in copies:
+            host[...] = copy.copy_to_host()

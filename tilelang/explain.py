@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._passes.estimate_cost import estimate_cost
 from ._runtime import device_peaks
-from .errors import TileError, user_location
+from .errors import TileArgumentError, TileError, user_location
 from .kernel import TileKernel, _grid
 
 
@@ -55,6 +55,8 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
             stages["ptx"] = cuda.ptx()
             stages["resources"] = _resources_text(cuda.resources())
         if grid is not None:
+            if any(isinstance(v, str) for v in arguments.values()):
+                raise TileArgumentError("explain(grid=) costs a launch on real arrays; pass arrays, not signatures")
             stages["cost"] = _cost_text(compiled.program, _grid(grid, arguments), arguments)
     except TileError as err:
         if err.loc is None:

@@ -203,6 +203,8 @@ class CpuWriter(SourceWriter):
         return self.ref(x, "0")
 
     def special(self, op):
+        if op.op == "fmod":  # numba has no math.fmod on the CPU
+            return f"{code_type_name(op.dst.dtype)}(np.fmod({self.ref(op.args[0])}, {self.ref(op.args[1])}))"
         if op.op == "thread_id":
             return "int32(t)"
         if op.op == "block_id":

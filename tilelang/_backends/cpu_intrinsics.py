@@ -83,3 +83,4 @@ def round_float16(x):
 @njit(cache=True)
 def round_bfloat16(x):
     return bfloat16_value(bfloat16_bits(x))
+

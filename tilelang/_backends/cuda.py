@@ -38,7 +38,7 @@ from .._lower.thread_ir import (
     Store,
     ThreadProgram,
 )
-from ..errors import TileCompilerError
+from ..errors import TileCompilerError, TileTypeError
 from .numba_source import SourceWriter, code_type_name, operand
 
 DEFAULT_CC = (9, 0)
@@ -60,6 +60,8 @@ class CudaWriter(SourceWriter):
 
     def special(self, op):
         axis = "xyz"[op.attr] if op.op in ("block_id", "num_blocks") else None
+        if op.op == "fmod":  # libdevice's exact remainder
+            return f"{code_type_name(op.dst.dtype)}(math.fmod({self.ref(op.args[0])}, {self.ref(op.args[1])}))"
         if op.op == "thread_id":
             return "int32(cuda.threadIdx.x)"
         if op.op == "block_id":
@@ -92,7 +94,8 @@ class CudaWriter(SourceWriter):
         elif isinstance(s, Atomic):
             d = self.arrays[s.array].dtype
             if d.name not in ATOMIC_DTYPES:
-                raise TileCompilerError(f"atomic_{s.op} on {d.name} arrays is not supported on the GPU")
+                supported = ", ".join(ATOMIC_DTYPES)
+                raise TileTypeError(f"atomic_{s.op} on {d.name} arrays is not supported on the GPU; use {supported}")
             call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {operand(s.offset)}, {operand(s.value)})"
             self.masked(s.mask, call, indent)
         elif isinstance(s, SharedLoad):

@@ -103,10 +103,6 @@ class Layout:
             n += 1
         return 1 << n
 
-    def same_threads(self, other: Layout) -> bool:
-        """Whether every thread holds the same elements in both (conversion is a renaming)."""
-        return self.shape == other.shape and self.lane == other.lane and self.warp == other.warp
-
     def __str__(self):
         def fmt(bits):
             return "[" + ",".join("-" if b is None else str(b) for b in bits) + "]"

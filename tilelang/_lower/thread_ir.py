@@ -168,7 +168,7 @@ class ThreadProgram:
 OPS = {
     **dict.fromkeys(["add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum"], 2),
     **dict.fromkeys(["and", "or", "xor", "shl", "shr", "eq", "ne", "lt", "le", "gt", "ge"], 2),
-    **dict.fromkeys(["land", "lor"], 2),
+    **dict.fromkeys(["land", "lor", "fmod"], 2),
     **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos"], 1),
     **dict.fromkeys(["tanh", "erf", "sigmoid", "floor", "ceil", "convert"], 1),
     "aligned": 1,  # attr (array, bytes): whether the element at this offset is so aligned

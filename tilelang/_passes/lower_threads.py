@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .._ir.core import PRIMITIVES, ArrayType, Block, Literal, Program, Var
-from .._lower.layout import Layout, broadcast_source_ok
+from .._lower.layout import Layout, broadcast_source_ok, reshaped
 from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
@@ -285,7 +285,40 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
     operands = [lw.regs(a, layout) for a in inputs]
     name = "select" if eqn.prim.name == "where" else eqn.prim.name
     attr = params.get("dtype")
+    if name in ("floordiv", "mod") and out.type.dtype.is_float:
+        return _out(lw, eqn, [_float_divmod(lw, name, out.type.dtype, *args) for args in zip(*operands)])
     _out(lw, eqn, [lw.op(out.type.dtype, name, *args, attr=attr) for args in zip(*operands)])
+
+
+def _float_divmod(lw, name, dtype, a, b):
+    """Float ``//`` and ``%`` as NumPy computes them (npy_divmod), from the exact remainder
+    ``fmod``: ``a - floor(a/b)*b`` would round (``1.6e8 % 3.0`` must be 1). 16-bit floats
+    compute in float32 and round once at the end."""
+    t = D.float32 if dtype.bits == 16 else dtype
+
+    def c(v):
+        return Imm(v, t)
+
+    def f(op, *args):
+        return lw.op(b1 if op in ("lt", "gt", "ne", "eq") else t, op, *args)
+
+    if dtype is not t:
+        a, b = lw.op(t, "convert", a, attr=t), lw.op(t, "convert", b, attr=t)
+    r = f("fmod", a, b)
+    adjust = lw.land(f("ne", r, c(0.0)), f("ne", f("lt", r, c(0.0)), f("lt", b, c(0.0))))
+    if name == "mod":
+        out = f("select", adjust, f("add", r, b), r)
+    else:
+        div = f("div", f("sub", a, r), b)
+        div = f("select", adjust, f("sub", div, c(1.0)), div)
+        whole = f("sub", div, f("fmod", div, c(1.0)))  # trunc(div)
+        whole = f("select", f("gt", whole, div), f("sub", whole, c(1.0)), whole)  # floor
+        whole = f("select", f("gt", f("sub", div, whole), c(0.5)), f("add", whole, c(1.0)), whole)
+        quotient = f("div", a, b)
+        zero = f("select", f("lt", quotient, c(0.0)), c(-0.0), c(0.0))  # a zero quotient keeps its sign
+        out = f("select", f("eq", div, c(0.0)), zero, whole)
+        out = f("select", f("eq", b, c(0.0)), quotient, out)
+    return out if dtype is t else lw.op(dtype, "convert", out, attr=dtype)
 
 
 @rule("full")
@@ -326,8 +359,7 @@ def _lower_reshape(lw, eqn, x, *, shape):
     layout = lw.layout(out)
     if x.type.shape == () or isinstance(x, Literal):
         return _out(lw, eqn, lw.regs(x, layout))
-    src = lw.layout(x)
-    if src.reg == layout.reg and src.lane == layout.lane and src.warp == layout.warp:
+    if reshaped(lw.layout(x), shape) == layout:  # the same padded numbering on the same bits: nothing moves
         return _out(lw, eqn, lw.values[x])
     _out(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, shape)))
 
