@@ -18,6 +18,12 @@ def axpy(x, y, out, alpha, TILE: tl.Constant):
     tl.store(out, tl.load(x, index=(i,), shape=(TILE,)) * alpha + tl.load(y, index=(i,), shape=(TILE,)), index=(i,))
 
 
+@pytest.fixture(autouse=True)
+def _restore_current_device():
+    yield
+    torch.cuda.set_device(0)  # later tests (in this process) expect the default device
+
+
 def tensors(device, n=10_000):
     x, y = torch.rand(n, device=device), torch.rand(n, device=device)
     return x, y, torch.full_like(x, float("nan"))
