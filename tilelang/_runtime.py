@@ -48,7 +48,8 @@ def _torch_info(t) -> ArrayInfo:
         raise TileTypeError(f"{t.dtype} is not a supported dtype")
     strides = t.stride()
     unit = not strides or strides[-1] == 1 or t.shape[-1] <= 1
-    return ArrayInfo(d, t.shape, strides, t.data_ptr(), t.is_cuda, t.device.index or 0, unit)
+    device = t.get_device()  # -1 on the host; cheaper than t.device
+    return ArrayInfo(d, t.shape, strides, t.data_ptr(), device >= 0, max(device, 0), unit)
 
 
 def is_torch_tensor(value) -> bool:
@@ -227,21 +228,21 @@ def _StreamHandle(handle: int):
     return stream
 
 
-def _torch_stream(device) -> int:
+def _torch_stream(device: int) -> int:
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # fast: no Stream object
-    return raw(device.index or 0) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
 
 
-def stream_for(stream, arguments) -> object:
+def stream_for(stream, arguments, device: int) -> object:
     """The stream to launch on: ``stream`` if given (anything with ``__cuda_stream__``, a
-    torch/CuPy/numba stream or a raw handle), else the current stream of the framework the
-    arrays come from (torch, then CuPy), else the default stream."""
+    torch/CuPy/numba stream or a raw handle), else the current stream (on ``device``) of
+    the framework the arrays come from (torch, then CuPy), else the default stream."""
     if stream is None:
         for value in arguments:
-            if is_torch_tensor(value) and value.is_cuda:
-                return _StreamHandle(_torch_stream(value.device))
+            if is_torch_tensor(value):
+                return _StreamHandle(_torch_stream(device))
         for value in arguments:
             if type(value).__module__.startswith("cupy"):
                 import cupy
@@ -274,8 +275,6 @@ def launch_device(infos: dict) -> int:
 
 
 def current_device() -> int:
-    if gpu_count() <= 1:
-        return 0
     from cuda.bindings import runtime
 
     return runtime.cudaGetDevice()[1]
@@ -284,10 +283,7 @@ def current_device() -> int:
 @contextlib.contextmanager
 def on_device(device: int):
     """Make ``device``'s primary context current for the launch and restore the caller's
-    afterwards (so torch's current device, say, is unchanged). Free with one GPU."""
-    if gpu_count() <= 1:
-        yield
-        return
+    afterwards (so torch's current device, say, is unchanged)."""
     from cuda.bindings import driver
 
     _, previous = driver.cuCtxGetCurrent()
@@ -317,8 +313,10 @@ class CudaRunner:
         ]
 
     def __call__(self, grid, arguments: dict, infos: dict, stream=None):
-        if not gpu_available():
-            raise TileArgumentError("backend='cuda' needs an NVIDIA GPU and none was found; use backend='cpu'")
+        if gpu_count() <= 1:  # the fast path: no device to choose or restore
+            if not gpu_available():
+                raise TileArgumentError("backend='cuda' needs an NVIDIA GPU and none was found; use backend='cpu'")
+            return self.launch(grid, arguments, infos, stream, 0)
         device = launch_device(infos)
         with on_device(device):
             self.launch(grid, arguments, infos, stream, device)
@@ -346,7 +344,7 @@ class CudaRunner:
             flat += [info.ptr, *info.shape, *info.strides]
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 not in grid:
-            handle = stream_for(stream, arguments.values())
+            handle = stream_for(stream, arguments.values(), device)
             self.kernel.launch(device, handle, grid, flat)
         if keep:  # the kernel may run on another stream than numba's copies: wait for it
             from numba import cuda

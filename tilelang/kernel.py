@@ -269,6 +269,8 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
 
 
 def _grid(grid, arguments):
+    if type(grid) is int and grid >= 0:  # the common case, first
+        return (grid,)
     if callable(grid):
         grid = grid(arguments)
     if isinstance(grid, (int, np.integer)):
