@@ -53,10 +53,20 @@ class CudaWriter(SourceWriter):
         p = self.program
         self.header("cuda", "cuda_intrinsics")
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
+        self.offsets, dynamic = shared_layout(p)
         for name, (d, size) in p.shared.items():
-            self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)})", 4)
+            if not dynamic:
+                self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)})", 4)
+        for d in sorted({code_type_name(d) for d, _ in p.shared.values()} if dynamic else ()):
+            self.emit(f"dynamic_{d} = cuda.shared.array(0, {d})", 4)  # all start at the same base
         self.body(p.body, 4)
         return "\n".join(self.lines) + "\n"
+
+    def shared_ref(self, buffer, index) -> str:
+        if buffer not in self.offsets:
+            return f"{buffer}[{operand(index)}]"
+        d, start = self.offsets[buffer]
+        return f"dynamic_{code_type_name(d)}[{start} + {operand(index)}]"
 
     def special(self, op):
         axis = "xyz"[op.attr] if op.op in ("block_id", "num_blocks") else None
@@ -99,11 +109,11 @@ class CudaWriter(SourceWriter):
             call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {operand(s.offset)}, {operand(s.value)})"
             self.masked(s.mask, call, indent)
         elif isinstance(s, SharedLoad):
-            value = f"{s.buffer}[{operand(s.index)}]"
+            value = self.shared_ref(s.buffer, s.index)
             self.emit(f"{s.dst.name} = {value} != 0" if s.dst.dtype.is_bool else f"{s.dst.name} = {value}", indent)
         elif isinstance(s, SharedStore):
             value = f"uint8({operand(s.value)})" if s.value.dtype.is_bool else operand(s.value)
-            self.masked(s.mask, f"{s.buffer}[{operand(s.index)}] = {value}", indent)
+            self.masked(s.mask, f"{self.shared_ref(s.buffer, s.index)} = {value}", indent)
         elif isinstance(s, Barrier):
             self.emit("cuda.syncthreads()", indent)
         elif isinstance(s, Shuffle):
@@ -118,6 +128,28 @@ class CudaWriter(SourceWriter):
                 self.emit(f"{s.dst.name} = {code_type_name(d)}({value})", indent)
         else:
             raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
+
+
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may declare statically
+
+
+def shared_layout(program: ThreadProgram):
+    """Where each shared buffer lives when they exceed the static limit: one dynamic
+    allocation, buffers at 16-byte aligned offsets (in elements of their own type), and
+    whether that is needed. Below the limit buffers are plain static arrays."""
+    offsets, at = {}, 0
+    for name, (d, size) in program.shared.items():
+        at = -(-at // 16) * 16
+        offsets[name] = (d, at // d.itemsize)
+        at += size * d.itemsize
+    return (offsets, True) if at > STATIC_SHARED_LIMIT else ({}, False)
+
+
+def dynamic_shared_bytes(program: ThreadProgram) -> int:
+    offsets, dynamic = shared_layout(program)
+    if not dynamic:
+        return 0
+    return max(d.itemsize * (start + program.shared[name][1]) for name, (d, start) in offsets.items())
 
 
 def cache_dir() -> str:
@@ -221,6 +253,7 @@ class CudaKernel:
         self.digest = hashlib.sha256("\n".join([self.source, *toolchain_versions()]).encode()).hexdigest()[:32]
         self._function = None
         self._ptx = {}
+        self.dynamic_shared = dynamic_shared_bytes(program)
         self._loaded = {}  # device id -> cuda.core Kernel
         self._configs = {}  # grid -> LaunchConfig
         self._simulated = None  # the kernel under numba's CUDA simulator
@@ -285,7 +318,16 @@ class CudaKernel:
             device.set_current()  # with one GPU nobody made it current yet; else a no-op
             cc = tuple(device.compute_capability)
             code = ObjectCode.from_cubin(self.cubin(cc)[0])
-            self._loaded[device_id] = code.get_kernel(self.entry(cc))
+            kernel = code.get_kernel(self.entry(cc))
+            if self.dynamic_shared > STATIC_SHARED_LIMIT:  # opt in to more than 48 KB per block
+                from cuda.bindings import driver
+
+                attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                (err,) = driver.cuKernelSetAttribute(attribute, self.dynamic_shared, kernel.handle, device_id)
+                if err != driver.CUresult.CUDA_SUCCESS:
+                    needs = f"{self.dynamic_shared} bytes of shared memory"
+                    raise TileCompilerError(f"{self.program.name} needs {needs}, which the GPU refused: {err}")
+            self._loaded[device_id] = kernel
         return self._loaded[device_id]
 
     def launch(self, device_id: int, stream, grid, flat_args):
@@ -295,7 +337,8 @@ class CudaKernel:
         kernel = self.loaded(device_id)
         config = self._configs.get(grid)
         if config is None:
-            config = self._configs[grid] = LaunchConfig(grid=grid, block=(self.program.num_threads, 1, 1))
+            block = (self.program.num_threads, 1, 1)
+            config = self._configs[grid] = LaunchConfig(grid=grid, block=block, shmem_size=self.dynamic_shared)
         launch(stream, config, kernel, *flat_args)
 
     def ptx(self, cc=DEFAULT_CC) -> str:
