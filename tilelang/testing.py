@@ -190,7 +190,8 @@ def _identical(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def _output_positions(kernel, outputs) -> list[int]:
+def _output_positions(kernel, outputs, nargs) -> list[int]:
+    """Positions (negative ones count from the last runtime argument) or parameter names, as positions."""
     names = list(kernel.signature.parameters)
     positions = []
     for o in outputs:
@@ -198,7 +199,7 @@ def _output_positions(kernel, outputs) -> list[int]:
             if o not in names:
                 raise ValueError(f"{kernel.__name__} has no parameter {o!r}")
             o = names.index(o)
-        positions.append(int(o))
+        positions.append(int(o) % nargs)
     return positions
 
 
@@ -240,7 +241,7 @@ def check_kernel(
             raise ValueError("check_kernel: args_factory() must return equal arguments on every call")
         return made
 
-    positions = _output_positions(kernel, outputs)
+    positions = _output_positions(kernel, outputs, len(first))
     with np.errstate(all="ignore"):  # references overflow and divide by zero on purpose
         expected = reference(*[_copy(a) for a in first])
     if len(positions) == 1 and not isinstance(expected, (tuple, list)):
