@@ -178,9 +178,13 @@ def write_module(source: str, prefix: str):
 
 
 def toolchain_versions() -> list[str]:
+    """What besides the generated source decides the machine code: package versions and
+    the code generator's own source (the intrinsics)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = []
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "cuda_intrinsics.py"), "rb") as f:
+        out = [f"cuda_intrinsics {hashlib.sha256(f.read()).hexdigest()}"]
     for name in ("tilelang-numba", "numba-cuda", "numba", "llvmlite", "cuda-core", "cuda-bindings", "nvidia-nvjitlink"):
         try:
             out.append(f"{name}=={version(name)}")

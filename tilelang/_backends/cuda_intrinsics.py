@@ -47,9 +47,50 @@ def _memory_type(d: DType):
 
 def _address(builder, ptr, offset, d: DType, lanes=1, addrspace=1):
     byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
-    elem = _memory_type(d)
-    ty = ir.VectorType(elem, lanes) if lanes > 1 else elem
-    return builder.inttoptr(byte, ty.as_pointer(addrspace))
+    return builder.inttoptr(byte, _access_type(d, lanes).as_pointer(addrspace))
+
+
+def _access_type(d: DType, lanes: int):
+    """What one access moves: vectors of narrow elements as 32-bit words (so 8 halves are
+    one ``ld.global.v4.b32``, not two ``v4.u16``); one element as itself."""
+    if lanes == 1:
+        return _memory_type(d)
+    if d.itemsize < 4 and d.itemsize * lanes >= 4:
+        return ir.VectorType(I32, d.itemsize * lanes // 4)
+    return ir.VectorType(_memory_type(d), lanes)
+
+
+def _elements(builder, raw, d: DType, lanes: int):
+    """The elements of a vector access. Narrow elements are cut out of 32-bit words with
+    shifts (a bitcast to a vector of them lets LLVM split the access into narrower ones)."""
+    if raw.type.element == _memory_type(d):
+        return [builder.extract_element(raw, ir.Constant(I32, i)) for i in range(lanes)]
+    per_word, bits = 4 // d.itemsize, d.itemsize * 8
+    out = []
+    for w in range(lanes // per_word):
+        word = builder.extract_element(raw, ir.Constant(I32, w))
+        for k in range(per_word):
+            part = builder.lshr(word, ir.Constant(I32, k * bits)) if k else word
+            out.append(builder.trunc(part, ir.IntType(bits)))
+    return out
+
+
+def _words(builder, elements, d: DType, lanes: int):
+    """The inverse of :func:`_elements`: narrow elements packed into the access's vector."""
+    ty = _access_type(d, lanes)
+    value = ir.Constant(ty, ir.Undefined)
+    if ty.element == _memory_type(d):
+        for i, e in enumerate(elements):
+            value = builder.insert_element(value, e, ir.Constant(I32, i))
+        return value
+    per_word, bits = 4 // d.itemsize, d.itemsize * 8
+    for w in range(lanes // per_word):
+        word = ir.Constant(I32, 0)
+        for k in range(per_word):
+            part = builder.zext(elements[w * per_word + k], I32)
+            word = builder.or_(word, builder.shl(part, ir.Constant(I32, k * bits)) if k else part)
+        value = builder.insert_element(value, word, ir.Constant(I32, w))
+    return value
 
 
 def _widen(builder, raw, d: DType):
@@ -85,7 +126,7 @@ def _load(d: DType, lanes: int):
             raw = builder.load(_address(builder, *args, d, lanes), align=d.itemsize * lanes)
             if lanes == 1:
                 return _widen(builder, raw, d)
-            items = [_widen(builder, builder.extract_element(raw, ir.Constant(I32, i)), d) for i in range(lanes)]
+            items = [_widen(builder, element, d) for element in _elements(builder, raw, d, lanes)]
             return context.make_tuple(builder, ret, items)
 
         return ret(types.uint64, types.int64), codegen
@@ -105,10 +146,8 @@ def _store(d: DType, lanes: int):
             if lanes == 1:
                 value = _narrow(builder, vals, d)
             else:
-                value = ir.Constant(ir.VectorType(_memory_type(d), lanes), ir.Undefined)
-                for i in range(lanes):
-                    item = _narrow(builder, builder.extract_value(vals, i), d)
-                    value = builder.insert_element(value, item, ir.Constant(I32, i))
+                items = [_narrow(builder, builder.extract_value(vals, i), d) for i in range(lanes)]
+                value = _words(builder, items, d, lanes)
             builder.store(value, _address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
             return context.get_dummy_value()
 
