@@ -220,7 +220,7 @@ def test_golden_text(kernel, args, constants, tile_ir, simplified):
 
 @pytest.mark.parametrize("kernel, args, constants", [c[:3] for c in CASES], ids=[c[0].__name__ for c in CASES])
 def test_traced_and_simplified_programs_verify(kernel, args, constants):
-    program = trace(kernel, kernel.specialize(kernel.bind(args, constants)))
+    program = trace(kernel, kernel.specialize(kernel.bind(args, constants))[0])
     verify(program, "tracing")
     verify(simplify(program), "simplify")
 
@@ -335,13 +335,13 @@ def test_verifier_rejects_other_malformations():
 
 def test_verifier_rejects_a_broken_traced_program():
     args, constants = ("f32[:]", "f32[:]", 3), {"T": 8}
-    program = trace(running, running.specialize(running.bind(args, constants)))
+    program = trace(running, running.specialize(running.bind(args, constants))[0])
     verify(program)
     program.body.eqns.reverse()
     with pytest.raises(tl.TileCompilerError, match=r"after reorder in '\w+' at test_printer\.py:\d+: .* used before"):
         verify(program, "reorder")
 
-    program = trace(running, running.specialize(running.bind(args, constants)))
+    program = trace(running, running.specialize(running.bind(args, constants))[0])
     loop = next(e for e in program.body.eqns if e.prim is P.range_loop)
     body = loop.params["body"]
     body.results = [body.results[1], body.results[0], body.results[2]]  # still f32[8], f32[8], i32[]

@@ -139,6 +139,8 @@ class TileKernel:
         names = self.param_names
         if len(args) == len(names) and not kwargs:
             return dict(zip(names, args))
+        if len(args) > len(names):
+            return self._bind_slowly(args, kwargs)
         arguments = dict(zip(names, args))
         for k, v in kwargs.items():
             if k not in self.signature.parameters or k in arguments:
@@ -147,7 +149,11 @@ class TileKernel:
         else:
             if len(arguments) == len(names):
                 return {n: arguments[n] for n in names}
-        try:  # the slow path: defaults, or an error message worded as Python's
+        return self._bind_slowly(args, kwargs)
+
+    def _bind_slowly(self, args, kwargs) -> dict:
+        """Defaults filled in, or an error message worded as Python's."""
+        try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as err:
             raise TileArgumentError(f"{self.__name__}(): {err}") from None
