@@ -48,7 +48,9 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "eq"
           "lt": "<", "le": "<=", "gt": ">", "ge": ">="}  # fmt: skip
 _MATH = {"exp": "math.exp({a})", "log": "math.log({a})", "log2": "math.log2({a})", "sqrt": "math.sqrt({a})",
          "sin": "math.sin({a})", "cos": "math.cos({a})", "tanh": "math.tanh({a})", "erf": "math.erf({a})",
-         "floor": "math.floor({a})", "ceil": "math.ceil({a})"}  # fmt: skip
+         # numba's math.floor/ceil return int64: NaN, infinities and |x| >= 2**52 (already whole) pass through
+         "floor": "(math.floor({a}) if abs({a}) < 4503599627370496.0 else {a})",
+         "ceil": "(math.ceil({a}) if abs({a}) < 4503599627370496.0 else {a})"}  # fmt: skip
 
 
 def expression(op: Op, ref=operand) -> str:
