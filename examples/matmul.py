@@ -21,7 +21,7 @@ def matmul(a, b, c, K, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     tl.store(c, acc, index=(i, j))
 
 
-def launch(a, b, BM=64, BN=64, BK=32):
+def launch(a, b, BM=32, BN=32, BK=32):
     (M, K), (_, N) = a.shape, b.shape
     c = np.empty((M, N), np.float32)
     matmul[tl.cdiv(M, BM), tl.cdiv(N, BN)](a, b, c, K, BM=BM, BN=BN, BK=BK)
@@ -45,7 +45,7 @@ def main(explain=False):
         raise AssertionError(f"matmul: error {error.max():.3g} exceeds the rounding-error bound")
     print(f"matmul {M}x{K} @ {K}x{N} (float16 -> float32) matches NumPy: max error {error.max():.2g}")
     if explain:
-        print(tl.explain(matmul, a, b, c, K, BM=64, BN=64, BK=32))  # the arguments of the launch
+        print(tl.explain(matmul, a, b, c, K, BM=32, BN=32, BK=32))  # the arguments of the launch
 
 
 if __name__ == "__main__":

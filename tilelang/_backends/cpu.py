@@ -199,6 +199,11 @@ class CpuWriter(SourceWriter):
             self.emit(f"if {(ref or self.ref)(loop.step)} == 0:", indent)
             self.emit(f"raise ZeroStep({len(self.loops) - 1})", indent + 4)
 
+    def branch(self, s: If, indent):
+        """The CPU has no wide accesses: the element-by-element way alone (half the code
+        for numba to compile)."""
+        self.body(s.orelse, indent)
+
     def uniform_ref(self, x):
         return self.ref(x, "0")
 

@@ -166,11 +166,7 @@ class SourceWriter:
                 value = special if special is not None else cast(s, expression(s, self.ref))
                 self.emit(f"{self.ref(s.dst)} = {value}", indent)
             elif isinstance(s, If):
-                self.emit(f"if {self.ref(s.cond)}:", indent)
-                self.body(s.then, indent + 4)
-                if s.orelse:
-                    self.emit("else:", indent)
-                    self.body(s.orelse, indent + 4)
+                self.branch(s, indent)
             elif isinstance(s, Loop):
                 for p, init in zip(s.params, s.inits):
                     self.emit(f"{self.ref(p)} = {self.ref(init)}", indent)
@@ -182,6 +178,13 @@ class SourceWriter:
                     self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 4)
             else:
                 self.statement(s, indent)
+
+    def branch(self, s: If, indent):
+        self.emit(f"if {self.ref(s.cond)}:", indent)
+        self.body(s.then, indent + 4)
+        if s.orelse:
+            self.emit("else:", indent)
+            self.body(s.orelse, indent + 4)
 
     def before_loop(self, loop: Loop, indent):
         """Target-specific checks before a loop (the CPU backend raises on a zero step)."""

@@ -108,6 +108,9 @@ class Shuffle:
 
 @dataclass
 class If:
+    """Two ways to compute the same values, e.g. a 16-byte access and its element-by-element
+    fallback: a backend without the fast way may emit ``orelse`` alone."""
+
     cond: object
     then: list
     orelse: list = field(default_factory=list)
