@@ -60,7 +60,7 @@ def main(n=10_000_000, tile=1024, backend=None, explain=False):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=10_000_000, help="number of elements")
-    parser.add_argument("--backend", help="cuda, cpu or interpret (default: $TILELANG_BACKEND, else cuda with a GPU, else cpu)")
+    parser.add_argument("--backend", help="cuda, cpu or interpret (default: cuda with a GPU, else cpu)")
     parser.add_argument("--explain", action="store_true", help="print tl.explain of the kernel")
     args = parser.parse_args()
     main(n=args.n, backend=args.backend, explain=args.explain)
