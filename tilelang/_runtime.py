@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes
-from ._ir.core import ArrayType, Block, Program
+from ._ir.core import ArrayType, Program, array_accesses
 from .errors import TileArgumentError, TileError, TileTypeError
 
 
@@ -150,23 +150,6 @@ def device_peaks(device_id: int = 0) -> tuple[str, float, float]:
     bandwidth = 2 * p.memory_clock_rate * 1e3 * p.global_memory_bus_width / 8
     flops = p.multiprocessor_count * 128 * 2 * p.clock_rate * 1e3  # 128 fp32 FMA lanes per SM
     return device.name, bandwidth, flops
-
-
-def written_arrays(program: Program) -> set:
-    """Names of the array arguments the kernel stores to."""
-    names = dict(zip(program.body.params, program.arg_names))
-    out = set()
-
-    def walk(block: Block):
-        for eqn in block.eqns:
-            if eqn.prim.effect == "write":
-                out.add(names[eqn.inputs[0]])
-            for sub in eqn.params.values():
-                if isinstance(sub, Block):
-                    walk(sub)
-
-    walk(program.body)
-    return out
 
 
 def host_array(name, value) -> np.ndarray:
@@ -306,7 +289,7 @@ class CudaRunner:
     def __init__(self, program: Program, cuda_kernel):
         self.program = program
         self.kernel = cuda_kernel
-        self.written = written_arrays(program)
+        self.written = array_accesses(program)[1]
         self.params = [
             (name, None if isinstance(var.type, ArrayType) else _scalar_converter(var.type))
             for var, name in zip(program.body.params, program.arg_names)

@@ -28,6 +28,7 @@ from .._lower.thread_ir import (
     Shuffle,
     Store,
     ThreadProgram,
+    walk_statements,
 )
 from ..errors import TileCompilerError, TileValueError
 from .cpu_intrinsics import ZeroStep
@@ -263,15 +264,6 @@ class CpuWriter(SourceWriter):
             raise TileCompilerError(f"the CPU backend cannot emit {type(s).__name__} inside a phase")
 
 
-def _walk(stmts):
-    for s in stmts:
-        yield s
-        if isinstance(s, If):
-            yield from _walk(s.then + s.orelse)
-        elif isinstance(s, Loop):
-            yield from _walk(s.body)
-
-
 def _from_memory(d, text):
     if d.is_float and d.bits == 16:
         return f"{d.name}_value({text})"
@@ -315,7 +307,7 @@ class CpuKernel:
         writer = CpuWriter(program, parallel=False)
         self.source = writer.source()
         self.loop_locs = [loop.loc for loop in writer.loops]
-        self.can_parallel = not any(isinstance(s, Atomic) for s in _walk(program.body))
+        self.can_parallel = not any(isinstance(s, Atomic) for s in walk_statements(program.body))
         self._functions = {}
 
     def function(self, parallel: bool):

@@ -28,15 +28,14 @@ from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
     Barrier,
-    If,
     Imm,
     Load,
-    Loop,
     SharedLoad,
     SharedStore,
     Shuffle,
     Store,
     ThreadProgram,
+    walk_statements,
 )
 from ..errors import TileCompilerError, TileTypeError
 from .numba_source import SourceWriter, code_type_name, operand
@@ -44,6 +43,27 @@ from .numba_source import SourceWriter, code_type_name, operand
 DEFAULT_CC = (9, 0)
 # Atomics the GPU has for these element types (numba-cuda's own lowering of them).
 ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
+
+
+def intrinsic_table(load, store, atomic, round_) -> dict:
+    """The functions generated kernels call, by name, made by a target's factories:
+    ``ld[N]_<dtype>``/``st[N]_<dtype>`` for accesses of up to 16 bytes, ``atomic_<op>_<dtype>``
+    and ``round_<16-bit float>``."""
+    from ..dtypes import ALL_DTYPES
+
+    table = {}
+    for d in ALL_DTYPES:
+        for lanes in (1, 2, 4, 8, 16):
+            if d.itemsize * lanes <= 16:
+                suffix = "" if lanes == 1 else str(lanes)
+                table[f"ld{suffix}_{d.name}"] = load(d, lanes)
+                table[f"st{suffix}_{d.name}"] = store(d, lanes)
+        if d.name in ATOMIC_DTYPES:
+            for op in ("add", "max", "min"):
+                table[f"atomic_{op}_{d.name}"] = atomic(op, d)
+        if d.is_float and d.bits == 16:
+            table[f"round_{d.name}"] = round_(d)
+    return table
 
 
 class CudaWriter(SourceWriter):
@@ -362,7 +382,7 @@ class CudaKernel:
 
         if not config.ENABLE_CUDASIM:
             raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
-        if any(isinstance(s, Shuffle) for s in _walk(self.program.body)):
+        if any(isinstance(s, Shuffle) for s in walk_statements(self.program.body)):
             raise TileCompilerError(
                 f"kernel {self.program.name} uses warp shuffles, which numba's CUDA simulator does not have "
                 "(cuda.shfl_xor_sync); it runs on the GPU and on the CPU backend"
@@ -383,15 +403,6 @@ class CudaKernel:
         with warnings.catch_warnings():  # integer registers wrap, as on the GPU
             warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)
             self._simulated[grid, self.program.num_threads](*flat)
-
-
-def _walk(stmts):
-    for s in stmts:
-        yield s
-        if isinstance(s, If):
-            yield from _walk(s.then + s.orelse)
-        elif isinstance(s, Loop):
-            yield from _walk(s.body)
 
 
 def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:

@@ -22,8 +22,8 @@ from numba.cuda import nvvmutils
 from numba.cuda.core import config
 from numba.cuda.extending import intrinsic
 
-from ..dtypes import ALL_DTYPES, DType
-from .cuda import ATOMIC_DTYPES
+from ..dtypes import DType
+from .cuda import intrinsic_table
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -206,25 +206,8 @@ def _atomic(op: str, d: DType):
     return atomic
 
 
-def _build():
-    table = {}
-    for d in ALL_DTYPES:
-        for lanes in (1, 2, 4, 8, 16):
-            if d.itemsize * lanes <= 16:
-                suffix = "" if lanes == 1 else str(lanes)
-                table[f"ld{suffix}_{d.name}"] = _load(d, lanes)
-                table[f"st{suffix}_{d.name}"] = _store(d, lanes)
-        if d.name in ATOMIC_DTYPES:
-            for op in ("add", "max", "min"):
-                table[f"atomic_{op}_{d.name}"] = _atomic(op, d)
-    for name in ("float16", "bfloat16"):
-        table[f"round_{name}"] = _round(BY_NAME_16[name])
-    return table
-
-
-BY_NAME_16 = {d.name: d for d in ALL_DTYPES if d.is_float and d.bits == 16}
 if config.ENABLE_CUDASIM:  # numba's CUDA simulator runs kernels as Python: no LLVM intrinsics
     from .cuda_simulated import INTRINSICS
 else:
-    INTRINSICS = _build()
+    INTRINSICS = intrinsic_table(_load, _store, _atomic, _round)
 globals().update(INTRINSICS)

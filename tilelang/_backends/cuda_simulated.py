@@ -28,8 +28,8 @@ import threading
 
 import numpy as np
 
-from ..dtypes import ALL_DTYPES, DType
-from .cuda import ATOMIC_DTYPES
+from ..dtypes import DType
+from .cuda import intrinsic_table
 
 _ATOMIC_LOCK = threading.Lock()
 
@@ -116,18 +116,7 @@ def _atomic(op: str, d: DType):
 
 
 def _build():
-    table = {}
-    for d in ALL_DTYPES:
-        for lanes in (1, 2, 4, 8, 16):
-            if d.itemsize * lanes <= 16:
-                suffix = "" if lanes == 1 else str(lanes)
-                table[f"ld{suffix}_{d.name}"] = _load(d, lanes)
-                table[f"st{suffix}_{d.name}"] = _store(d, lanes)
-        if d.name in ATOMIC_DTYPES:
-            for op in ("add", "max", "min"):
-                table[f"atomic_{op}_{d.name}"] = _atomic(op, d)
-        if d.is_float and d.bits == 16:
-            table[f"round_{d.name}"] = _round(d)
+    table = intrinsic_table(_load, _store, _atomic, _round)
     for name, fn in table.items():
         fn.__name__ = fn.__qualname__ = name
     return table

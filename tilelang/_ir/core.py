@@ -149,3 +149,22 @@ def primitive(name: str, **kw: Any) -> Primitive:
 
 def sub_blocks(eqn: Eqn):
     return [v for v in eqn.params.values() if isinstance(v, Block)]
+
+
+def array_accesses(program: Program) -> tuple[set, set]:
+    """Names of the array arguments the kernel reads (loads, gathers) and writes (stores,
+    scatters, atomics)."""
+    names = dict(zip(program.body.params, program.arg_names))
+    reads, writes = set(), set()
+
+    def walk(block: Block):
+        for eqn in block.eqns:
+            if eqn.prim.effect == "read":
+                reads.add(names[eqn.inputs[0]])
+            elif eqn.prim.effect == "write":
+                writes.add(names[eqn.inputs[0]])
+            for sub in sub_blocks(eqn):
+                walk(sub)
+
+    walk(program.body)
+    return reads, writes

@@ -182,6 +182,16 @@ OPS = {
 }
 
 
+def walk_statements(stmts):
+    """Every statement, those inside ``If`` and ``Loop`` bodies included."""
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from walk_statements(s.then + s.orelse)
+        elif isinstance(s, Loop):
+            yield from walk_statements(s.body)
+
+
 def _text(x):
     if isinstance(x, (tuple, list)):
         return "(" + ", ".join(map(_text, x)) + ")"

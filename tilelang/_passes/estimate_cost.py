@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._ir.core import ArrayType, Block, Literal, Program
+from .._ir.core import ArrayType, Block, Literal, Program, array_accesses
 
 _NOT_FLOPS = {"convert", "reshape", "transpose", "broadcast", "full", "iota", "block_id", "num_blocks",
               "array_dim", "load", "store", "gather", "scatter", "atomic", "where"}  # fmt: skip
@@ -63,20 +63,9 @@ def _trip_count(bounds, scalars):
 
 def estimate_cost(program: Program, grid, arguments: dict) -> Cost:
     """Bytes and flops of one launch of ``program`` over ``grid`` with these arguments."""
-    reads, writes, scalars = set(), set(), {}
+    reads, writes = array_accesses(program)
     names = dict(zip(program.body.params, program.arg_names))
-
-    def walk(block):
-        for eqn in block.eqns:
-            if eqn.prim.name in ("load", "gather"):
-                reads.add(names[eqn.inputs[0]])
-            elif eqn.prim.effect == "write":
-                writes.add(names[eqn.inputs[0]])
-            for sub in eqn.params.values():
-                if isinstance(sub, Block):
-                    walk(sub)
-
-    walk(program.body)
+    scalars = {}
     for var, name in names.items():
         if not isinstance(var.type, ArrayType):
             scalars[var] = arguments[name]
