@@ -96,6 +96,8 @@ def _registers(stmts):
 
 
 class CpuWriter(SourceWriter):
+    FMOD = "np.fmod"  # numba has no math.fmod on the CPU
+
     def __init__(self, program: ThreadProgram, parallel: bool):
         super().__init__(program)
         self.parallel = parallel
@@ -209,19 +211,13 @@ class CpuWriter(SourceWriter):
         return self.ref(x, "0")
 
     def special(self, op):
-        if op.op == "fmod":  # numba has no math.fmod on the CPU
-            return f"{code_type_name(op.dst.dtype)}(np.fmod({self.ref(op.args[0])}, {self.ref(op.args[1])}))"
         if op.op == "thread_id":
             return "int32(t)"
         if op.op == "block_id":
             return ("bx", "by", "bz")[op.attr]
         if op.op == "num_blocks":
             return f"int32({('grid_x', 'grid_y', 'grid_z')[op.attr]})"
-        if op.op == "aligned":
-            name, nbytes = op.attr
-            size = self.arrays[name].dtype.itemsize
-            return f"((uint64({name}__ptr) + uint64({self.ref(op.args[0])}) * {size}) & {nbytes - 1}) == 0"
-        return None
+        return super().special(op)
 
     def element(self, array, offset, i=0):
         return f"{array}__buf[{array}__origin + {self.ref(offset)}{f' + {i}' if i else ''}]"

@@ -90,19 +90,13 @@ class CudaWriter(SourceWriter):
 
     def special(self, op):
         axis = "xyz"[op.attr] if op.op in ("block_id", "num_blocks") else None
-        if op.op == "fmod":  # libdevice's exact remainder
-            return f"{code_type_name(op.dst.dtype)}(math.fmod({self.ref(op.args[0])}, {self.ref(op.args[1])}))"
         if op.op == "thread_id":
             return "int32(cuda.threadIdx.x)"
         if op.op == "block_id":
             return f"int32(cuda.blockIdx.{axis})"
         if op.op == "num_blocks":
             return f"int32(cuda.gridDim.{axis})"
-        if op.op == "aligned":
-            name, nbytes = op.attr
-            size = self.arrays[name].dtype.itemsize
-            return f"((uint64({name}__ptr) + uint64({operand(op.args[0])}) * {size}) & {nbytes - 1}) == 0"
-        return None
+        return super().special(op)
 
     def statement(self, s, indent):
         if isinstance(s, Load):

@@ -200,8 +200,18 @@ class SourceWriter:
             for line in lines:
                 self.emit(line, indent + 4)
 
+    FMOD = "math.fmod"  # the exact float remainder where numba has one
+
     def special(self, op: Op):
-        raise NotImplementedError
+        """Ops rendered outside the expression table (targets add thread and block ids)."""
+        args = [self.ref(a) for a in op.args]
+        if op.op == "fmod":
+            return f"{code_type_name(op.dst.dtype)}({self.FMOD}({args[0]}, {args[1]}))"
+        if op.op == "aligned":
+            name, nbytes = op.attr
+            size = self.arrays[name].dtype.itemsize
+            return f"((uint64({name}__ptr) + uint64({args[0]}) * {size}) & {nbytes - 1}) == 0"
+        return None
 
     def statement(self, s, indent):
         raise NotImplementedError
