@@ -152,3 +152,12 @@ def test_a_second_process_loads_the_cubin_without_nvvm(cache):
         out, _ = process.communicate()
         assert process.returncode == 0
         assert out.split()[1] == "False", "a cached kernel must load without numba-cuda (NVVM)"
+
+
+def test_gpu_count_agrees_with_numba():
+    """tilelang asks the driver directly (fast); numba's view must be the same."""
+    from numba import cuda
+
+    from tilelang._runtime import gpu_count
+
+    assert gpu_count() == (len(cuda.gpus) if cuda.is_available() else 0)

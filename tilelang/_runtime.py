@@ -82,11 +82,19 @@ def array_info(value) -> ArrayInfo | None:
 
 @functools.cache
 def gpu_count() -> int:
+    """The GPUs the driver sees (0 without a driver), asked of cuda.bindings: importing
+    numba.cuda for this would cost a first launch hundreds of milliseconds."""
     try:
-        from numba import cuda
-
-        return len(cuda.gpus)
-    except Exception:
+        from cuda.bindings import driver
+    except ImportError:
+        return 0
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return 0
+        err, count = driver.cuDeviceGetCount()
+        return int(count) if err == driver.CUresult.CUDA_SUCCESS else 0
+    except Exception:  # no driver library on this machine
         return 0
 
 
@@ -115,12 +123,7 @@ def _dtype(np_dtype):
 
 @functools.cache
 def gpu_available() -> bool:
-    try:
-        from numba import cuda
-
-        return cuda.is_available()
-    except Exception:
-        return False
+    return gpu_count() > 0
 
 
 @functools.cache
