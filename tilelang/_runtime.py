@@ -188,12 +188,16 @@ class HostRunner:
 
     def __init__(self, program: Program, run, interpret=False):
         self.program, self.run, self.interpret = program, run, interpret
+        self.written = array_accesses(program)[1]
 
     def __call__(self, grid, arguments: dict, infos: dict, stream=None):
         values = []
         for var, name in zip(self.program.body.params, self.program.arg_names):
             if isinstance(var.type, ArrayType):
-                values.append(host_array(name, arguments[name]))
+                array = host_array(name, arguments[name])
+                if name in self.written and not array.flags.writeable:
+                    raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
+                values.append(array)
             elif self.interpret:
                 values.append(np.asarray(arguments[name]).astype(var.type.dtype.np)[()])
             else:

@@ -174,7 +174,7 @@ class TileKernel:
                     raise TileArgumentError(
                         f"tl.Constant `{name}` must be hashable, got {type(value).__name__}"
                     ) from None
-                key.append(("const", name, type(value).__name__, value))
+                key.append(("const", name, f"{type(value).__name__}:{value!r}", value))  # -0.0 != 0.0
             else:
                 entry, info = _arg_key(name, value)
                 key.append(("arg", name, entry))

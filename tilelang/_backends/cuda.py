@@ -172,23 +172,28 @@ def cache_dir() -> str:
     return path
 
 
+_MODULES_LOCK = threading.Lock()
+
+
 def write_module(source: str, prefix: str):
-    """Write ``source`` to ``<cache>/<prefix>_<hash>.py`` and import it."""
+    """Write ``source`` to ``<cache>/<prefix>_<hash>.py`` and import it (once per process,
+    whichever threads ask at the same time; a module that fails to import is not kept)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     name = f"tilelang_{prefix}_{digest}"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = os.path.join(cache_dir(), name + ".py")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(source)
-        os.replace(tmp, path)  # atomic: concurrent writers leave one complete file
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    with _MODULES_LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = os.path.join(cache_dir(), name + ".py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)  # atomic: concurrent writers leave one complete file
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+        return module
 
 
 def toolchain_versions() -> list[str]:

@@ -96,7 +96,7 @@ class _Assigner:
         for param, init, _ in carried:
             self.layouts[param] = self.of(init)
         self.layouts[body.params[0]] = scalar_layout(self.t)
-        for _ in range(3):  # carried layouts settle on what the body produces
+        for _ in range(4):  # carried layouts settle on what the body produces
             self.block(body)
             changed = False
             for param, _, result in carried:
@@ -105,6 +105,8 @@ class _Assigner:
                     changed = True
             if not changed:
                 break
+        else:  # still moving (a long chain of carried values): keep these, and make the body agree
+            self.block(body)
         for out, (param, _, _) in zip(eqn.outputs, carried):
             self.layouts[out] = self.layouts[param]
 

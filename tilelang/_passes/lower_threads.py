@@ -161,7 +161,7 @@ class Lowering:
         src = self.layout(atom)
         if src == layout:
             return self.values[atom]
-        if atom in self.remat:
+        if atom in self.remat and not broadcast_axes:  # remat rebuilds from the destination's coordinates
             return self.remat[atom](layout)
         if broadcast_source_ok(src, layout, broadcast_axes):
             return self.rename(atom, src, layout, broadcast_axes)

@@ -1,0 +1,88 @@
+"""Bugs found in review, each checked on the CPU backend against the interpreter."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+
+
+@tl.tile_kernel
+def chain(a, out, N: tl.Constant):
+    """Three carried values in a chain: their layouts settle over several passes."""
+    t = tl.load(a, index=(0, 0), shape=(N, N))
+    p1, p2, p3 = t, t, t
+    acc = tl.zeros((N,), tl.float32)
+    for _ in tl.range(3):
+        p1, p2, p3 = p2, p3, tl.dot(t, t)
+        acc += tl.sum(p1, axis=1)
+    tl.store(out, acc, index=(0,))
+
+
+def test_long_chains_of_carried_values_keep_layouts_consistent():
+    a = np.random.default_rng(0).integers(-3, 4, (32, 32)).astype(np.float32)
+    want, got = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    chain[1](a, want, N=32, backend="interpret")
+    chain[1](a, got, N=32, backend="cpu")
+    np.testing.assert_array_equal(got, want)
+
+
+@tl.tile_kernel
+def fill(out, C: tl.Constant):
+    tl.store(out, tl.full((8,), 1.0, tl.float32) / C + tl.arange(0, 1) * 0, index=(0,))
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_read_only_outputs_are_refused(backend):
+    out = np.frombuffer(b"\0" * 32, np.float32)
+    with pytest.raises(tl.TileArgumentError, match="`out` is read-only, and the kernel writes it"):
+        fill[1](out, C=2.0, backend=backend)
+
+
+def test_constants_zero_and_minus_zero_are_different_specializations():
+    out = np.zeros(8, np.float32)
+    fill[1](out, C=0.0, backend="cpu")
+    assert np.all(out == np.inf)
+    fill[1](out, C=-0.0, backend="cpu")
+    assert np.all(out == -np.inf)
+
+
+@tl.tile_kernel
+def broadcast_arange(out):
+    tl.store(out, tl.arange(0, 1) + tl.zeros((8,), tl.int32), index=(0,))
+
+
+def test_a_one_element_arange_broadcasts_its_value():
+    for backend in ("interpret", "cpu"):
+        out = np.full(8, -1, np.int32)
+        broadcast_arange[1](out, backend=backend)
+        np.testing.assert_array_equal(out, np.zeros(8, np.int32), err_msg=backend)
+
+
+def test_threads_compiling_one_kernel_at_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+
+    @tl.tile_kernel
+    def twice(x, out):
+        tl.store(out, tl.load(x, index=(0,), shape=(16,)) * 2, index=(0,))
+
+    x = np.arange(16, dtype=np.float32)
+    outs = [np.zeros(16, np.float32) for _ in range(6)]
+    errors, start = [], threading.Barrier(len(outs))
+
+    def run(out):
+        start.wait()
+        try:
+            twice[1](x, out, backend="cpu")
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(o,)) for o in outs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for out in outs:
+        np.testing.assert_array_equal(out, x * 2)
