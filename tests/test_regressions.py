@@ -86,3 +86,18 @@ def test_threads_compiling_one_kernel_at_once(tmp_path, monkeypatch):
     assert not errors
     for out in outs:
         np.testing.assert_array_equal(out, x * 2)
+
+
+class _ArrayLike:
+    """Something NumPy can only copy: a kernel's writes to it would be lost."""
+
+    def __init__(self, n):
+        self.data = np.zeros(n, np.float32)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data.copy()
+
+
+def test_outputs_that_convert_to_a_copy_are_refused():
+    with pytest.raises(tl.TileArgumentError, match="`out` converts to a NumPy copy"):
+        fill[1](_ArrayLike(8), C=2.0, backend="interpret")

@@ -183,6 +183,18 @@ def _scalar_converter(t):
     return d.np.type
 
 
+def _check_writable(name, value, array: np.ndarray):
+    """A written host array must be writable, and be the memory the caller sees (not a copy)."""
+    if not array.flags.writeable:
+        raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
+    if array is not value:
+        interface = getattr(value, "__array_interface__", None)
+        if interface is None or interface["data"][0] != array.__array_interface__["data"][0]:
+            raise TileArgumentError(
+                f"argument `{name}` converts to a NumPy copy, so the kernel's writes would be lost; pass a NumPy array"
+            )
+
+
 class HostRunner:
     """Runs a host backend (interpreter or CPU) on host arrays."""
 
@@ -195,8 +207,8 @@ class HostRunner:
         for var, name in zip(self.program.body.params, self.program.arg_names):
             if isinstance(var.type, ArrayType):
                 array = host_array(name, arguments[name])
-                if name in self.written and not array.flags.writeable:
-                    raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
+                if name in self.written:
+                    _check_writable(name, arguments[name], array)
                 values.append(array)
             elif self.interpret:
                 values.append(np.asarray(arguments[name]).astype(var.type.dtype.np)[()])
@@ -270,6 +282,9 @@ def current_device() -> int:
     return runtime.cudaGetDevice()[1]
 
 
+_PRIMARY: dict = {}  # device -> its primary context, retained once
+
+
 @contextlib.contextmanager
 def on_device(device: int):
     """Make ``device``'s primary context current for the launch and restore the caller's
@@ -277,8 +292,9 @@ def on_device(device: int):
     from cuda.bindings import driver
 
     _, previous = driver.cuCtxGetCurrent()
-    _, target = driver.cuDevicePrimaryCtxRetain(device)
-    driver.cuDevicePrimaryCtxRelease(device)  # retained by numba/torch/cuda.core while in use
+    target = _PRIMARY.get(device)
+    if target is None:  # retained for the life of the process, as numba and cuda.core do
+        target = _PRIMARY[device] = driver.cuDevicePrimaryCtxRetain(device)[1]
     switch = int(previous) != int(target)
     if switch:
         driver.cuCtxSetCurrent(target)
