@@ -101,3 +101,25 @@ class _ArrayLike:
 def test_outputs_that_convert_to_a_copy_are_refused():
     with pytest.raises(tl.TileArgumentError, match="`out` converts to a NumPy copy"):
         fill[1](_ArrayLike(8), C=2.0, backend="interpret")
+
+
+@tl.tile_kernel
+def divmod_kernel(x, y, q, r):
+    a, b = tl.load(x, index=(0,), shape=(8,)), tl.load(y, index=(0,), shape=(8,))
+    tl.store(q, a // b, index=(0,))
+    tl.store(r, a % b, index=(0,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_floordiv_and_mod_at_the_extremes(dtype):
+    """Quotients beyond 2**52 (or inf), zero remainders' signs, zero and inf divisors: as NumPy."""
+    tiny = np.finfo(dtype).smallest_subnormal
+    x = np.array([1, -1, 1e30, -7.5, 3e38, 1, 0, np.inf], dtype)
+    y = np.array([tiny, tiny, 1e-10, 2, 1e-30, np.inf, 0, 3], dtype)
+    with np.errstate(all="ignore"):
+        want_q, want_r = np.floor_divide(x, y), np.mod(x, y)
+    q, r = np.zeros(8, dtype), np.zeros(8, dtype)
+    divmod_kernel[1](x, y, q, r, backend="cpu")
+    for got, want in ((q, want_q), (r, want_r)):
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))

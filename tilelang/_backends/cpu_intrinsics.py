@@ -84,3 +84,15 @@ def round_float16(x):
 def round_bfloat16(x):
     return bfloat16_value(bfloat16_bits(x))
 
+
+
+@intrinsic
+def select(typingctx, cond, a, b):
+    """``a if cond else b`` as one LLVM ``select``: no branch for numba to compile."""
+    if a != b:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.select(args[0], args[1], args[2])
+
+    return a(types.boolean, a, b), codegen

@@ -211,3 +211,19 @@ if config.ENABLE_CUDASIM:  # numba's CUDA simulator runs kernels as Python: no L
 else:
     INTRINSICS = intrinsic_table(_load, _store, _atomic, _round)
 globals().update(INTRINSICS)
+
+
+@intrinsic
+def _select(typingctx, cond, a, b):
+    """``a if cond else b`` as one LLVM ``select``: no branch for numba to compile."""
+    if a != b:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.select(args[0], args[1], args[2])
+
+    return a(types.boolean, a, b), codegen
+
+
+if not config.ENABLE_CUDASIM:
+    select = _select

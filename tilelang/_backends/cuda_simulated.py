@@ -123,3 +123,10 @@ def _build():
 
 
 INTRINSICS = _build()
+
+
+def select(cond, a, b):
+    return a if cond else b
+
+
+INTRINSICS["select"] = select

@@ -71,9 +71,9 @@ def expression(op: Op, ref=operand) -> str:
     if name in ("maximum", "minimum"):
         cmp = ">" if name == "maximum" else "<"
         if types[0].is_bool:
-            return f"{a} or {b}" if name == "maximum" else f"{a} and {b}"
-        nan_first = f" or {a} != {a}" if types[0].is_float else ""
-        return f"{a} if ({a} {cmp} {b}{nan_first}) else {b}"
+            return f"{a} | {b}" if name == "maximum" else f"{a} & {b}"
+        nan_first = f" | ({a} != {a})" if types[0].is_float else ""
+        return f"select(({a} {cmp} {b}){nan_first}, {a}, {b})"
     if name in ("and", "or", "xor", "land", "lor"):
         sym = {"and": "&", "or": "|", "xor": "^", "land": "&", "lor": "|"}[name]
         return f"{a} {sym} {b}"
@@ -103,8 +103,8 @@ def expression(op: Op, ref=operand) -> str:
         return f"{t}(1.0) / ({t}(1.0) + math.exp(-{a}))"
     if name == "convert":
         return f"{a} != 0" if op.attr.is_bool else a
-    if name == "select":
-        return f"{args[1]} if {a} else {args[2]}"
+    if name == "select":  # an LLVM select (an intrinsic): a branch would cost numba compile time
+        return f"select({a}, {args[1]}, {args[2]})"
     raise TileCompilerError(f"the numba backends have no rule for thread op '{name}'")
 
 

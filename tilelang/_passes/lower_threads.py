@@ -307,12 +307,15 @@ def _float_divmod(lw, name, dtype, a, b):
     r = f("fmod", a, b)
     adjust = lw.land(f("ne", r, c(0.0)), f("ne", f("lt", r, c(0.0)), f("lt", b, c(0.0))))
     if name == "mod":
-        out = f("select", adjust, f("add", r, b), r)
+        signed_zero = f("select", f("lt", b, c(0.0)), c(-0.0), c(0.0))  # a zero remainder takes b's sign
+        out = f("select", adjust, f("add", r, b), f("select", f("eq", r, c(0.0)), signed_zero, r))
     else:
         div = f("div", f("sub", a, r), b)
         div = f("select", adjust, f("sub", div, c(1.0)), div)
         whole = f("sub", div, f("fmod", div, c(1.0)))  # trunc(div)
         whole = f("select", f("gt", whole, div), f("sub", whole, c(1.0)), whole)  # floor
+        integral = float(2 ** (23 if t.bits == 32 else 52))  # from here on (and inf) div is whole
+        whole = f("select", f("lt", f("abs", div), c(integral)), whole, div)
         whole = f("select", f("gt", f("sub", div, whole), c(0.5)), f("add", whole, c(1.0)), whole)
         quotient = f("div", a, b)
         zero = f("select", f("lt", quotient, c(0.0)), c(-0.0), c(0.0))  # a zero quotient keeps its sign
