@@ -85,7 +85,6 @@ def round_bfloat16(x):
     return bfloat16_value(bfloat16_bits(x))
 
 
-
 @intrinsic
 def select(typingctx, cond, a, b):
     """``a if cond else b`` as one LLVM ``select``: no branch for numba to compile."""
