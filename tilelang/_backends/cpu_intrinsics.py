@@ -10,6 +10,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
+from .numba_source import select_intrinsic
+
 
 class ZeroStep(Exception):
     """Raised by a CPU kernel whose tl.range loop has a zero step; the argument numbers the loop."""
@@ -85,13 +87,4 @@ def round_bfloat16(x):
     return bfloat16_value(bfloat16_bits(x))
 
 
-@intrinsic
-def select(typingctx, cond, a, b):
-    """``a if cond else b`` as one LLVM ``select``: no branch for numba to compile."""
-    if a != b:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.select(args[0], args[1], args[2])
-
-    return a(types.boolean, a, b), codegen
+select = intrinsic(select_intrinsic)

@@ -24,6 +24,7 @@ from numba.cuda.extending import intrinsic
 
 from ..dtypes import DType
 from .cuda import intrinsic_table
+from .numba_source import select_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -213,17 +214,5 @@ else:
 globals().update(INTRINSICS)
 
 
-@intrinsic
-def _select(typingctx, cond, a, b):
-    """``a if cond else b`` as one LLVM ``select``: no branch for numba to compile."""
-    if a != b:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.select(args[0], args[1], args[2])
-
-    return a(types.boolean, a, b), codegen
-
-
 if not config.ENABLE_CUDASIM:
-    select = _select
+    select = intrinsic(select_intrinsic)

@@ -108,6 +108,20 @@ def expression(op: Op, ref=operand) -> str:
     raise TileCompilerError(f"the numba backends have no rule for thread op '{name}'")
 
 
+def select_intrinsic(typingctx, cond, a, b):
+    """``a if cond else b`` as one LLVM ``select``, for either numba target's ``@intrinsic``:
+    a Python conditional would be a branch, and numba's compile time grows with branches."""
+    from numba import types
+
+    if a != b:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.select(*args)
+
+    return a(types.boolean, a, b), codegen
+
+
 def cast(op: Op, expr: str) -> str:
     d = op.dst.dtype
     if d.is_bool:
