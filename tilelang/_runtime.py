@@ -167,16 +167,9 @@ def host_array(name, value) -> np.ndarray:
     return np.asarray(value)
 
 
-def scalar_value(t, value):
-    """A runtime scalar as the kernel's register type (16-bit floats travel as float32)."""
-    d = t.dtype
-    if d.is_float and d.bits == 16:
-        return np.float32(np.asarray(value).astype(d.np))
-    return np.asarray(value).astype(d.np)[()]
-
-
-def _scalar_converter(t):
-    """A fast conversion of a runtime scalar to its kernel parameter's NumPy type."""
+def scalar_converter(t):
+    """A runtime scalar's conversion to its kernel parameter's NumPy type (16-bit floats
+    travel as float32, the type their registers have)."""
     d = t.dtype
     if d.is_float and d.bits == 16:
         return lambda v: np.float32(d.np.type(v))
@@ -213,7 +206,7 @@ class HostRunner:
             elif self.interpret:
                 values.append(np.asarray(arguments[name]).astype(var.type.dtype.np)[()])
             else:
-                values.append(scalar_value(var.type, arguments[name]))
+                values.append(scalar_converter(var.type)(arguments[name]))
         self.run(grid, values)
 
 
@@ -314,7 +307,7 @@ class CudaRunner:
         self.kernel = cuda_kernel
         self.written = array_accesses(program)[1]
         self.params = [
-            (name, None if isinstance(var.type, ArrayType) else _scalar_converter(var.type))
+            (name, None if isinstance(var.type, ArrayType) else scalar_converter(var.type))
             for var, name in zip(program.body.params, program.arg_names)
         ]
 
