@@ -144,3 +144,90 @@ def test_dot_with_more_than_48kb_of_shared_memory():
     c = torch.full((300, 260), float("nan"), device="cuda")
     matmul[(3, 3)](a, b, c, BM=128, BN=128, BK=64)
     torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------- the fast launch path
+
+
+@pytest.fixture
+def fast_launches(monkeypatch):
+    """Counts the launches that took the fast path (a signature launched before)."""
+    from tilelang._runtime import FastLaunch
+
+    calls = []
+    launch = FastLaunch.__call__
+    monkeypatch.setattr(FastLaunch, "__call__", lambda self, *a: calls.append(1) or launch(self, *a))
+    return calls
+
+
+def test_repeated_launches_take_the_fast_path_with_each_calls_values(fast_launches):
+    torch = pytest.importorskip("torch")
+    for n, alpha in [(1000, 2.0), (3000, -1.5), (17, 0.25), (5000, 1e40)]:
+        x, y = torch.rand(n, device="cuda") + 0.5, torch.rand(n, device="cuda")
+        out = torch.full_like(x, float("nan"))
+        run(x, y, out, alpha)
+        want = x * float(np.float32(alpha)) + y  # alpha is a weak float32: 1e40 is inf
+        torch.testing.assert_close(out, want)
+    assert len(fast_launches) == 3
+
+
+def test_fast_path_scalars_of_every_kind(fast_launches):
+    torch = pytest.importorskip("torch")
+
+    @tl.tile_kernel(backend="cuda")
+    def mixed(x, out, a, b, flag, TILE: tl.Constant):
+        i = tl.block_id(0)
+        v = tl.load(x, index=(i,), shape=(TILE,))
+        tl.store(out, tl.where(flag, v * a + b, v).astype(out.dtype), index=(i,))
+
+    x = torch.rand(700, device="cuda")
+    for a, b, flag in [(3, np.float16(0.5), True), (-2, np.float16(-1.25), True), (7, np.float16(2), False)]:
+        out = torch.full_like(x, float("nan"))
+        mixed[tl.cdiv(700, 256)](x, out, a, b, flag, TILE=256)
+        torch.testing.assert_close(out, x * a + float(b) if flag else x)
+    assert len(fast_launches) == 2
+
+
+def test_numba_and_cupy_arrays_take_the_fast_path(fast_launches):
+    cupy = pytest.importorskip("cupy")
+    from numba import cuda
+
+    rng = np.random.default_rng(3)
+    for make, back in [(cuda.to_device, lambda a: a.copy_to_host()), (cupy.asarray, cupy.asnumpy)]:
+        for n in (900, 2000):
+            x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+            out = make(np.full(n, np.nan, np.float32))
+            run(make(x), make(y), out)
+            np.testing.assert_allclose(back(out), expected(x, y), rtol=1e-6)
+    assert len(fast_launches) == 2
+
+
+def test_launch_from_a_thread_where_no_context_is_current():
+    import threading
+
+    torch = pytest.importorskip("torch")
+    x, y = torch.rand(1000, device="cuda"), torch.rand(1000, device="cuda")
+    outs = [torch.full_like(x, float("nan")) for _ in range(2)]
+    errors = []
+
+    def launch_twice():  # the full path, then the fast one
+        try:
+            for out in outs:
+                run(x, y, out)
+        except Exception as err:  # reported below: pytest does not see a thread's exceptions
+            errors.append(err)
+
+    thread = threading.Thread(target=launch_twice)
+    thread.start()
+    thread.join()
+    assert not errors
+    torch.cuda.synchronize()
+    for out in outs:
+        torch.testing.assert_close(out, x * 2 + y)
+
+
+def test_a_launch_the_driver_refuses_is_a_located_tile_error():
+    torch = pytest.importorskip("torch")
+    x = torch.rand(256, device="cuda")
+    with pytest.raises(tl.TileError, match=r"test_gpu.py:\d+.*launching axpy failed: CUDA_ERROR_INVALID_VALUE"):
+        axpy[(1, 70_000)](x, x, x, 1.0, TILE=256)  # grid y is at most 65535

@@ -79,3 +79,23 @@ def test_strided_arrays_use_scalar_accesses():
     strided = ArrayType(tl.float32, 1, unit_stride=False)
     ops = instructions(explain(vector_add, strided, "f32[:]", "f32[:]", TILE=256)["ptx"])
     assert "ld.global.f32" in ops and "ld.global.v4.f32" in ops  # x element by element, y in vectors
+
+
+def test_launch_parameters_match_the_ptx_entry():
+    """The launch path packs parameters by these codes; the PTX says what the kernel reads."""
+    from tilelang._backends.cuda import param_codes
+
+    @tl.tile_kernel
+    def mixed(x, out, flag, a, h, n, TILE: tl.Constant):
+        i = tl.block_id(0)
+        v = tl.load(x, index=(i, 0), shape=(1, TILE))
+        tl.store(out, tl.where(flag, v * a + h, v + n).astype(out.dtype), index=(i, 0))
+
+    args = ("f64[:, :]", "f16[:, :]", "bool", "f32", "f16", "i64")
+    compiled = mixed.compile(mixed.specialize(mixed.bind(args, {"TILE": 64}))[0], "cuda").backend_kernel
+    declared = re.findall(r"\.param \.(\w+) \w+_param_\d+", compiled.ptx())
+    ptx_codes = {"u64": "Qq", "s64": "q", "u8": "?", "f32": "f", "f64": "d", "u32": "iI", "s32": "i"}
+    codes = param_codes(compiled.program)
+    assert codes == "Qqqqq" + "Qqqqq" + "?ffq"
+    assert len(declared) == len(codes)
+    assert all(code in ptx_codes[kind] for code, kind in zip(codes, declared))

@@ -53,6 +53,102 @@ def test_wrong_argument_count_and_kind_name_the_parameter():
         scale[1](np.zeros(8, np.complex64), x, 1.0, TILE=8, backend="cpu")
 
 
+# ------------------------------------------------------------------ fast signatures
+
+
+class FakeDeviceArray:
+    """A device array as far as ``__cuda_array_interface__`` tells (never dereferenced)."""
+
+    def __init__(self, shape, dtype=np.float32, strides=None, ptr=0x7F0000000000):
+        dt = np.dtype(dtype)
+        self.interface = {
+            "shape": shape,
+            "typestr": dt.str,
+            "data": (ptr, False),
+            "strides": None if strides is None else tuple(s * dt.itemsize for s in strides),
+            "version": 3,
+        }
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.interface
+
+
+def fast_key(*args, **constants):
+    signature = scale.fast_signature(args, constants, None)
+    return None if signature is None else signature[0]
+
+
+CALLS = [  # (args, constants) of launches of `scale`, alike and not
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": 4}),
+    ((FakeDeviceArray((9,), ptr=0x7F0000001000), FakeDeviceArray((9,)), 3.0), {"TILE": 4}),
+    ((FakeDeviceArray((8,), np.float64), FakeDeviceArray((8,)), 2.0), {"TILE": 4}),
+    ((FakeDeviceArray((2, 4)), FakeDeviceArray((8,)), 2.0), {"TILE": 4}),
+    ((FakeDeviceArray((8,), strides=(2,)), FakeDeviceArray((8,)), 2.0), {"TILE": 4}),
+    ((FakeDeviceArray((8,), strides=(1,)), FakeDeviceArray((8,)), 2.0), {"TILE": 4}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2), {"TILE": 4}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2**40), {"TILE": 4}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), True), {"TILE": 4}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), np.float64(2.0)), {"TILE": 4}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), np.float16(2.0)), {"TILE": 4}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": 8}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": 4.0}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": True}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": 0.0}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": -0.0}),
+    ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0, 4), {}),
+]
+
+
+def test_equal_fast_signatures_mean_equal_specializations():
+    """The launch path trusts a fast signature in place of bind + specialize: calls with
+    equal fast keys must have equal specialization keys."""
+    keys = [(fast_key(*args, **constants), key_of(*args, **constants)) for args, constants in CALLS]
+    assert all(fast is not None for fast, _ in keys)
+    for fast_a, slow_a in keys:
+        for fast_b, slow_b in keys:
+            if fast_a == fast_b:
+                assert slow_a == slow_b
+    assert keys[0][0] == keys[1][0]  # shapes, pointers and scalar values are parameters
+    assert keys[0][0] == keys[5][0]  # explicit unit strides
+    assert len({fast for fast, _ in keys}) == len(CALLS) - 2
+
+
+def test_fast_signature_carries_the_parameter_values():
+    x, out = FakeDeviceArray((2, 5), strides=(7, 1), ptr=4096), FakeDeviceArray((3,), ptr=8192)
+    _, flat = scale.fast_signature((x, out, 1.5), {"TILE": 4}, None)
+    assert flat == [4096, 2, 5, 7, 1, 8192, 3, 1, np.float32(1.5)]
+    assert type(flat[-1]) is np.float32  # a Python float is a weak float32
+
+
+def test_fast_signature_leaves_the_rest_to_the_full_path():
+    device = FakeDeviceArray((8,))
+    assert fast_key(np.zeros(8, np.float32), device, 2.0, TILE=4) is None  # host arrays are copied
+    assert fast_key(device, device, TILE=4, alpha=2.0) is None  # a runtime argument by keyword
+    assert fast_key(device, device, 2.0, TILE=[4]) is None  # unhashable constant: the full path says why
+    assert fast_key(device, device, 2.0, 4, 5) is None  # too many arguments
+    assert fast_key(device, device, 2**70, TILE=4) is None  # no dtype holds it: the full path says so
+
+
+def test_parameters_are_laid_out_as_c_lays_them_out():
+    import ctypes
+
+    from tilelang._backends.cuda_driver import PARAM_CODES, param_layout
+
+    ctype = {"?": ctypes.c_bool, "b": ctypes.c_int8, "h": ctypes.c_int16, "i": ctypes.c_int32, "q": ctypes.c_int64}
+    ctype |= {"B": ctypes.c_uint8, "H": ctypes.c_uint16, "I": ctypes.c_uint32, "Q": ctypes.c_uint64}
+    ctype |= {"f": ctypes.c_float, "d": ctypes.c_double}
+    codes = "?QqbhfdBiHI?Q"
+    assert set(PARAM_CODES.values()) <= set(codes)
+
+    class Params(ctypes.Structure):
+        _fields_ = [(f"p{i}", ctype[c]) for i, c in enumerate(codes)]
+
+    pack, offsets = param_layout(codes)
+    assert offsets == [getattr(Params, f"p{i}").offset for i in range(len(codes))]
+    assert pack.size == ctypes.sizeof(Params)
+
+
 # ------------------------------------------------------------------ disk cache
 
 
@@ -100,7 +196,7 @@ def test_a_corrupted_entry_is_detected_removed_and_rebuilt(cache, damage):
 
 def test_the_key_covers_the_toolchain(cache, monkeypatch):
     kernel = compiled()
-    versions = cuda_backend.toolchain_versions() + ["numba-cuda==99"]
+    versions = (*cuda_backend.toolchain_versions(), "numba-cuda==99")
     monkeypatch.setattr(cuda_backend, "toolchain_versions", lambda: versions)
     assert cuda_backend.CudaKernel(kernel.program).digest != kernel.digest
 

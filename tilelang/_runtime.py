@@ -9,7 +9,6 @@ GPU and back (only the arrays the kernel writes come back).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sys
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes
+from ._backends.cuda_driver import on_device
 from ._ir.core import ArrayType, Program, array_accesses
 from .errors import TileArgumentError, TileError, TileTypeError
 
@@ -78,6 +78,71 @@ def array_info(value) -> ArrayInfo | None:
         unit = not array.ndim or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
         return ArrayInfo(_dtype(array.dtype), array.shape, None, 0, False, 0, unit)
     return None
+
+
+# Readers of a launch's fast signature (``TileKernel.fast_signature``): each appends an
+# argument's kernel parameters to ``flat`` and returns what, besides its type, decides its
+# specialization and the launch (dtype, rank, unit stride, device).
+
+
+def _read_torch(t, flat):
+    shape, strides = t.shape, t.stride()
+    flat.append(t.data_ptr())
+    flat += shape
+    flat += strides
+    return t.dtype, len(shape), not strides or strides[-1] == 1 or shape[-1] <= 1, t.get_device()
+
+
+def _read_numba(a, flat):
+    data, shape, strides, itemsize = a.gpu_data, a.shape, a.strides, a.dtype.itemsize
+    flat.append(int(data.device_pointer))
+    flat += shape
+    flat += [s // itemsize for s in strides]
+    return a.dtype, len(shape), not shape or shape[-1] <= 1 or strides[-1] == itemsize, data.context.device.id
+
+
+def _read_cuda_array(value, flat):
+    info = array_info(value)
+    flat.append(info.ptr)
+    flat += info.shape
+    flat += info.strides
+    return type(value), info.dtype, len(info.shape), info.unit, info.device
+
+
+def _read_scalar(value, flat):
+    flat.append(value)
+    return type(value), dtypes.scalar_dtype(value)
+
+
+def _read_float(value, flat):
+    flat.append(np.float32(value))  # a Python float is a weak float32, rounded (or inf) as NumPy does
+    return float
+
+
+def _reader_for(kind: type):
+    if kind in (bool, int) or issubclass(kind, np.generic):
+        return _read_scalar
+    if kind is float:
+        return _read_float
+    if kind.__module__.startswith("torch") and hasattr(kind, "data_ptr"):
+        return _read_torch
+    if getattr(kind, "__cuda_ndarray__", False):  # numba device arrays (they have gpu_data)
+        return _read_numba
+    if hasattr(kind, "__cuda_array_interface__"):
+        return _read_cuda_array
+    return None  # host arrays and the rest: the full path
+
+
+_READERS: dict = {}
+
+
+def argument_reader(kind: type):
+    """How an argument of this type is read into a fast signature; None if it cannot be."""
+    try:
+        return _READERS[kind]
+    except KeyError:
+        reader = _READERS[kind] = _reader_for(kind)
+        return reader
 
 
 @functools.cache
@@ -209,51 +274,47 @@ class HostRunner:
                 values.append(scalar_converter(var.type)(arguments[name]))
         self.run(grid, values)
 
-
-_STREAMS: dict = {}
-
-
-def _StreamHandle(handle: int):
-    """A cuda.core Stream wrapping a raw ``cudaStream_t`` (one object per handle, reused)."""
-    stream = _STREAMS.get(handle)
-    if stream is None:
-        from cuda.core import Stream
-
-        stream = _STREAMS[handle] = Stream.from_handle(handle)
-    return stream
+    def fast_launch(self, arguments: dict, infos: dict, flat_size: int):
+        return None  # host backends convert every call's arguments
 
 
-def _torch_stream(device: int) -> int:
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # fast: no Stream object
-    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
-
-
-def stream_for(stream, arguments, device: int) -> object:
-    """The stream to launch on: ``stream`` if given (anything with ``__cuda_stream__``, a
-    torch/CuPy/numba stream or a raw handle), else the current stream (on ``device``) of
-    the framework the arrays come from (torch, then CuPy), else the default stream."""
-    if stream is None:
-        for value in arguments:
-            if is_torch_tensor(value):
-                return _StreamHandle(_torch_stream(device))
-        for value in arguments:
-            if type(value).__module__.startswith("cupy"):
-                import cupy
-
-                return _StreamHandle(cupy.cuda.get_current_stream().ptr)
-        return _StreamHandle(0)
+def stream_handle(stream) -> int:
+    """The raw handle of a ``stream=`` argument: anything with ``__cuda_stream__``, a
+    torch/CuPy/numba stream, or a handle."""
     if hasattr(stream, "__cuda_stream__"):
-        return _StreamHandle(int(stream.__cuda_stream__()[1]))
+        return int(stream.__cuda_stream__()[1])
     for attribute in ("cuda_stream", "ptr"):  # torch.cuda.Stream, cupy.cuda.Stream
         if hasattr(stream, attribute):
-            return _StreamHandle(int(getattr(stream, attribute)))
+            return int(getattr(stream, attribute))
     if hasattr(stream, "handle"):  # numba stream
-        return _StreamHandle(int(getattr(stream.handle, "value", stream.handle) or 0))
+        return int(getattr(stream.handle, "value", stream.handle) or 0)
     if isinstance(stream, int):
-        return _StreamHandle(stream)
+        return stream
     raise TileArgumentError(f"stream= takes a CUDA stream object or handle, got {type(stream).__name__}")
+
+
+def _default_stream(device: int) -> int:
+    return 0
+
+
+def _cupy_stream(device: int) -> int:
+    import cupy
+
+    return cupy.cuda.get_current_stream().ptr
+
+
+def current_stream(values):
+    """How to find the stream a launch without ``stream=`` goes on, as a function of the
+    device: the current stream of the framework the arrays come from (torch, then CuPy),
+    else the default stream."""
+    if any(is_torch_tensor(v) for v in values):
+        import torch
+
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # fast: no Stream object
+        return raw or (lambda device: torch.cuda.current_stream(device).cuda_stream)
+    if any(type(v).__module__.startswith("cupy") for v in values):
+        return _cupy_stream
+    return _default_stream
 
 
 def launch_device(infos: dict) -> int:
@@ -275,31 +336,12 @@ def current_device() -> int:
     return runtime.cudaGetDevice()[1]
 
 
-_PRIMARY: dict = {}  # device -> its primary context, retained once
-
-
-@contextlib.contextmanager
-def on_device(device: int):
-    """Make ``device``'s primary context current for the launch and restore the caller's
-    afterwards (so torch's current device, say, is unchanged)."""
-    from cuda.bindings import driver
-
-    _, previous = driver.cuCtxGetCurrent()
-    target = _PRIMARY.get(device)
-    if target is None:  # retained for the life of the process, as numba and cuda.core do
-        target = _PRIMARY[device] = driver.cuDevicePrimaryCtxRetain(device)[1]
-    switch = int(previous) != int(target)
-    if switch:
-        driver.cuCtxSetCurrent(target)
-    try:
-        yield
-    finally:
-        if switch:
-            driver.cuCtxSetCurrent(previous)
+def _grid3(grid) -> tuple:
+    return grid + (1,) * (3 - len(grid))
 
 
 class CudaRunner:
-    """Launches on the GPU through cuda.core; host arrays are copied there and back
+    """Launches on the GPU through the driver; host arrays are copied there and back
     (only those the kernel writes come back), which costs a transfer each way."""
 
     def __init__(self, program: Program, cuda_kernel):
@@ -341,13 +383,44 @@ class CudaRunner:
                     copies.append((host, copy))
                 info = array_info(copy)
             flat += [info.ptr, *info.shape, *info.strides]
-        grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 not in grid:
-            handle = stream_for(stream, arguments.values(), device)
-            self.kernel.launch(device, handle, grid, flat)
+            handle = current_stream(arguments.values())(device) if stream is None else stream_handle(stream)
+            self.kernel.launcher(device)(_grid3(grid), handle, flat)
         if keep:  # the kernel may run on another stream than numba's copies: wait for it
             from numba import cuda
 
             cuda.synchronize()
         for host, copy in copies:
             host[...] = copy.copy_to_host()
+
+    def fast_launch(self, arguments: dict, infos: dict, flat_size: int):
+        """The launch of later calls whose fast signature matches this one's (see
+        ``TileKernel.fast_signature``), or None where each call must take the full path:
+        host arrays to copy, no arrays to place the launch, parameters left to defaults."""
+        if not infos or not all(info.on_device for info in infos.values()):
+            return None
+        sizes = [1 + 2 * len(infos[name].shape) if convert is None else 1 for name, convert in self.params]
+        if sum(sizes) != flat_size:
+            return None
+        device = launch_device(infos)
+        return FastLaunch(self.kernel.launcher(device), current_stream(arguments.values()), gpu_count() > 1)
+
+
+class FastLaunch:
+    """A launch whose checks are done: the signature of the call matched a previous
+    call's, so only the grid, the stream and the parameter values are new."""
+
+    def __init__(self, launcher, current_stream, switch_context: bool):
+        self.launcher, self.current_stream, self.switch_context = launcher, current_stream, switch_context
+
+    def __call__(self, grid, flat: list, stream):
+        grid = _grid3(grid)
+        if 0 in grid:
+            return
+        device = self.launcher.device
+        handle = self.current_stream(device) if stream is None else stream_handle(stream)
+        if self.switch_context:
+            with on_device(device):
+                self.launcher(grid, handle, flat)
+        else:
+            self.launcher(grid, handle, flat)

@@ -13,6 +13,7 @@ or numba's CUDA simulator on host arrays (:func:`simulate`, in a process started
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -38,6 +39,7 @@ from .._lower.thread_ir import (
     walk_statements,
 )
 from ..errors import TileCompilerError, TileTypeError
+from .cuda_driver import PARAM_CODES, KernelLauncher
 from .numba_source import SourceWriter, code_type_name, operand
 
 DEFAULT_CC = (9, 0)
@@ -196,9 +198,10 @@ def write_module(source: str, prefix: str):
         return module
 
 
-def toolchain_versions() -> list[str]:
+@functools.cache
+def toolchain_versions() -> tuple[str, ...]:
     """What besides the generated source decides the machine code: package versions and
-    the code generator's own source (the intrinsics)."""
+    the code generator's own source (the intrinsics). Read once per process (~15 ms)."""
     from importlib.metadata import PackageNotFoundError, version
 
     here = os.path.dirname(os.path.abspath(__file__))
@@ -209,7 +212,7 @@ def toolchain_versions() -> list[str]:
             out.append(f"{name}=={version(name)}")
         except PackageNotFoundError:
             out.append(f"{name}: absent")
-    return out
+    return tuple(out)
 
 
 def _cache_paths(digest, cc):
@@ -266,6 +269,14 @@ def numba_signature(program: ThreadProgram):
     return types.void(*args)
 
 
+def param_codes(program: ThreadProgram) -> str:
+    """The kernel's parameters as struct codes, one per PTX parameter: an array is its
+    pointer, shape and strides."""
+    return "".join(
+        "Q" + "q" * (2 * p.ndim) if isinstance(p, ArrayParam) else PARAM_CODES[p.reg.dtype.name] for p in program.params
+    )
+
+
 class CudaKernel:
     """The generated source of one thread program, its PTX, and (on a GPU) a launcher."""
 
@@ -277,8 +288,7 @@ class CudaKernel:
         self._function = None
         self._ptx = {}
         self.dynamic_shared = dynamic_shared_bytes(program)
-        self._loaded = {}  # device id -> cuda.core Kernel
-        self._configs = {}  # grid -> LaunchConfig
+        self._loaded = {}  # device id -> KernelLauncher
         self._simulated = None  # the kernel under numba's CUDA simulator
 
     @property
@@ -331,10 +341,12 @@ class CudaKernel:
             "threads": self.program.num_threads,
         }
 
-    def loaded(self, device_id: int):
-        """The kernel loaded in a device's context (assembled for its compute capability);
-        the caller has made that context current."""
-        if device_id not in self._loaded:
+    def launcher(self, device_id: int) -> KernelLauncher:
+        """The kernel loaded on a device (assembled for its compute capability), ready to
+        launch there; the caller has made that device's context current."""
+        launcher = self._loaded.get(device_id)
+        if launcher is None:
+            from cuda.bindings import driver
             from cuda.core import Device, ObjectCode
 
             device = Device(device_id)
@@ -343,26 +355,18 @@ class CudaKernel:
             code = ObjectCode.from_cubin(self.cubin(cc)[0])
             kernel = code.get_kernel(self.entry(cc))
             if self.dynamic_shared > STATIC_SHARED_LIMIT:  # opt in to more than 48 KB per block
-                from cuda.bindings import driver
-
                 attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 (err,) = driver.cuKernelSetAttribute(attribute, self.dynamic_shared, kernel.handle, device_id)
                 if err != driver.CUresult.CUDA_SUCCESS:
                     needs = f"{self.dynamic_shared} bytes of shared memory"
                     raise TileCompilerError(f"{self.program.name} needs {needs}, which the GPU refused: {err}")
-            self._loaded[device_id] = kernel
-        return self._loaded[device_id]
-
-    def launch(self, device_id: int, stream, grid, flat_args):
-        """Launch directly through cuda.core (a few microseconds), not numba's dispatcher."""
-        from cuda.core import LaunchConfig, launch
-
-        kernel = self.loaded(device_id)
-        config = self._configs.get(grid)
-        if config is None:
-            block = (self.program.num_threads, 1, 1)
-            config = self._configs[grid] = LaunchConfig(grid=grid, block=block, shmem_size=self.dynamic_shared)
-        launch(stream, config, kernel, *flat_args)
+            err, function = driver.cuKernelGetFunction(kernel.handle)  # in the current (primary) context
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise TileCompilerError(f"loading {self.program.name} failed: {err}")
+            p = self.program
+            launch = (param_codes(p), p.num_threads, self.dynamic_shared, device_id, p.name)
+            launcher = self._loaded[device_id] = KernelLauncher(kernel, function, *launch)
+        return launcher
 
     def ptx(self, cc=DEFAULT_CC) -> str:
         if cc not in self._ptx:
