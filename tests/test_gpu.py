@@ -150,17 +150,18 @@ def test_dot_with_more_than_48kb_of_shared_memory():
 
 
 @pytest.fixture
-def fast_launches(monkeypatch):
-    """Counts the launches that took the fast path (a signature launched before)."""
-    from tilelang._runtime import FastLaunch
+def full_path_launches(monkeypatch):
+    """Counts the launches that took the full path (the rest took a fast path)."""
+    from tilelang._runtime import CudaRunner
 
     calls = []
-    launch = FastLaunch.__call__
-    monkeypatch.setattr(FastLaunch, "__call__", lambda self, *a: calls.append(1) or launch(self, *a))
+    run_fully = CudaRunner.__call__
+    monkeypatch.setattr(CudaRunner, "__call__", lambda self, *a: calls.append(1) or run_fully(self, *a))
+    axpy._fast_paths.clear()
     return calls
 
 
-def test_repeated_launches_take_the_fast_path_with_each_calls_values(fast_launches):
+def test_repeated_launches_take_the_fast_path_with_each_calls_values(full_path_launches):
     torch = pytest.importorskip("torch")
     for n, alpha in [(1000, 2.0), (3000, -1.5), (17, 0.25), (5000, 1e40)]:
         x, y = torch.rand(n, device="cuda") + 0.5, torch.rand(n, device="cuda")
@@ -168,10 +169,10 @@ def test_repeated_launches_take_the_fast_path_with_each_calls_values(fast_launch
         run(x, y, out, alpha)
         want = x * float(np.float32(alpha)) + y  # alpha is a weak float32: 1e40 is inf
         torch.testing.assert_close(out, want)
-    assert len(fast_launches) == 3
+    assert len(full_path_launches) == 1
 
 
-def test_fast_path_scalars_of_every_kind(fast_launches):
+def test_fast_path_scalars_of_every_kind(full_path_launches):
     torch = pytest.importorskip("torch")
 
     @tl.tile_kernel(backend="cuda")
@@ -185,10 +186,10 @@ def test_fast_path_scalars_of_every_kind(fast_launches):
         out = torch.full_like(x, float("nan"))
         mixed[tl.cdiv(700, 256)](x, out, a, b, flag, TILE=256)
         torch.testing.assert_close(out, x * a + float(b) if flag else x)
-    assert len(fast_launches) == 2
+    assert len(full_path_launches) == 1
 
 
-def test_numba_and_cupy_arrays_take_the_fast_path(fast_launches):
+def test_numba_and_cupy_arrays_take_the_fast_path(full_path_launches):
     cupy = pytest.importorskip("cupy")
     from numba import cuda
 
@@ -199,7 +200,7 @@ def test_numba_and_cupy_arrays_take_the_fast_path(fast_launches):
             out = make(np.full(n, np.nan, np.float32))
             run(make(x), make(y), out)
             np.testing.assert_allclose(back(out), expected(x, y), rtol=1e-6)
-    assert len(fast_launches) == 2
+    assert len(full_path_launches) == 2  # one per array type
 
 
 def test_launch_from_a_thread_where_no_context_is_current():
@@ -231,3 +232,18 @@ def test_a_launch_the_driver_refuses_is_a_located_tile_error():
     x = torch.rand(256, device="cuda")
     with pytest.raises(tl.TileError, match=r"test_gpu.py:\d+.*launching axpy failed: CUDA_ERROR_INVALID_VALUE"):
         axpy[(1, 70_000)](x, x, x, 1.0, TILE=256)  # grid y is at most 65535
+
+
+def test_fast_path_declines_calls_that_differ(full_path_launches):
+    torch = pytest.importorskip("torch")
+    base = torch.rand(2000, device="cuda")
+    out = torch.full((1000,), float("nan"), device="cuda")
+    run(base[:1000], base[1000:], out)  # contiguous: the full path
+    run(base[::2], base[1::2], out)  # strided: declined, the full path
+    torch.testing.assert_close(out, base[::2] * 2 + base[1::2])
+    xh, yh, outh = torch.rand(1000), torch.rand(1000), torch.full((1000,), float("nan"))
+    run(xh, yh, outh)  # host tensors: declined, the full path (copies)
+    torch.testing.assert_close(outh, xh * 2 + yh)
+    run(base[:1000], base[1000:], out)  # alike the first: fast
+    torch.testing.assert_close(out, base[:1000] * 2 + base[1000:])
+    assert len(full_path_launches) == 3

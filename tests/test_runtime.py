@@ -74,11 +74,6 @@ class FakeDeviceArray:
         return self.interface
 
 
-def fast_key(*args, **constants):
-    signature = scale.fast_signature(args, constants, None)
-    return None if signature is None else signature[0]
-
-
 CALLS = [  # (args, constants) of launches of `scale`, alike and not
     ((FakeDeviceArray((8,)), FakeDeviceArray((8,)), 2.0), {"TILE": 4}),
     ((FakeDeviceArray((9,), ptr=0x7F0000001000), FakeDeviceArray((9,)), 3.0), {"TILE": 4}),
@@ -100,34 +95,67 @@ CALLS = [  # (args, constants) of launches of `scale`, alike and not
 ]
 
 
-def test_equal_fast_signatures_mean_equal_specializations():
-    """The launch path trusts a fast signature in place of bind + specialize: calls with
-    equal fast keys must have equal specialization keys."""
-    keys = [(fast_key(*args, **constants), key_of(*args, **constants)) for args, constants in CALLS]
-    assert all(fast is not None for fast, _ in keys)
-    for fast_a, slow_a in keys:
-        for fast_b, slow_b in keys:
-            if fast_a == fast_b:
-                assert slow_a == slow_b
-    assert keys[0][0] == keys[1][0]  # shapes, pointers and scalar values are parameters
-    assert keys[0][0] == keys[5][0]  # explicit unit strides
-    assert len({fast for fast, _ in keys}) == len(CALLS) - 2
+class Recorder:
+    """Stands in for a KernelLauncher: records what a fast path launches."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __call__(self, grid, stream, flat):
+        self.launches.append((grid, stream, flat))
 
 
-def test_fast_signature_carries_the_parameter_values():
+def fast_path_of(args, constants, backend=None):
+    from tilelang._fastpath import generate
+
+    infos = scale.specialize(scale.bind(args, constants))[1]
+    recorder = Recorder()
+    return generate(scale, args, constants, backend, infos, (recorder, lambda device: 7, 0, False)), recorder
+
+
+def test_a_fast_path_takes_only_calls_that_specialize_alike():
+    """The fast path skips bind + specialize: a call it takes must have the specialization
+    key of the call it was made from, and a call alike but for values must be taken."""
+    for args, constants in CALLS:
+        fast_path, _ = fast_path_of(args, constants)
+        for other_args, other_constants in CALLS:
+            taken = fast_path((1, 1, 1), other_args, other_constants, None, None)
+            alike = key_of(*args, **constants) == key_of(*other_args, **other_constants)
+            same_form = len(args) == len(other_args) and constants.keys() == other_constants.keys()
+            assert taken == (alike and same_form), (args, constants, other_args, other_constants)
+    fast_path, _ = fast_path_of(*CALLS[0])
+    assert fast_path((1, 1, 1), *CALLS[1], None, None)  # shapes, pointers and scalar values are parameters
+    assert fast_path((1, 1, 1), *CALLS[5], None, None)  # explicit unit strides
+    assert not fast_path((1, 1, 1), *CALLS[0], "cpu", None)  # another backend
+
+
+def test_a_fast_path_launches_with_the_calls_values():
     x, out = FakeDeviceArray((2, 5), strides=(7, 1), ptr=4096), FakeDeviceArray((3,), ptr=8192)
-    _, flat = scale.fast_signature((x, out, 1.5), {"TILE": 4}, None)
-    assert flat == [4096, 2, 5, 7, 1, 8192, 3, 1, np.float32(1.5)]
+    fast_path, recorder = fast_path_of((x, out, 1.5), {"TILE": 4})
+    y, out2 = FakeDeviceArray((2, 6), strides=(9, 1), ptr=1024), FakeDeviceArray((4,), ptr=2048)
+    with pytest.warns(RuntimeWarning, match="overflow"):  # as NumPy's float32(1e40)
+        assert fast_path((3, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)
+        assert fast_path((0, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # an empty grid launches nothing
+    assert fast_path((2, 2, 1), (y, out2, 0.5), {"TILE": 4}, None, 99)
+    (grid, stream, flat), (grid2, stream2, _) = recorder.launches
+    assert (grid, stream, grid2, stream2) == ((3, 1, 1), 7, (2, 2, 1), 99)
+    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, np.float32(np.inf))
     assert type(flat[-1]) is np.float32  # a Python float is a weak float32
 
 
-def test_fast_signature_leaves_the_rest_to_the_full_path():
+def test_no_fast_path_where_calls_need_the_full_path():
     device = FakeDeviceArray((8,))
-    assert fast_key(np.zeros(8, np.float32), device, 2.0, TILE=4) is None  # host arrays are copied
-    assert fast_key(device, device, TILE=4, alpha=2.0) is None  # a runtime argument by keyword
-    assert fast_key(device, device, 2.0, TILE=[4]) is None  # unhashable constant: the full path says why
-    assert fast_key(device, device, 2.0, 4, 5) is None  # too many arguments
-    assert fast_key(device, device, 2**70, TILE=4) is None  # no dtype holds it: the full path says so
+    assert fast_path_of((device, device), {"TILE": 4, "alpha": 2.0})[0] is None  # a runtime argument by keyword
+
+    @tl.tile_kernel
+    def with_default(x, out, alpha=2.0, TILE: tl.Constant = 4):
+        tl.store(out, tl.load(x, index=(0,), shape=(TILE,)) * alpha, index=(0,))
+
+    from tilelang._fastpath import generate
+
+    infos = with_default.specialize(with_default.bind((device, device), {}))[1]
+    assert generate(with_default, (device, device), {}, None, infos, (Recorder(), None, 0, False)) is None
+    assert generate(with_default, (device, device, 1.0), {}, None, infos, (Recorder(), None, 0, False))
 
 
 def test_parameters_are_laid_out_as_c_lays_them_out():

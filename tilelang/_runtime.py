@@ -80,20 +80,12 @@ def array_info(value) -> ArrayInfo | None:
     return None
 
 
-# Readers of a launch's fast signature (``TileKernel.fast_signature``): each appends an
-# argument's kernel parameters to ``flat`` and returns what, besides its type, decides its
-# specialization and the launch (dtype, rank, unit stride, device).
+# Readers of a fast path (tilelang/_fastpath.py) for device arrays other than torch's:
+# each appends an array's kernel parameters (pointer, shape, strides) to ``flat`` and
+# returns the facts a specialization depends on (type, dtype, rank, unit stride, device).
 
 
-def _read_torch(t, flat):
-    shape, strides = t.shape, t.stride()
-    flat.append(t.data_ptr())
-    flat += shape
-    flat += strides
-    return t.dtype, len(shape), not strides or strides[-1] == 1 or shape[-1] <= 1, t.get_device()
-
-
-def _read_numba(a, flat):
+def read_numba_array(a, flat):
     data, shape, strides, itemsize = a.gpu_data, a.shape, a.strides, a.dtype.itemsize
     flat.append(int(data.device_pointer))
     flat += shape
@@ -101,48 +93,12 @@ def _read_numba(a, flat):
     return a.dtype, len(shape), not shape or shape[-1] <= 1 or strides[-1] == itemsize, data.context.device.id
 
 
-def _read_cuda_array(value, flat):
+def read_cuda_array(value, flat):
     info = array_info(value)
     flat.append(info.ptr)
     flat += info.shape
     flat += info.strides
-    return type(value), info.dtype, len(info.shape), info.unit, info.device
-
-
-def _read_scalar(value, flat):
-    flat.append(value)
-    return type(value), dtypes.scalar_dtype(value)
-
-
-def _read_float(value, flat):
-    flat.append(np.float32(value))  # a Python float is a weak float32, rounded (or inf) as NumPy does
-    return float
-
-
-def _reader_for(kind: type):
-    if kind in (bool, int) or issubclass(kind, np.generic):
-        return _read_scalar
-    if kind is float:
-        return _read_float
-    if kind.__module__.startswith("torch") and hasattr(kind, "data_ptr"):
-        return _read_torch
-    if getattr(kind, "__cuda_ndarray__", False):  # numba device arrays (they have gpu_data)
-        return _read_numba
-    if hasattr(kind, "__cuda_array_interface__"):
-        return _read_cuda_array
-    return None  # host arrays and the rest: the full path
-
-
-_READERS: dict = {}
-
-
-def argument_reader(kind: type):
-    """How an argument of this type is read into a fast signature; None if it cannot be."""
-    try:
-        return _READERS[kind]
-    except KeyError:
-        reader = _READERS[kind] = _reader_for(kind)
-        return reader
+    return info.dtype, len(info.shape), info.unit, info.device
 
 
 @functools.cache
@@ -274,7 +230,7 @@ class HostRunner:
                 values.append(scalar_converter(var.type)(arguments[name]))
         self.run(grid, values)
 
-    def fast_launch(self, arguments: dict, infos: dict, flat_size: int):
+    def fast_launch(self, arguments: dict, infos: dict):
         return None  # host backends convert every call's arguments
 
 
@@ -393,34 +349,11 @@ class CudaRunner:
         for host, copy in copies:
             host[...] = copy.copy_to_host()
 
-    def fast_launch(self, arguments: dict, infos: dict, flat_size: int):
-        """The launch of later calls whose fast signature matches this one's (see
-        ``TileKernel.fast_signature``), or None where each call must take the full path:
-        host arrays to copy, no arrays to place the launch, parameters left to defaults."""
+    def fast_launch(self, arguments: dict, infos: dict):
+        """What a fast path for calls like this one launches with (see tilelang/_fastpath.py):
+        ``(launcher, current_stream, device, switch_context)``; None where each call must take
+        the full path (host arrays to copy, or no array to place the launch)."""
         if not infos or not all(info.on_device for info in infos.values()):
             return None
-        sizes = [1 + 2 * len(infos[name].shape) if convert is None else 1 for name, convert in self.params]
-        if sum(sizes) != flat_size:
-            return None
         device = launch_device(infos)
-        return FastLaunch(self.kernel.launcher(device), current_stream(arguments.values()), gpu_count() > 1)
-
-
-class FastLaunch:
-    """A launch whose checks are done: the signature of the call matched a previous
-    call's, so only the grid, the stream and the parameter values are new."""
-
-    def __init__(self, launcher, current_stream, switch_context: bool):
-        self.launcher, self.current_stream, self.switch_context = launcher, current_stream, switch_context
-
-    def __call__(self, grid, flat: list, stream):
-        grid = _grid3(grid)
-        if 0 in grid:
-            return
-        device = self.launcher.device
-        handle = self.current_stream(device) if stream is None else stream_handle(stream)
-        if self.switch_context:
-            with on_device(device):
-                self.launcher(grid, handle, flat)
-        else:
-            self.launcher(grid, handle, flat)
+        return self.kernel.launcher(device), current_stream(arguments.values()), device, gpu_count() > 1

@@ -19,6 +19,7 @@ from . import dtypes
 from ._backends.cpu import CpuKernel
 from ._backends.cuda import CudaKernel
 from ._backends.interpreter import Interpreter
+from ._fastpath import generate, remember
 from ._frontend.loops import rewrite_loops
 from ._frontend.tracing import Array, Tile, TraceScope
 from ._ir.core import ArrayType, Block, Program, TileType, Var
@@ -28,7 +29,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.lower_threads import lower_to_threads
 from ._passes.simplify import simplify
-from ._runtime import CudaRunner, HostRunner, argument_reader, array_info, default_backend
+from ._runtime import CudaRunner, HostRunner, array_info, default_backend
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, user_location
 from .language import Constant
 
@@ -89,18 +90,6 @@ def _arg_key(name, value):
     return ("array", info.dtype.name, len(info.shape), info.unit), info
 
 
-def _constant_key(value):
-    """A Constant's part of a fast signature: 1 == 1.0 == True and -0.0 == 0.0, so all but
-    ints are told apart by type and repr too (a float's repr is exact)."""
-    kind = type(value)
-    if kind is int:
-        return value
-    if kind in (float, bool, str):
-        return kind, repr(value)
-    hash(value)  # TypeError if unhashable
-    return kind, repr(value), value
-
-
 @functools.cache
 def type_of(entry):
     """The IR type a specialization key entry stands for."""
@@ -125,10 +114,9 @@ class TileKernel:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TileSyntaxError(f"tile kernel {fn.__name__}: *args and **kwargs parameters are not supported")
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
-        self._constant_positions = [name in self.constants for name in self.param_names]
         self._traceable = None
         self._compiled = {}
-        self._fast_launches = {}  # fast signature key -> FastLaunch
+        self._fast_paths = []  # generated per call signature, most recent first (_fastpath.py)
 
     def __repr__(self):
         return f"<tile_kernel {self.__name__}{self.signature}>"
@@ -195,31 +183,6 @@ class TileKernel:
                 if info is not None:
                     infos[name] = info
         return tuple(key), infos
-
-    def fast_signature(self, args, kwargs, backend):
-        """The launch path's cheap stand-in for bind + specialize: ``(key, flat)``, where
-        calls with equal keys bind and specialize alike and ``flat`` holds the kernel's
-        parameter values in order; None where only the full path can tell."""
-        positions = self._constant_positions
-        if len(args) > len(positions):
-            return None
-        key, flat = [backend], []
-        try:
-            for constant, value in zip(positions, args):
-                if constant:
-                    key.append(_constant_key(value))
-                else:
-                    read = argument_reader(type(value))
-                    if read is None:
-                        return None
-                    key.append(read(value, flat))
-            for name, value in kwargs.items():
-                if name not in self.constants:
-                    return None
-                key += (name, _constant_key(value))
-        except (TileError, TypeError):  # a bad argument, or an unhashable constant
-            return None
-        return tuple(key), flat
 
     def compile(self, key, backend: str):
         compiled = self._compiled.get((key, backend))
@@ -336,20 +299,21 @@ class _Launcher:
     def __call__(self, *args, backend: str | None = None, stream=None, **kwargs):
         kernel = self.kernel
         try:
-            fast = None if callable(self.grid) else kernel.fast_signature(args, kwargs, backend)
-            if fast is not None:
-                launch = kernel._fast_launches.get(fast[0])
-                if launch is not None:  # the hot path: a signature launched before
-                    return launch(_grid(self.grid, None), fast[1], stream)
+            grid = None if callable(self.grid) else _grid(self.grid, None)
+            if grid is not None and kernel._fast_paths:  # the hot path: calls like an earlier one
+                padded = (grid[0], 1, 1) if len(grid) == 1 else grid + (1,) * (3 - len(grid))
+                for fast_path in kernel._fast_paths:
+                    if fast_path(padded, args, kwargs, backend, stream):
+                        return
             arguments = kernel.bind(args, kwargs)
-            grid = _grid(self.grid, arguments)
             key, infos = kernel.specialize(arguments)
             compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-            compiled.run(grid, arguments, infos, stream)
-            if fast is not None:
-                launch = compiled.run.fast_launch(arguments, infos, len(fast[1]))
-                if launch is not None:
-                    kernel._fast_launches[fast[0]] = launch
+            compiled.run(grid or _grid(self.grid, arguments), arguments, infos, stream)
+            launch = compiled.run.fast_launch(arguments, infos) if grid is not None else None
+            if launch is not None:
+                fast_path = generate(kernel, args, kwargs, backend, infos, launch)
+                if fast_path is not None:
+                    remember(kernel, fast_path)
         except TileError as err:
             if err.loc is None:
                 err.loc = user_location()
