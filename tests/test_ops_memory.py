@@ -424,6 +424,40 @@ def test_atomics_with_repeated_indices(op, data, d, masked, scalar, bn):
     )
 
 
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_atomic_max_min_let_nan_win(op, dtype):
+    """As NumPy's maximum/minimum, on every backend (numba's GPU float atomics drop NaN):
+    a NaN value makes its slot NaN, a NaN already stored stays; infinities compare."""
+    rng = np.random.default_rng(5)
+    n, size = 300, 8
+    idx = rng.integers(0, size, n).astype(np.int32)
+    vals = rng.standard_normal(n).astype(dtype)
+    vals[idx == 1] = np.nan
+    vals[np.flatnonzero(idx == 2)[::3]] = np.nan  # NaN among numbers
+    vals[idx == 3] = np.inf if op == "max" else -np.inf
+    out = rng.standard_normal(size).astype(dtype)
+    out[4] = np.nan
+
+    def reference(out, idx, vals, mask):
+        for i, v in zip(idx, vals):
+            out[i] = NP_ATOMIC[op](out[i], v)
+        return out
+
+    tlt.check_kernel(
+        atomic_kernel,
+        tl.cdiv(n, 64),
+        args=(out, idx, vals, np.ones(n, bool)),
+        reference=reference,
+        outputs=(0,),
+        OP=op,
+        MASKED=False,
+        SCALAR=None,
+        BN=64,
+    )
+    assert np.isnan(reference(out.copy(), idx, vals, None)[[1, 2, 4]]).all()
+
+
 @tl.tile_kernel
 def histogram_2d_kernel(hist, rows, cols, BN: tl.Constant):
     j = tl.block_id(0)

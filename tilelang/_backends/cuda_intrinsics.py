@@ -175,14 +175,31 @@ def _round(d: DType):
     return round_
 
 
-_ATOMIC_FLOAT = {
-    ("add", "float32"): nvvmutils.declare_atomic_add_float32,
-    ("add", "float64"): nvvmutils.declare_atomic_add_float64,
-    ("max", "float32"): nvvmutils.declare_atomic_max_float32,
-    ("max", "float64"): nvvmutils.declare_atomic_max_float64,
-    ("min", "float32"): nvvmutils.declare_atomic_min_float32,
-    ("min", "float64"): nvvmutils.declare_atomic_min_float64,
-}
+_ATOMIC_ADD_FLOAT = {"float32": nvvmutils.declare_atomic_add_float32, "float64": nvvmutils.declare_atomic_add_float64}
+
+
+def _atomic_float_max_min(builder, address, value, op: str):
+    """``address`` becomes NumPy's maximum/minimum of itself and ``value`` (NaN wins, as in
+    the interpreter), by a compare-and-swap loop on the bits: numba's float atomics drop
+    NaN. Nothing is written when the stored value already is the result."""
+    bits = I32 if value.type == F32 else I64
+    word = builder.bitcast(address, bits.as_pointer())
+    entry = builder.block
+    loop, swap, done = (builder.append_basic_block(f"atomic_{op}_{n}") for n in ("loop", "swap", "done"))
+    first = builder.load(word)
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    seen = builder.phi(bits)
+    seen.add_incoming(first, entry)
+    stored = builder.bitcast(seen, value.type)
+    beats = builder.fcmp_ordered(">" if op == "max" else "<", value, stored)
+    value_nan, stored_nan = (builder.fcmp_unordered("uno", x, x) for x in (value, stored))
+    builder.cbranch(builder.and_(builder.or_(beats, value_nan), builder.not_(stored_nan)), swap, done)
+    builder.position_at_end(swap)
+    result = builder.cmpxchg(word, seen, builder.bitcast(value, bits), "monotonic", "monotonic")
+    seen.add_incoming(builder.extract_value(result, 0), swap)
+    builder.cbranch(builder.extract_value(result, 1), done, loop)
+    builder.position_at_end(done)
 
 
 def _atomic(op: str, d: DType):
@@ -193,8 +210,10 @@ def _atomic(op: str, d: DType):
         def codegen(context, builder, sig, args):
             ptr, offset, value = args
             address = _address(builder, ptr, offset, d, addrspace=0)
-            if d.is_float:
-                builder.call(_ATOMIC_FLOAT[op, d.name](builder.module), (address, value))
+            if d.is_float and op == "add":
+                builder.call(_ATOMIC_ADD_FLOAT[d.name](builder.module), (address, value))
+            elif d.is_float:
+                _atomic_float_max_min(builder, address, value, op)
             else:
                 llvm_op = {"add": "add", "max": "max", "min": "min"}[op]
                 if d.kind == "u" and op != "add":

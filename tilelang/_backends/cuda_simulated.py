@@ -15,15 +15,13 @@ GPU faults on a misaligned ``ld.global.v4``.
 
 Atomics: the simulator's threads are real Python threads, switched preemptively between
 barriers (not run one at a time), so each atomic is a read-modify-write under one lock,
-as numba's own simulated ``cuda.atomic`` is. Float ``max``/``min`` follow numba-cuda's
-GPU lowering (a compare-and-swap loop that leaves memory unchanged when the value or
-the memory holds a NaN); integers wrap.
+as numba's own simulated ``cuda.atomic`` is. Float ``max``/``min`` let NaN win, as the
+GPU's compare-and-swap loop does; integers wrap.
 """
 
 from __future__ import annotations
 
 import ctypes
-import math
 import threading
 
 import numpy as np
@@ -85,32 +83,14 @@ def _round(d: DType):
     return round_
 
 
-def _float_max(old, value):
-    return value if old < value else old
-
-
-def _float_min(old, value):
-    return value if value < old else old
-
-
 def _atomic(op: str, d: DType):
     memory, reg = _memory(d), _register(d)
-    if d.is_float and op != "add":
-        combine = _float_max if op == "max" else _float_min
+    ufunc = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
 
-        def atomic(ptr, offset, value):
-            with _ATOMIC_LOCK:
-                cell = _view(ptr, offset, memory, 1)
-                if not (math.isnan(cell[0]) or math.isnan(value)):
-                    cell[0] = combine(cell[0], value)
-
-    else:
-        ufunc = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
-
-        def atomic(ptr, offset, value):
-            with _ATOMIC_LOCK:
-                cell = _view(ptr, offset, memory, 1)
-                ufunc(cell, reg(value), out=cell)  # arrays wrap silently, as the GPU does
+    def atomic(ptr, offset, value):
+        with _ATOMIC_LOCK:
+            cell = _view(ptr, offset, memory, 1)
+            ufunc(cell, reg(value), out=cell)  # arrays wrap silently, as the GPU does
 
     return atomic
 
