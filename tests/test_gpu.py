@@ -189,31 +189,39 @@ def test_fast_path_scalars_of_every_kind(full_path_launches):
     assert len(full_path_launches) == 1
 
 
-def test_numba_and_cupy_arrays_take_the_fast_path(full_path_launches):
-    cupy = pytest.importorskip("cupy")
-    from numba import cuda
+@pytest.mark.parametrize("library", ["numba", "cupy"])
+def test_numba_and_cupy_arrays_take_the_fast_path(full_path_launches, library):
+    if library == "cupy":
+        cupy = pytest.importorskip("cupy")
+        make, back = cupy.asarray, cupy.asnumpy
+    else:
+        from numba import cuda
 
+        make, back = cuda.to_device, lambda a: a.copy_to_host()
     rng = np.random.default_rng(3)
-    for make, back in [(cuda.to_device, lambda a: a.copy_to_host()), (cupy.asarray, cupy.asnumpy)]:
-        for n in (900, 2000):
-            x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-            out = make(np.full(n, np.nan, np.float32))
-            run(make(x), make(y), out)
-            np.testing.assert_allclose(back(out), expected(x, y), rtol=1e-6)
-    assert len(full_path_launches) == 2  # one per array type
+    for n in (900, 2000):
+        x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+        out = make(np.full(n, np.nan, np.float32))
+        run(make(x), make(y), out)
+        np.testing.assert_allclose(back(out), expected(x, y), rtol=1e-6)
+    assert len(full_path_launches) == 1
 
 
 def test_launch_from_a_thread_where_no_context_is_current():
     import threading
 
+    from cuda.bindings import driver
+
     torch = pytest.importorskip("torch")
     x, y = torch.rand(1000, device="cuda"), torch.rand(1000, device="cuda")
-    outs = [torch.full_like(x, float("nan")) for _ in range(2)]
-    errors = []
+    outs = [torch.full_like(x, float("nan")) for _ in range(3)]
+    run(x, y, outs[0])  # loaded here; the thread takes the fast path
+    contexts, errors = [], []
 
-    def launch_twice():  # the full path, then the fast one
+    def launch_twice():
         try:
-            for out in outs:
+            contexts.append(int(driver.cuCtxGetCurrent()[1]))
+            for out in outs[1:]:
                 run(x, y, out)
         except Exception as err:  # reported below: pytest does not see a thread's exceptions
             errors.append(err)
@@ -221,7 +229,7 @@ def test_launch_from_a_thread_where_no_context_is_current():
     thread = threading.Thread(target=launch_twice)
     thread.start()
     thread.join()
-    assert not errors
+    assert contexts == [0] and not errors  # the launch made the device's context current
     torch.cuda.synchronize()
     for out in outs:
         torch.testing.assert_close(out, x * 2 + y)

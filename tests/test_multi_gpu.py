@@ -60,3 +60,15 @@ def test_arrays_on_two_devices_raise_naming_them():
     with pytest.raises(tl.TileArgumentError, match=r"`x` on cuda:0, `y` on cuda:1, `out` on cuda:0"):
         axpy[1](x, y, out, 1.0, TILE=512)
     assert torch.cuda.current_device() == 1
+
+
+def test_numba_arrays_launch_on_their_own_device():
+    from numba import cuda
+
+    for step in range(4):  # the fast path must tell the devices apart too
+        device = step % 2
+        x, y, out = tensors(f"cuda:{device}")
+        with cuda.gpus[device]:
+            nx, ny, nout = (cuda.as_cuda_array(t) for t in (x, y, out))
+        axpy[tl.cdiv(x.shape[0], 512)](nx, ny, nout, 3.0, TILE=512)
+        torch.testing.assert_close(out, x * 3 + y)

@@ -82,20 +82,23 @@ def test_strided_arrays_use_scalar_accesses():
 
 
 def test_launch_parameters_match_the_ptx_entry():
-    """The launch path packs parameters by these codes; the PTX says what the kernel reads."""
+    """The launch packs each parameter by its struct code; the PTX says what the kernel
+    reads: as many parameters, each of the code's size (every scalar dtype here)."""
+    import struct
+
     from tilelang._backends.cuda import param_codes
+    from tilelang._backends.cuda_driver import PARAM_CODES
 
     @tl.tile_kernel
-    def mixed(x, out, flag, a, h, n, TILE: tl.Constant):
+    def every(x, out, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, TILE: tl.Constant):
         i = tl.block_id(0)
-        v = tl.load(x, index=(i, 0), shape=(1, TILE))
-        tl.store(out, tl.where(flag, v * a + h, v + n).astype(out.dtype), index=(i, 0))
+        tl.store(out, tl.load(x, index=(i, 0), shape=(1, TILE)) + s0, index=(i, 0))
 
-    args = ("f64[:, :]", "f16[:, :]", "bool", "f32", "f16", "i64")
-    compiled = mixed.compile(mixed.specialize(mixed.bind(args, {"TILE": 64}))[0], "cuda").backend_kernel
-    declared = re.findall(r"\.param \.(\w+) \w+_param_\d+", compiled.ptx())
-    ptx_codes = {"u64": "Qq", "s64": "q", "u8": "?", "f32": "f", "f64": "d", "u32": "iI", "s32": "i"}
+    scalars = [d for d in tl.dtypes.ALL_DTYPES if d.name in PARAM_CODES]
+    assert len(scalars) == len(PARAM_CODES) == 13
+    args = ("f64[:, :]", "f64[:, :]", *(d.short for d in scalars))
+    compiled = every.compile(every.specialize(every.bind(args, {"TILE": 64}))[0], "cuda").backend_kernel
+    declared = re.findall(r"\.param \.[a-z](\d+) \w+_param_\d+", compiled.ptx())
     codes = param_codes(compiled.program)
-    assert codes == "Qqqqq" + "Qqqqq" + "?ffq"
-    assert len(declared) == len(codes)
-    assert all(code in ptx_codes[kind] for code, kind in zip(codes, declared))
+    assert codes.startswith("Qqqqq" + "Qqqqq")  # each array: pointer, shape, strides
+    assert [int(bits) // 8 for bits in declared] == [struct.calcsize(code) for code in codes]

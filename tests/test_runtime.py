@@ -143,6 +143,83 @@ def test_a_fast_path_launches_with_the_calls_values():
     assert type(flat[-1]) is np.float32  # a Python float is a weak float32
 
 
+class FakeTensor:
+    """A torch tensor as far as tilelang reads one (by its type's module, "torch...")."""
+
+    __module__ = "torch.fake"
+
+    def __init__(self, shape, strides=None, dtype="f32", device=0, ptr=0x7F0000000000):
+        self.shape, self.dtype, self.device, self.ptr = shape, FAKE_TORCH_DTYPES[dtype], device, ptr
+        self.strides = (
+            strides if strides is not None else tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
+        )
+
+    def stride(self):
+        return self.strides
+
+    def data_ptr(self):
+        return self.ptr
+
+    def get_device(self):
+        return self.device
+
+
+FAKE_TORCH_DTYPES = {"f32": object(), "f64": object()}
+
+
+@pytest.fixture
+def fake_torch(monkeypatch):
+    from tilelang import _runtime
+
+    dtypes = {FAKE_TORCH_DTYPES["f32"]: tl.float32, FAKE_TORCH_DTYPES["f64"]: tl.float64}
+    monkeypatch.setattr(_runtime, "_TORCH_DTYPES", dtypes)
+
+
+def test_the_fast_path_reads_torch_tensors_inline(fake_torch):
+    first = ((FakeTensor((8,)), FakeTensor((8,)), 2.0), {"TILE": 4})
+    fast_path, recorder = fast_path_of(*first)
+    assert "data_ptr()" in fast_path.source  # read inline, not through a reader
+    x, out = FakeTensor((3,), strides=(1,), ptr=4096), FakeTensor((5,), strides=(1,), ptr=8192)
+    assert fast_path((1, 1, 1), (x, out, 0.5), {"TILE": 4}, None, None)
+    assert recorder.launches[-1][2] == (4096, 3, 1, 8192, 5, 1, np.float32(0.5))
+    variants = [
+        (FakeTensor((9,), strides=(1,)), FakeTensor((8,)), 2.0),  # alike
+        (FakeTensor((1,), strides=(7,)), FakeTensor((8,)), 2.0),  # one element: unit stride all the same
+        (FakeTensor((8,), strides=(2,)), FakeTensor((8,)), 2.0),  # strided
+        (FakeTensor((8,), device=-1), FakeTensor((8,)), 2.0),  # on the host: copied by the full path
+        (FakeTensor((8,), device=1), FakeTensor((8,)), 2.0),  # another GPU
+        (FakeTensor((8,), dtype="f64"), FakeTensor((8,)), 2.0),
+        (FakeTensor((2, 4)), FakeTensor((8,)), 2.0),
+        (FakeTensor(()), FakeTensor((8,)), 2.0),
+    ]
+    taken = [fast_path((1, 1, 1), args, {"TILE": 4}, None, None) for args in variants]
+    assert taken == [True, True, False, False, False, False, False, False]
+    for args, was_taken in zip(variants, taken):
+        if was_taken:
+            assert key_of(*args, TILE=4) == key_of(*first[0], **first[1])
+    assert not fast_path((1, 1, 1), first[0], {"OTHER": 4}, None, None)  # another Constant's name
+
+
+def test_a_fast_path_declines_a_host_instance_of_a_device_array_type():
+    class Either(FakeDeviceArray):  # like jax.Array: host or device instances of one type
+        def __init__(self, host=None, **kw):
+            super().__init__((8,), **kw)
+            self.host = host
+
+        @property
+        def __cuda_array_interface__(self):
+            if self.host is not None:
+                raise AttributeError("on the host")
+            return self.interface
+
+        def __array__(self, dtype=None, copy=None):
+            return self.host
+
+    fast_path, _ = fast_path_of((Either(), Either(), 2.0), {"TILE": 4})
+    host = Either(host=np.zeros(8, np.float32))
+    assert not fast_path((1, 1, 1), (host, Either(), 2.0), {"TILE": 4}, None, None)
+
+
 def test_no_fast_path_where_calls_need_the_full_path():
     device = FakeDeviceArray((8,))
     assert fast_path_of((device, device), {"TILE": 4, "alpha": 2.0})[0] is None  # a runtime argument by keyword
@@ -156,25 +233,6 @@ def test_no_fast_path_where_calls_need_the_full_path():
     infos = with_default.specialize(with_default.bind((device, device), {}))[1]
     assert generate(with_default, (device, device), {}, None, infos, (Recorder(), None, 0, False)) is None
     assert generate(with_default, (device, device, 1.0), {}, None, infos, (Recorder(), None, 0, False))
-
-
-def test_parameters_are_laid_out_as_c_lays_them_out():
-    import ctypes
-
-    from tilelang._backends.cuda_driver import PARAM_CODES, param_layout
-
-    ctype = {"?": ctypes.c_bool, "b": ctypes.c_int8, "h": ctypes.c_int16, "i": ctypes.c_int32, "q": ctypes.c_int64}
-    ctype |= {"B": ctypes.c_uint8, "H": ctypes.c_uint16, "I": ctypes.c_uint32, "Q": ctypes.c_uint64}
-    ctype |= {"f": ctypes.c_float, "d": ctypes.c_double}
-    codes = "?QqbhfdBiHI?Q"
-    assert set(PARAM_CODES.values()) <= set(codes)
-
-    class Params(ctypes.Structure):
-        _fields_ = [(f"p{i}", ctype[c]) for i, c in enumerate(codes)]
-
-    pack, offsets = param_layout(codes)
-    assert offsets == [getattr(Params, f"p{i}").offset for i in range(len(codes))]
-    assert pack.size == ctypes.sizeof(Params)
 
 
 # ------------------------------------------------------------------ disk cache

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import dtypes
 from ._backends.cuda_driver import on_device
-from ._runtime import is_torch_tensor, read_cuda_array, read_numba_array, stream_handle
+from ._runtime import is_torch_tensor, read_cuda_array, stream_handle
 
 MAX_FAST_PATHS = 8  # signatures remembered per kernel (calls alternating between a few)
 MISSING = object()
@@ -58,19 +58,20 @@ def _array(src: _Source, var: str, value, info, ndim: int, device: int):
         src.reads.append(f"if len({shape}) != {ndim} or {'not ' if info.unit else ''}{unit}: return False")
         src.flat.append(f"{var}.data_ptr(), *{shape}, *{strides}")
     else:  # numba, CuPy, any __cuda_array_interface__: a reader gives the facts and the values
-        reader = read_numba_array if getattr(type(value), "__cuda_ndarray__", False) else read_cuda_array
         values = f"{var}_values"
-        signature = reader(value, [])
+        signature = read_cuda_array(value, [])
         src.guards.append(f"type({var}) is {kind}")
         src.reads.append(f"{values} = []")
-        src.reads.append(f"if {src.name(reader, 'read')}({var}, {values}) != {src.name(signature, 'S')}: return False")
+        src.reads.append(f"if read_cuda_array({var}, {values}) != {src.name(signature, 'S')}: return False")
         src.flat.append(f"*{values}")
 
 
 def _scalar(src: _Source, var: str, value):
     kind = type(value)
-    if kind is int:  # its dtype depends on its magnitude
-        src.guards.append(f"type({var}) is int and scalar_dtype({var}) is {src.name(dtypes.scalar_dtype(value), 'D')}")
+    if kind is int:  # its dtype depends on its magnitude (and past uint64 the full path says why)
+        in_range = f"-(2**63) <= {var} < 2**64"
+        dtype = src.name(dtypes.scalar_dtype(value), "D")
+        src.guards.append(f"type({var}) is int and {in_range} and scalar_dtype({var}) is {dtype}")
     else:  # bool, float, or a NumPy scalar type (its own dtype)
         src.guards.append(f"type({var}) is {src.name(kind, 'T')}")
     src.flat.append(f"float32({var})" if kind is float else var)  # a Python float is a weak float32
@@ -124,6 +125,7 @@ def generate(kernel, args, kwargs, backend, infos, launch):
         src.names,
         MISSING=MISSING,
         constant_key=constant_key,
+        read_cuda_array=read_cuda_array,
         scalar_dtype=dtypes.scalar_dtype,
         float32=np.float32,
         launcher=launcher,

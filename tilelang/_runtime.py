@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes
-from ._backends.cuda_driver import on_device
+from ._backends.cuda_driver import on_device, primary_context
 from ._ir.core import ArrayType, Program, array_accesses
 from .errors import TileArgumentError, TileError, TileTypeError
 
@@ -52,6 +52,16 @@ def _torch_info(t) -> ArrayInfo:
     return ArrayInfo(d, t.shape, strides, t.data_ptr(), device >= 0, max(device, 0), unit)
 
 
+def _numba_info(a) -> ArrayInfo:
+    """numba device arrays directly: their ``__cuda_array_interface__`` is built at each
+    access, and calls a broadcast (stride-0) array contiguous."""
+    itemsize = a.dtype.itemsize
+    strides = tuple(s // itemsize for s in a.strides)
+    ptr = int(a.gpu_data.device_pointer)
+    unit = not a.shape or a.shape[-1] <= 1 or strides[-1] == 1
+    return ArrayInfo(_dtype(a.dtype), a.shape, strides, ptr, True, _pointer_device(ptr), unit)
+
+
 def is_torch_tensor(value) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
 
@@ -60,6 +70,8 @@ def array_info(value) -> ArrayInfo | None:
     """Facts about an array argument, or None if ``value`` is not an array."""
     if is_torch_tensor(value):
         return _torch_info(value)
+    if getattr(type(value), "__cuda_ndarray__", False):
+        return _numba_info(value)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         owner = getattr(getattr(value, "device", None), "id", None)  # CuPy says which GPU
@@ -80,21 +92,17 @@ def array_info(value) -> ArrayInfo | None:
     return None
 
 
-# Readers of a fast path (tilelang/_fastpath.py) for device arrays other than torch's:
-# each appends an array's kernel parameters (pointer, shape, strides) to ``flat`` and
-# returns the facts a specialization depends on (type, dtype, rank, unit stride, device).
-
-
-def read_numba_array(a, flat):
-    data, shape, strides, itemsize = a.gpu_data, a.shape, a.strides, a.dtype.itemsize
-    flat.append(int(data.device_pointer))
-    flat += shape
-    flat += [s // itemsize for s in strides]
-    return a.dtype, len(shape), not shape or shape[-1] <= 1 or strides[-1] == itemsize, data.context.device.id
-
-
 def read_cuda_array(value, flat):
-    info = array_info(value)
+    """A fast path's reader of a device array other than a torch tensor (tilelang/_fastpath.py):
+    appends its pointer, shape and strides to ``flat`` and returns the facts its
+    specialization and launch depend on; None (alike nothing) for a host array or a dtype
+    the full path must name in its error."""
+    try:
+        info = array_info(value)
+    except TileError:
+        return None
+    if not info.on_device:
+        return None
     flat.append(info.ptr)
     flat += info.shape
     flat += info.strides
@@ -120,13 +128,20 @@ def gpu_count() -> int:
 
 
 def _pointer_device(ptr: int) -> int:
-    """The device a CUDA pointer belongs to (asked of the driver only where there are several)."""
+    """The device a CUDA pointer belongs to (asked of the driver only where there are
+    several): the device whose primary context allocated it. (The driver's
+    DEVICE_ORDINAL attribute read 0 for torch memory on cuda:1 on the H200 machine.)"""
     if not ptr or gpu_count() <= 1:
         return 0
     from cuda.bindings import driver
 
-    err, ordinal = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    return int(ordinal) if err == driver.CUresult.CUDA_SUCCESS else 0
+    err, context = driver.cuPointerGetAttribute(driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_CONTEXT, ptr)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise TileArgumentError(f"cannot tell which GPU the pointer {ptr:#x} is on: {err}")
+    for device in range(gpu_count()):
+        if int(primary_context(device)) == int(context):
+            return device
+    raise TileArgumentError(f"the memory at {ptr:#x} belongs to no GPU's primary context; pass torch or CuPy arrays")
 
 
 _NP_DTYPES: dict = {}
@@ -256,7 +271,7 @@ def _default_stream(device: int) -> int:
 def _cupy_stream(device: int) -> int:
     import cupy
 
-    return cupy.cuda.get_current_stream().ptr
+    return cupy.cuda.get_current_stream(device).ptr
 
 
 def current_stream(values):
@@ -292,7 +307,8 @@ def current_device() -> int:
     return runtime.cudaGetDevice()[1]
 
 
-def _grid3(grid) -> tuple:
+def grid3(grid: tuple) -> tuple:
+    """A grid of one to three sizes as the three the driver takes."""
     return grid + (1,) * (3 - len(grid))
 
 
@@ -341,7 +357,7 @@ class CudaRunner:
             flat += [info.ptr, *info.shape, *info.strides]
         if 0 not in grid:
             handle = current_stream(arguments.values())(device) if stream is None else stream_handle(stream)
-            self.kernel.launcher(device)(_grid3(grid), handle, flat)
+            self.kernel.launcher(device)(grid3(grid), handle, flat)
         if keep:  # the kernel may run on another stream than numba's copies: wait for it
             from numba import cuda
 

@@ -29,7 +29,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.lower_threads import lower_to_threads
 from ._passes.simplify import simplify
-from ._runtime import CudaRunner, HostRunner, array_info, default_backend
+from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, user_location
 from .language import Constant
 
@@ -301,18 +301,18 @@ class _Launcher:
         try:
             grid = None if callable(self.grid) else _grid(self.grid, None)
             if grid is not None and kernel._fast_paths:  # the hot path: calls like an earlier one
-                padded = (grid[0], 1, 1) if len(grid) == 1 else grid + (1,) * (3 - len(grid))
+                padded = grid3(grid)
                 for fast_path in kernel._fast_paths:
                     if fast_path(padded, args, kwargs, backend, stream):
                         return
             arguments = kernel.bind(args, kwargs)
             key, infos = kernel.specialize(arguments)
             compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-            compiled.run(grid or _grid(self.grid, arguments), arguments, infos, stream)
-            launch = compiled.run.fast_launch(arguments, infos) if grid is not None else None
-            if launch is not None:
-                fast_path = generate(kernel, args, kwargs, backend, infos, launch)
-                if fast_path is not None:
+            compiled.run(_grid(self.grid, arguments) if grid is None else grid, arguments, infos, stream)
+            if grid is not None and 0 not in grid:  # a fast path for calls like this one (an empty grid loaded nothing)
+                launch = compiled.run.fast_launch(arguments, infos)
+                fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch)
+                if fast_path:
                     remember(kernel, fast_path)
         except TileError as err:
             if err.loc is None:

@@ -360,12 +360,9 @@ class CudaKernel:
                 if err != driver.CUresult.CUDA_SUCCESS:
                     needs = f"{self.dynamic_shared} bytes of shared memory"
                     raise TileCompilerError(f"{self.program.name} needs {needs}, which the GPU refused: {err}")
-            err, function = driver.cuKernelGetFunction(kernel.handle)  # in the current (primary) context
-            if err != driver.CUresult.CUDA_SUCCESS:
-                raise TileCompilerError(f"loading {self.program.name} failed: {err}")
             p = self.program
             launch = (param_codes(p), p.num_threads, self.dynamic_shared, device_id, p.name)
-            launcher = self._loaded[device_id] = KernelLauncher(kernel, function, *launch)
+            launcher = self._loaded[device_id] = KernelLauncher(kernel, *launch)
         return launcher
 
     def ptx(self, cc=DEFAULT_CC) -> str:

@@ -75,11 +75,11 @@ class KernelLauncher:
     """Launches of one loaded kernel on one device: the parameters packed into one buffer
     laid out as the C ABI lays out the kernel's parameter list, then ``cuLaunchKernel``."""
 
-    def __init__(self, kernel, function, codes: str, threads: int, shared: int, device: int, name: str):
+    def __init__(self, kernel, codes: str, threads: int, shared: int, device: int, name: str):
         from cuda.bindings import driver
 
         self.kernel = kernel  # a cuda.core Kernel: it keeps its loaded library alive
-        self.function = function  # the kernel's CUfunction in the device's primary context
+        self.function = driver.CUfunction(int(kernel.handle))  # a CUkernel: launches in the current context
         self.threads, self.shared, self.device, self.name = threads, shared, device, name
         self.pack, offsets = param_layout(codes)
         self.buffer = ctypes.create_string_buffer(max(self.pack.size, 1))
@@ -104,7 +104,7 @@ class KernelLauncher:
             (result,) = self.launch(
                 self.function, gx, gy, gz, self.threads, 1, 1, self.shared, cu_stream, self.params, 0
             )
-        if result is not self.success:
+        if result != self.success:
             self.failed(result, grid, stream, flat)
 
     def failed(self, result, grid, stream, flat):
