@@ -102,3 +102,27 @@ def test_launch_parameters_match_the_ptx_entry():
     codes = param_codes(compiled.program)
     assert codes.startswith("Qqqqq" + "Qqqqq")  # each array: pointer, shape, strides
     assert [int(bits) // 8 for bits in declared] == [struct.calcsize(code) for code in codes]
+
+
+@pytest.mark.parametrize(
+    "dtype, op, instruction",
+    [
+        ("i32", "add", "atom.add.u32"),  # the hardware's
+        ("f32", "add", "atom.add.f32"),
+        ("f32", "max", "atom.cas.b32"),  # NaN wins: a compare-and-swap loop
+        ("f64", "min", "atom.cas.b64"),
+        ("i8", "add", "atom.cas.b32"),  # on the aligned word holding the byte
+        ("bf16", "max", "atom.cas.b32"),
+    ],
+)
+def test_atomics_of_every_kind_compile(dtype, op, instruction):
+    @tl.tile_kernel
+    def scatter_combine(out, idx, vals, BN: tl.Constant, OP: tl.Constant):
+        j = tl.block_id(0)
+        at = tl.load(idx, index=(j,), shape=(BN,), padding=-1)
+        {"add": tl.atomic_add, "max": tl.atomic_max, "min": tl.atomic_min}[OP](
+            out, at, tl.load(vals, index=(j,), shape=(BN,))
+        )
+
+    ptx = explain(scatter_combine, f"{dtype}[:]", "i32[:]", f"{dtype}[:]", BN=64, OP=op)["ptx"]
+    assert {line.split()[0] for line in ptx.splitlines() if "atom." in line} == {instruction}

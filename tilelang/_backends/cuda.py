@@ -38,13 +38,11 @@ from .._lower.thread_ir import (
     ThreadProgram,
     walk_statements,
 )
-from ..errors import TileCompilerError, TileTypeError
+from ..errors import TileCompilerError
 from .cuda_driver import PARAM_CODES, KernelLauncher
 from .numba_source import SourceWriter, code_type_name, operand
 
 DEFAULT_CC = (9, 0)
-# Atomics the GPU has for these element types (numba-cuda's own lowering of them).
-ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 
 
 def intrinsic_table(load, store, atomic, round_) -> dict:
@@ -60,7 +58,7 @@ def intrinsic_table(load, store, atomic, round_) -> dict:
                 suffix = "" if lanes == 1 else str(lanes)
                 table[f"ld{suffix}_{d.name}"] = load(d, lanes)
                 table[f"st{suffix}_{d.name}"] = store(d, lanes)
-        if d.name in ATOMIC_DTYPES:
+        if not d.is_bool:  # (atomics take int and float arrays)
             for op in ("add", "max", "min"):
                 table[f"atomic_{op}_{d.name}"] = atomic(op, d)
         if d.is_float and d.bits == 16:
@@ -119,9 +117,6 @@ class CudaWriter(SourceWriter):
             self.masked(s.mask, f"st{lanes}_{d.name}({s.array}__ptr, {operand(s.offset)}, {values})", indent)
         elif isinstance(s, Atomic):
             d = self.arrays[s.array].dtype
-            if d.name not in ATOMIC_DTYPES:
-                supported = ", ".join(ATOMIC_DTYPES)
-                raise TileTypeError(f"atomic_{s.op} on {d.name} arrays is not supported on the GPU; use {supported}")
             call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {operand(s.offset)}, {operand(s.value)})"
             self.masked(s.mask, call, indent)
         elif isinstance(s, SharedLoad):

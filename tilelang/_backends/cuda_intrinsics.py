@@ -157,18 +157,23 @@ def _store(d: DType, lanes: int):
     return store
 
 
-def _round(d: DType):
-    """float32 → nearest ``d`` (round to nearest even) → float32."""
-    asm = {
-        "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
-        "bfloat16": "cvt.rn.bf16.f32 h, $1; cvt.f32.bf16 $0, h;",
-    }
+_ROUND = {
+    "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
+    "bfloat16": "cvt.rn.bf16.f32 h, $1; cvt.f32.bf16 $0, h;",
+}
 
+
+def _rounded(builder, x, d: DType):
+    """float32 → nearest ``d`` (round to nearest even) → float32."""
+    fn = ir.FunctionType(F32, [F32])
+    return builder.call(ir.InlineAsm(fn, "{ .reg .b16 h; " + _ROUND[d.name] + " }", "=f,f"), [x])
+
+
+def _round(d: DType):
     @intrinsic
     def round_(typingctx, x):
         def codegen(context, builder, sig, args):
-            fn = ir.FunctionType(F32, [F32])
-            return builder.call(ir.InlineAsm(fn, "{ .reg .b16 h; " + asm[d.name] + " }", "=f,f"), args)
+            return _rounded(builder, args[0], d)
 
         return types.float32(types.float32), codegen
 
@@ -178,31 +183,45 @@ def _round(d: DType):
 _ATOMIC_ADD_FLOAT = {"float32": nvvmutils.declare_atomic_add_float32, "float64": nvvmutils.declare_atomic_add_float64}
 
 
-def _atomic_float_max_min(builder, address, value, op: str):
-    """``address`` becomes NumPy's maximum/minimum of itself and ``value`` (NaN wins, as in
-    the interpreter), by a compare-and-swap loop on the bits: numba's float atomics drop
-    NaN. Nothing is written when the stored value already is the result."""
-    bits = I32 if value.type == F32 else I64
-    word = builder.bitcast(address, bits.as_pointer())
+def _combined(builder, op: str, d: DType, old, value):
+    """NumPy's add, maximum or minimum of two registers of dtype ``d``: integers wrap, a
+    NaN wins, 16-bit floats are rounded once."""
+    if d.is_float and op == "add":
+        total = builder.fadd(old, value)
+        return _rounded(builder, total, d) if d.bits == 16 else total
+    if d.is_float:
+        takes = builder.or_(builder.fcmp_ordered(">" if op == "max" else "<", value, old), _is_nan(builder, value))
+        return builder.select(builder.and_(takes, builder.not_(_is_nan(builder, old))), value, old)
+    if op == "add":
+        return builder.add(old, value)
+    beats = (builder.icmp_signed if d.kind == "i" else builder.icmp_unsigned)(">" if op == "max" else "<", value, old)
+    return builder.select(beats, value, old)
+
+
+def _is_nan(builder, x):
+    return builder.fcmp_unordered("uno", x, x)
+
+
+def _compare_and_swap_loop(builder, word, update):
+    """``*word = update(*word)`` atomically: retried until no other write came between the
+    read and the compare-and-swap."""
     entry = builder.block
-    loop, swap, done = (builder.append_basic_block(f"atomic_{op}_{n}") for n in ("loop", "swap", "done"))
+    loop, done = builder.append_basic_block("cas_loop"), builder.append_basic_block("cas_done")
     first = builder.load(word)
     builder.branch(loop)
     builder.position_at_end(loop)
-    seen = builder.phi(bits)
+    seen = builder.phi(word.type.pointee)
     seen.add_incoming(first, entry)
-    stored = builder.bitcast(seen, value.type)
-    beats = builder.fcmp_ordered(">" if op == "max" else "<", value, stored)
-    value_nan, stored_nan = (builder.fcmp_unordered("uno", x, x) for x in (value, stored))
-    builder.cbranch(builder.and_(builder.or_(beats, value_nan), builder.not_(stored_nan)), swap, done)
-    builder.position_at_end(swap)
-    result = builder.cmpxchg(word, seen, builder.bitcast(value, bits), "monotonic", "monotonic")
-    seen.add_incoming(builder.extract_value(result, 0), swap)
+    result = builder.cmpxchg(word, seen, update(seen), "monotonic", "monotonic")
+    seen.add_incoming(builder.extract_value(result, 0), builder.block)
     builder.cbranch(builder.extract_value(result, 1), done, loop)
     builder.position_at_end(done)
 
 
 def _atomic(op: str, d: DType):
+    """``atomic_<op>_<dtype>(ptr, offset, value)``: the hardware's atomics for 32- and 64-bit
+    integers and float add; compare-and-swap loops for float max/min (numba's drop NaN)
+    and for 8- and 16-bit types (on the aligned 32-bit word holding the element)."""
     reg = code_type(d)
 
     @intrinsic
@@ -210,14 +229,30 @@ def _atomic(op: str, d: DType):
         def codegen(context, builder, sig, args):
             ptr, offset, value = args
             address = _address(builder, ptr, offset, d, addrspace=0)
-            if d.is_float and op == "add":
+            if d.itemsize < 4:
+                byte = builder.ptrtoint(address, I64)
+                word = builder.inttoptr(builder.and_(byte, ir.Constant(I64, ~3)), I32.as_pointer())
+                shift = builder.trunc(builder.shl(builder.and_(byte, ir.Constant(I64, 3)), ir.Constant(I64, 3)), I32)
+                field = builder.shl(ir.Constant(I32, (1 << d.bits) - 1), shift)
+
+                def update(old):
+                    element = _widen(builder, builder.trunc(builder.lshr(old, shift), ir.IntType(d.bits)), d)
+                    new = builder.zext(_narrow(builder, _combined(builder, op, d, element, value), d), I32)
+                    return builder.or_(builder.and_(old, builder.not_(field)), builder.shl(new, shift))
+
+                _compare_and_swap_loop(builder, word, update)
+            elif d.is_float and op == "add":
                 builder.call(_ATOMIC_ADD_FLOAT[d.name](builder.module), (address, value))
             elif d.is_float:
-                _atomic_float_max_min(builder, address, value, op)
+                bits = ir.IntType(d.bits)
+                word = builder.bitcast(address, bits.as_pointer())
+
+                def update(old):
+                    return builder.bitcast(_combined(builder, op, d, builder.bitcast(old, value.type), value), bits)
+
+                _compare_and_swap_loop(builder, word, update)
             else:
-                llvm_op = {"add": "add", "max": "max", "min": "min"}[op]
-                if d.kind == "u" and op != "add":
-                    llvm_op = "u" + llvm_op
+                llvm_op = op if d.kind == "i" or op == "add" else "u" + op
                 builder.atomic_rmw(llvm_op, address, value, "monotonic")
             return context.get_dummy_value()
 
