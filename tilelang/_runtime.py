@@ -129,8 +129,8 @@ def gpu_count() -> int:
 
 def _pointer_device(ptr: int) -> int:
     """The device a CUDA pointer belongs to (asked of the driver only where there are
-    several): the device whose primary context allocated it. (The driver's
-    DEVICE_ORDINAL attribute read 0 for torch memory on cuda:1 on the H200 machine.)"""
+    several): the device whose primary context allocated it. (cuda.bindings reads the
+    DEVICE_ORDINAL attribute as 0 whatever the device: NVIDIA/cuda-python#2928.)"""
     if not ptr or gpu_count() <= 1:
         return 0
     from cuda.bindings import driver
