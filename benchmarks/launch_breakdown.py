@@ -1,0 +1,65 @@
+"""Where the host time of one launch goes: the pieces of tilelang's launch path measured
+one by one in one process, against torch.add (uses tilelang internals; GPU and torch needed).
+
+    python benchmarks/launch_breakdown.py
+
+- full: ``add[1](x, y, out, TILE=1024)``, what a user calls;
+- fast path: the generated fast path alone (its checks, reads and the launch);
+- launcher: packing the parameters and ``cuLaunchKernel`` through cuda.bindings;
+- driver: ``cuLaunchKernel`` called from numba-compiled code (no Python wrapper; minus
+  "numba dispatch", the driver's own cost);
+- numba dispatch: calling a numba-compiled function that does nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import numba
+import torch
+from launch import add, per_launch_us
+
+
+def main():
+    x, y, out = (torch.rand(1024, device="cuda") for _ in range(3))
+    add[1](x, y, out, TILE=1024)  # the full path, which makes the fast path
+    add[1](x, y, out, TILE=1024)
+    torch.testing.assert_close(out, x + y)
+    fast_path = add._fast_paths[0]
+    launcher = fast_path.__globals__["launcher"]
+    flat = (x.data_ptr(), 1024, 1, y.data_ptr(), 1024, 1, out.data_ptr(), 1024, 1)
+    launcher.pack.pack_into(launcher.buffer, 0, *flat)
+
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint
+    cu_launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    cu_launch.argtypes = [u64, u32, u32, u32, u32, u32, u32, u32, u64, u64, u64]
+    cu_launch.restype = ctypes.c_int
+
+    @numba.njit
+    def driver_launch(function, gx, gy, gz, threads, shared, stream, params):
+        return cu_launch(function, gx, gy, gz, threads, 1, 1, shared, stream, params, 0)
+
+    @numba.njit
+    def nothing(function, gx, gy, gz, threads, shared, stream, params):
+        return 0
+
+    function, params, threads = int(launcher.function), launcher.params, launcher.threads
+    assert driver_launch(function, 1, 1, 1, threads, 0, 0, params) == 0  # compiled, and it launches
+    sync = torch.cuda.synchronize
+    kwargs = {"TILE": 1024}
+    rows = {
+        "full": lambda: add[1](x, y, out, TILE=1024),
+        "fast path": lambda: fast_path((1, 1, 1), (x, y, out), kwargs, None, None),
+        "launcher": lambda: launcher((1, 1, 1), 0, flat),
+        "driver": lambda: driver_launch(function, 1, 1, 1, threads, 0, 0, params),
+        "numba dispatch": lambda: nothing(function, 1, 1, 1, threads, 0, 0, params),
+        "torch.add": lambda: torch.add(x, y, out=out),
+    }
+    for _ in range(2):  # the host is shared: twice, to see the noise
+        print("  ".join(f"{name} {per_launch_us(fn, sync):.2f}" for name, fn in rows.items()), "(us)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
