@@ -48,6 +48,14 @@ def test_constants_zero_and_minus_zero_are_different_specializations():
     assert np.all(out == -np.inf)
 
 
+def test_a_nan_constant_is_one_specialization():
+    out = np.zeros(8, np.float32)
+    for nan in (float("nan"), float("inf") - float("inf"), float("nan")):  # three NaN objects
+        fill[1](out, C=nan, backend="interpret")
+        assert np.isnan(out).all()
+    assert sum(entry[2][2] != entry[2][2] for key, _ in fill._compiled for entry in key) == 1
+
+
 @tl.tile_kernel
 def broadcast_arange(out):
     tl.store(out, tl.arange(0, 1) + tl.zeros((8,), tl.int32), index=(0,))

@@ -22,9 +22,15 @@ MAX_FAST_PATHS = 8  # signatures remembered per kernel (calls alternating betwee
 MISSING = object()
 
 
+_NAN = float("nan")
+
+
 def constant_key(value):
-    """What a Constant must equal to be alike: 1 == 1.0 == True and -0.0 == 0.0, so type
-    and repr are compared too (a float's repr is exact)."""
+    """What a Constant must equal to be alike (here and in the specialization key):
+    1 == 1.0 == True and -0.0 == 0.0, so type and repr are compared too (a float's repr is
+    exact); every NaN is one object, as nan != nan would make each call look new."""
+    if type(value) is float and value != value:
+        value = _NAN
     return type(value), repr(value), value
 
 

@@ -19,7 +19,7 @@ from . import dtypes
 from ._backends.cpu import CpuKernel
 from ._backends.cuda import CudaKernel
 from ._backends.interpreter import Interpreter
-from ._fastpath import generate, remember
+from ._fastpath import constant_key, generate, remember
 from ._frontend.loops import rewrite_loops
 from ._frontend.tracing import Array, Tile, TraceScope
 from ._ir.core import ArrayType, Block, Program, TileType, Var
@@ -176,7 +176,7 @@ class TileKernel:
                     raise TileArgumentError(
                         f"tl.Constant `{name}` must be hashable, got {type(value).__name__}"
                     ) from None
-                key.append(("const", name, f"{type(value).__name__}:{value!r}", value))  # -0.0 != 0.0
+                key.append(("const", name, constant_key(value)))
             else:
                 entry, info = _arg_key(name, value)
                 key.append(("arg", name, entry))
@@ -215,7 +215,7 @@ def trace(kernel: TileKernel, key) -> Program:
     tracer_args, names, constants = [], [], {}
     for entry in key:
         if entry[0] == "const":
-            _, name, _, value = entry
+            _, name, (_, _, value) = entry
             constants[name] = value
             tracer_args.append(value)
         else:
