@@ -255,3 +255,24 @@ def test_fast_path_declines_calls_that_differ(full_path_launches):
     run(base[:1000], base[1000:], out)  # alike the first: fast
     torch.testing.assert_close(out, base[:1000] * 2 + base[1000:])
     assert len(full_path_launches) == 3
+
+
+def test_arrays_known_by_dlpack_alone(full_path_launches):
+    cupy = pytest.importorskip("cupy")
+
+    class DLPackOnly:  # a framework tilelang knows only through DLPack
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    for n in (1000, 3000):
+        x, y = cupy.random.rand(n, dtype=cupy.float32), cupy.random.rand(n, dtype=cupy.float32)
+        out = cupy.full(n, cupy.nan, dtype=cupy.float32)
+        run(DLPackOnly(x), DLPackOnly(y), DLPackOnly(out))
+        np.testing.assert_allclose(cupy.asnumpy(out), expected(cupy.asnumpy(x), cupy.asnumpy(y)), rtol=1e-6)
+    assert len(full_path_launches) == 1

@@ -220,6 +220,39 @@ def test_a_fast_path_declines_a_host_instance_of_a_device_array_type():
     assert not fast_path((1, 1, 1), (host, Either(), 2.0), {"TILE": 4}, None, None)
 
 
+def test_dlpack_device_arrays_are_read_through_cuda_core():
+    from _dlpack import KDL_CUDA, DLPackArray
+
+    from tilelang._runtime import array_info
+
+    info = array_info(DLPackArray((3, 5), (7, 1), ptr=4096, device=(KDL_CUDA, 1)))
+    assert (info.on_device, info.device, info.ptr, info.shape, info.strides, info.unit) == (
+        True, 1, 4096, (3, 5), (7, 1), True,
+    )  # fmt: skip
+    assert array_info(DLPackArray((4,), dtype=("bfloat", 16))).dtype is tl.bfloat16
+    assert array_info(DLPackArray((4, 2))).strides == (2, 1)  # none given: C order
+    assert not array_info(DLPackArray((4,), strides=(3,))).unit
+    with pytest.raises(tl.TileArgumentError, match="`x` is in GPU memory"):
+        scale[1](DLPackArray((8,)), DLPackArray((8,)), 1.0, TILE=8, backend="cpu")
+    with pytest.raises(tl.TileError, match="argument `x`: a DLPack array on device type 10"):
+        scale[1](DLPackArray((8,), device=(10, 0)), DLPackArray((8,)), 1.0, TILE=8, backend="cpu")
+    fast_path, recorder = fast_path_of((DLPackArray((8,)), DLPackArray((8,)), 2.0), {"TILE": 4})
+    later = (DLPackArray((5,), ptr=64), DLPackArray((6,), ptr=128), 1.0)
+    assert fast_path((1, 1, 1), later, {"TILE": 4}, None, None)
+    assert recorder.launches[-1][2] == (64, 5, 1, 128, 6, 1, np.float32(1.0))
+    assert not fast_path((1, 1, 1), (DLPackArray((5,), device=(KDL_CUDA, 1)), *later[1:]), {"TILE": 4}, None, None)
+
+
+def test_host_dlpack_arrays_run_on_the_host_backends():
+    from _dlpack import host_dlpack
+
+    x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    scale[1](host_dlpack(x), out, 2.0, TILE=8, backend="interpret")
+    np.testing.assert_array_equal(out, x * 2)
+    with pytest.raises(tl.TileArgumentError, match="`out` is read-only"):  # NumPy's view of a legacy capsule
+        scale[1](x, host_dlpack(out), 2.0, TILE=8, backend="interpret")
+
+
 def test_no_fast_path_where_calls_need_the_full_path():
     device = FakeDeviceArray((8,))
     assert fast_path_of((device, device), {"TILE": 4, "alpha": 2.0})[0] is None  # a runtime argument by keyword

@@ -85,11 +85,49 @@ def array_info(value) -> ArrayInfo | None:
         unit = not shape or shape[-1] <= 1 or strides[-1] == 1
         device = owner if isinstance(owner, int) else _pointer_device(ptr)
         return ArrayInfo(_dtype(dt), shape, strides, ptr, True, device, unit)
-    if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or hasattr(value, "__array__"):
+    dlpack_device = getattr(value, "__dlpack_device__", None)
+    device_type = dlpack_device()[0] if dlpack_device is not None else None
+    if device_type is not None and device_type not in DLPACK_HOST:
+        return _dlpack_info(value, device_type)
+    array = _host_view(value)[0]
+    if array is None:
+        return None
+    unit = not array.ndim or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
+    return ArrayInfo(_dtype(array.dtype), array.shape, None, 0, False, 0, unit)
+
+
+DLPACK_HOST, DLPACK_CUDA = (1, 3), (2, 13)  # kDLCPU, kDLCUDAHost; kDLCUDA, kDLCUDAManaged
+
+
+def _dlpack_info(value, device_type: int) -> ArrayInfo:
+    """A GPU array known by DLPack alone, read through cuda.core's StridedMemoryView
+    (without a stream to synchronize with its producer: see docs/runtime.md)."""
+    if device_type not in DLPACK_CUDA:
+        raise TileArgumentError(f"a DLPack array on device type {device_type}: tilelang runs on CUDA GPUs and the host")
+    from cuda.core.utils import StridedMemoryView
+
+    view = StridedMemoryView.from_dlpack(value, stream_ptr=-1)
+    shape = tuple(view.shape)
+    strides = view.strides or tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
+    unit = not shape or shape[-1] <= 1 or strides[-1] == 1
+    return ArrayInfo(_dtype(np.dtype(view.dtype)), shape, tuple(strides), view.ptr, True, view.device_id, unit)
+
+
+def _host_view(value) -> tuple[np.ndarray | None, bool]:
+    """A host array as NumPy sees it, and whether that is the caller's memory (a NumPy
+    array or interface, or DLPack) rather than a copy ``__array__`` may have made; (None,
+    False) if ``value`` is no array."""
+    if isinstance(value, np.ndarray):
+        return value, True
+    interface = getattr(value, "__array_interface__", None)
+    if interface is not None:
         array = np.asarray(value)
-        unit = not array.ndim or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
-        return ArrayInfo(_dtype(array.dtype), array.shape, None, 0, False, 0, unit)
-    return None
+        return array, array.__array_interface__["data"][0] == interface["data"][0]
+    if hasattr(value, "__dlpack__"):
+        return np.from_dlpack(value), True
+    if hasattr(value, "__array__"):
+        return np.asarray(value), False
+    return None, False
 
 
 def read_cuda_array(value, flat):
@@ -200,7 +238,7 @@ def host_array(name, value) -> np.ndarray:
             f"argument `{name}` is in GPU memory; the interpreter and the CPU backend need host arrays "
             "(copy it to the host, or run with backend='cuda')"
         )
-    return np.asarray(value)
+    return _host_view(value)[0]
 
 
 def scalar_converter(t):
@@ -216,12 +254,10 @@ def _check_writable(name, value, array: np.ndarray):
     """A written host array must be writable, and be the memory the caller sees (not a copy)."""
     if not array.flags.writeable:
         raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
-    if array is not value:
-        interface = getattr(value, "__array_interface__", None)
-        if interface is None or interface["data"][0] != array.__array_interface__["data"][0]:
-            raise TileArgumentError(
-                f"argument `{name}` converts to a NumPy copy, so the kernel's writes would be lost; pass a NumPy array"
-            )
+    if not _host_view(value)[1]:
+        raise TileArgumentError(
+            f"argument `{name}` converts to a NumPy copy, so the kernel's writes would be lost; pass a NumPy array"
+        )
 
 
 class HostRunner:
@@ -345,7 +381,7 @@ class CudaRunner:
             if not info.on_device:
                 from numba import cuda
 
-                host = np.asarray(value)
+                host = _host_view(value)[0]
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
                 with cuda.gpus[device]:  # allocated on the GPU the kernel runs on
