@@ -121,8 +121,8 @@ def _host_view(value) -> tuple[np.ndarray | None, bool]:
         return value, True
     interface = getattr(value, "__array_interface__", None)
     if interface is not None:
-        array = np.asarray(value)
-        return array, array.__array_interface__["data"][0] == interface["data"][0]
+        array, data = np.asarray(value), interface.get("data")  # (pointer, read-only), or a buffer
+        return array, isinstance(data, tuple) and array.__array_interface__["data"][0] == data[0]
     if hasattr(value, "__dlpack__"):
         return np.from_dlpack(value), True
     if hasattr(value, "__array__"):
