@@ -8,6 +8,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang._backends import cuda as cuda_backend
@@ -198,6 +200,106 @@ def test_the_fast_path_reads_torch_tensors_inline(fake_torch):
         if was_taken:
             assert key_of(*args, TILE=4) == key_of(*first[0], **first[1])
     assert not fast_path((1, 1, 1), first[0], {"OTHER": 4}, None, None)  # another Constant's name
+
+
+def _device_array(kind, dtype, device, step, sizes, ptr):
+    """A fake device array: ``kind`` torch, cai or dlpack; the last axis' stride ``step``
+    (None: contiguous), the others 9 * step."""
+    from _dlpack import KDL_CUDA, DLPackArray
+
+    strides = None if step is None else tuple(9 * step for _ in sizes[1:]) + (step,) * bool(sizes)
+    if kind == "torch":
+        return FakeTensor(sizes, strides, dtype, device, ptr)
+    if kind == "cai":
+        return FakeDeviceArray(sizes, {"f32": np.float32, "f64": np.float64}[dtype], strides, ptr)
+    return DLPackArray(sizes, strides, ("float", int(dtype[1:])), ptr, (KDL_CUDA, max(device, 0)))
+
+
+ARRAY_KINDS = st.tuples(
+    st.sampled_from(["torch", "cai", "dlpack"]), st.sampled_from(["f32", "f64"]), st.sampled_from([0, 1, -1]),
+    st.sampled_from([None, 1, 2]), st.integers(0, 2),
+)  # fmt: skip
+SCALARS = st.one_of(
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, width=64),
+    st.sampled_from([np.float32(1.5), np.float64(-2), np.float16(0.5), np.int8(-3), np.uint64(2**63), np.bool_(1)]),
+)
+CONSTANTS = st.one_of(st.integers(-3, 3), st.sampled_from([0.0, -0.0, 1.0, float("nan"), True, False, "a"]))
+
+
+@st.composite
+def launch_pairs(draw):
+    """A first launch (device arrays on cuda:0) and a later one, each part of it alike
+    (new sizes and pointers, same kind) or drawn anew, so both outcomes are common."""
+
+    def array(kind):
+        name, dtype, device, step, ndim = kind
+        sizes = tuple(draw(st.lists(st.integers(1, 9), min_size=ndim, max_size=ndim)))
+        return _device_array(name, dtype, device, step, sizes, draw(st.integers(1, 2**40)) * 16)
+
+    def kind():
+        return draw(ARRAY_KINDS)
+
+    kinds = [kind(), kind()]
+    kinds = [(k[0], k[1], 0, *k[3:]) for k in kinds]  # the first call is on the device
+    alpha, tile, positional = draw(SCALARS), draw(CONSTANTS), draw(st.booleans())
+
+    def kept() -> bool:  # each part kept 4 times in 5: a third of later calls are alike
+        return draw(st.integers(0, 4)) > 0
+
+    later_kinds = [k if kept() else kind() for k in kinds]
+    later_alpha = alpha if kept() else draw(SCALARS)
+    later_tile = tile if kept() else draw(CONSTANTS)
+    later_positional = positional if kept() else draw(st.booleans())
+
+    def call(kinds, alpha, tile, positional):
+        arrays = tuple(array(k) for k in kinds)
+        return ((*arrays, alpha, tile), {}) if positional else ((*arrays, alpha), {"TILE": tile})
+
+    return call(kinds, alpha, tile, positional), call(later_kinds, later_alpha, later_tile, later_positional)
+
+
+def _same(a, b):
+    return a == b or (a != a and b != b)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # huge floats become inf, as in NumPy
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pair=launch_pairs())
+def test_fast_paths_agree_with_the_full_path(fake_torch, pair):
+    """Property: a fast path made from one call takes a later call only if the full path
+    specializes it alike, and then launches with the values the full path would pass."""
+    from tilelang._fastpath import generate
+    from tilelang._runtime import array_info, launch_device, scalar_converter
+    from tilelang.kernel import type_of
+
+    first, later = pair
+    try:
+        key, infos = scale.specialize(scale.bind(*first))
+    except tl.TileError:  # e.g. an int no dtype holds: no launch, no fast path
+        assume(False)
+    recorder = Recorder()
+    fast_path = generate(scale, *first, None, infos, (recorder, lambda device: 7, 0, False))
+    assert fast_path((1, 1, 1), *first, None, None), "a fast path takes the call it was made from"
+    taken = fast_path((2, 1, 1), *later, None, None)
+    event(f"taken: {taken}")
+    if not taken:
+        return
+    later_key, later_infos = scale.specialize(scale.bind(*later))
+    assert later_key == key
+    assert all(info.on_device for info in later_infos.values()) and launch_device(later_infos) == 0
+    expected = []
+    for entry, (name, value) in zip(later_key, scale.bind(*later).items()):
+        if entry[0] == "const":
+            continue
+        if name in later_infos:
+            info = array_info(value)
+            expected += [info.ptr, *info.shape, *info.strides]
+        else:
+            expected.append(scalar_converter(type_of(entry[2]))(value))
+    flat = recorder.launches[-1][2]
+    assert len(flat) == len(expected) and all(_same(a, b) for a, b in zip(flat, expected)), (flat, expected)
 
 
 def test_a_fast_path_declines_a_host_instance_of_a_device_array_type():
