@@ -19,3 +19,4 @@ for tool in memcheck racecheck; do
 done
 echo "== benchmarks"; timeout 200 python3 benchmarks/run.py --out "$out/bench.md" > "$out/bench.log" 2>&1; tail -20 "$out/bench.log"
 echo "== launch"; timeout 120 python3 benchmarks/launch.py 2>&1 | grep -v Warning | tail -8
+echo "== launch, piece by piece"; timeout 120 python3 benchmarks/launch_breakdown.py 2>&1 | grep -v Warning | tail -3
