@@ -40,6 +40,18 @@ def test_read_only_outputs_are_refused(backend):
         fill[1](out, C=2.0, backend=backend)
 
 
+def test_the_cuda_backend_refuses_read_only_host_outputs_before_running(monkeypatch):
+    """It copied the result back into the read-only array after the kernel had run: a raw
+    NumPy error, the result lost."""
+    from tilelang import _runtime
+
+    monkeypatch.setattr(_runtime, "gpu_count", lambda: 1)  # the check comes before any GPU work
+    monkeypatch.setattr(_runtime, "gpu_available", lambda: True)
+    out = np.frombuffer(b"\0" * 32, np.float32)
+    with pytest.raises(tl.TileArgumentError, match="`out` is read-only, and the kernel writes it"):
+        fill[1](out, C=2.0, backend="cuda")
+
+
 def test_constants_zero_and_minus_zero_are_different_specializations():
     out = np.zeros(8, np.float32)
     fill[1](out, C=0.0, backend="cpu")

@@ -382,6 +382,8 @@ class CudaRunner:
                 from numba import cuda
 
                 host = _host_view(value)[0]
+                if name in self.written:  # refused before anything runs, not after
+                    _check_writable(name, value, host)
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
                 with cuda.gpus[device]:  # allocated on the GPU the kernel runs on
