@@ -3,7 +3,8 @@
 Launching is the hot path of small kernels: cuda.core packs and type-checks every
 parameter on every call (~9 us on the H200 host); here a kernel's parameters are packed
 with one ``struct.pack_into`` into a buffer laid out once, and ``cuLaunchKernel`` gets
-that buffer's pointer array (~4.5 us in all, most of it the driver's own work).
+that buffer's pointer array (5-8 us in all on that shared host, of which the driver's own
+work is ~4.5-5 and cuda.bindings' wrapper ~2: benchmarks/launch_breakdown.py).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class KernelLauncher:
         self.launch, self.success = driver.cuLaunchKernel, driver.CUresult.CUDA_SUCCESS
         self.streams, self.stream_type = {}, driver.CUstream
 
-    def __call__(self, grid: tuple, stream: int, flat: list):
+    def __call__(self, grid: tuple, stream: int, flat):
         """Queue the kernel on ``stream`` (a raw handle) over ``grid`` (three sizes) with
         ``flat``, its parameters in order; the driver copies them at the call."""
         cu_stream = self.streams.get(stream)
