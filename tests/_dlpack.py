@@ -36,6 +36,9 @@ _capsule.restype = ctypes.py_object
 _capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
+_ALIVE = []  # the capsules point into their producers' structures: producers live to the end
+
+
 class DLPackArray:
     """An array known only through ``__dlpack__`` / ``__dlpack_device__``."""
 
@@ -52,6 +55,7 @@ class DLPackArray:
             tensor.strides = self._strides
 
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        _ALIVE.append(self)  # a consumer's view may outlive this object
         return _capsule(ctypes.addressof(self._managed), b"dltensor", None)
 
     def __dlpack_device__(self):

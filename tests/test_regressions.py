@@ -52,6 +52,46 @@ def test_the_cuda_backend_refuses_read_only_host_outputs_before_running(monkeypa
         fill[1](out, C=2.0, backend="cuda")
 
 
+def test_the_cuda_backend_refuses_a_read_only_device_output(monkeypatch):
+    from tilelang import _runtime
+
+    class ReadOnly:  # a producer marks its memory read-only in the interface
+        __cuda_array_interface__ = {"shape": (8,), "typestr": "<f4", "data": (4096, True), "version": 3}
+
+    monkeypatch.setattr(_runtime, "gpu_count", lambda: 1)
+    monkeypatch.setattr(_runtime, "gpu_available", lambda: True)
+    with pytest.raises(tl.TileArgumentError, match="`out` is read-only, and the kernel writes it"):
+        fill[1](ReadOnly(), C=2.0, backend="cuda")
+
+
+def test_a_class_is_not_an_array():
+    with pytest.raises(tl.TileArgumentError, match="expected an array or a scalar, got type"):
+        fill[1](np.ndarray, C=2.0, backend="interpret")
+
+
+def test_host_dlpack_arrays_numpy_cannot_import_fall_back_to_array():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from _dlpack import KDL_CPU, DLPackArray
+
+    x = np.arange(8).astype(ml_dtypes.bfloat16)
+
+    class Both(DLPackArray):  # like a JAX CPU array: DLPack (bfloat16, which NumPy cannot import) and __array__
+        def __array__(self, dtype=None, copy=None):
+            return x
+
+    both = Both((8,), (1,), ("bfloat", 16), x.__array_interface__["data"][0], (KDL_CPU, 0))
+    with pytest.raises(Exception, match="dtype"):
+        np.from_dlpack(both)
+    out = np.zeros(8, np.float32)
+
+    @tl.tile_kernel
+    def widen(x, out):
+        tl.store(out, tl.load(x, index=(0,), shape=(8,)).astype(tl.float32), index=(0,))
+
+    widen[1](both, out, backend="interpret")
+    np.testing.assert_array_equal(out, np.arange(8, dtype=np.float32))
+
+
 def test_constants_zero_and_minus_zero_are_different_specializations():
     out = np.zeros(8, np.float32)
     fill[1](out, C=0.0, backend="cpu")
@@ -66,6 +106,9 @@ def test_a_nan_constant_is_one_specialization():
         fill[1](out, C=nan, backend="interpret")
         assert np.isnan(out).all()
     assert sum(entry[2][2] != entry[2][2] for key, _ in fill._compiled for entry in key) == 1
+    from tilelang._fastpath import constant_key
+
+    assert constant_key((1.0, float("nan"))) == constant_key((1.0, float("inf") - float("inf")))
 
 
 @tl.tile_kernel

@@ -29,9 +29,16 @@ def constant_key(value):
     """What a Constant must equal to be alike (here and in the specialization key):
     1 == 1.0 == True and -0.0 == 0.0, so type and repr are compared too (a float's repr is
     exact); every NaN is one object, as nan != nan would make each call look new."""
-    if type(value) is float and value != value:
-        value = _NAN
+    value = _one_nan(value)
     return type(value), repr(value), value
+
+
+def _one_nan(value):
+    if type(value) is float and value != value:
+        return _NAN
+    if type(value) is tuple:
+        return tuple(_one_nan(v) for v in value)
+    return value
 
 
 class _Source:

@@ -9,6 +9,7 @@ GPU and back (only the arrays the kernel writes come back).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -31,6 +32,7 @@ class ArrayInfo:
     on_device: bool
     device: int = 0
     unit: bool = True  # the last dimension's elements are adjacent
+    readonly: bool = False  # its producer says so (__cuda_array_interface__, DLPack)
 
 
 _TORCH_DTYPES = {}
@@ -68,6 +70,8 @@ def is_torch_tensor(value) -> bool:
 
 def array_info(value) -> ArrayInfo | None:
     """Facts about an array argument, or None if ``value`` is not an array."""
+    if isinstance(value, type):  # a class (np.ndarray, say) has these methods unbound
+        return None
     if is_torch_tensor(value):
         return _torch_info(value)
     if getattr(type(value), "__cuda_ndarray__", False):
@@ -84,7 +88,7 @@ def array_info(value) -> ArrayInfo | None:
         strides = tuple(s // dt.itemsize for s in strides)
         unit = not shape or shape[-1] <= 1 or strides[-1] == 1
         device = owner if isinstance(owner, int) else _pointer_device(ptr)
-        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, device, unit)
+        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, device, unit, bool(cai["data"][1]))
     dlpack_device = getattr(value, "__dlpack_device__", None)
     device_type = dlpack_device()[0] if dlpack_device is not None else None
     if device_type is not None and device_type not in DLPACK_HOST:
@@ -110,21 +114,25 @@ def _dlpack_info(value, device_type: int) -> ArrayInfo:
     shape = tuple(view.shape)
     strides = view.strides or tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
     unit = not shape or shape[-1] <= 1 or strides[-1] == 1
-    return ArrayInfo(_dtype(np.dtype(view.dtype)), shape, tuple(strides), view.ptr, True, view.device_id, unit)
+    dtype = _dtype(np.dtype(view.dtype))
+    return ArrayInfo(dtype, shape, tuple(strides), view.ptr, True, view.device_id, unit, bool(view.readonly))
 
 
 def _host_view(value) -> tuple[np.ndarray | None, bool]:
     """A host array as NumPy sees it, and whether that is the caller's memory (a NumPy
-    array or interface, or DLPack) rather than a copy ``__array__`` may have made; (None,
-    False) if ``value`` is no array."""
+    array or interface, a torch tensor, DLPack) rather than a copy ``__array__`` may have
+    made; (None, False) if ``value`` is no array."""
     if isinstance(value, np.ndarray):
         return value, True
     interface = getattr(value, "__array_interface__", None)
     if interface is not None:
         array, data = np.asarray(value), interface.get("data")  # (pointer, read-only), or a buffer
         return array, isinstance(data, tuple) and array.__array_interface__["data"][0] == data[0]
-    if hasattr(value, "__dlpack__"):
-        return np.from_dlpack(value), True
+    with contextlib.suppress(TypeError, RuntimeError, BufferError, ValueError):  # (bf16, say)
+        if is_torch_tensor(value):
+            return value.detach().numpy(), True
+        if hasattr(value, "__dlpack__"):
+            return np.from_dlpack(value), True
     if hasattr(value, "__array__"):
         return np.asarray(value), False
     return None, False
@@ -144,7 +152,7 @@ def read_cuda_array(value, flat):
     flat.append(info.ptr)
     flat += info.shape
     flat += info.strides
-    return info.dtype, len(info.shape), info.unit, info.device
+    return info.dtype, len(info.shape), info.unit, info.device, info.readonly
 
 
 @functools.cache
@@ -229,7 +237,8 @@ def device_peaks(device_id: int = 0) -> tuple[str, float, float]:
     return device.name, bandwidth, flops
 
 
-def host_array(name, value) -> np.ndarray:
+def host_array(name, value) -> tuple[np.ndarray, bool]:
+    """The NumPy view of a host array argument, and whether it is the caller's memory."""
     info = array_info(value)
     if info is None:
         raise TileArgumentError(f"argument `{name}`: expected an array, got {type(value).__name__}")
@@ -238,7 +247,7 @@ def host_array(name, value) -> np.ndarray:
             f"argument `{name}` is in GPU memory; the interpreter and the CPU backend need host arrays "
             "(copy it to the host, or run with backend='cuda')"
         )
-    return _host_view(value)[0]
+    return _host_view(value)
 
 
 def scalar_converter(t):
@@ -250,11 +259,11 @@ def scalar_converter(t):
     return d.np.type
 
 
-def _check_writable(name, value, array: np.ndarray):
+def _check_writable(name, array: np.ndarray, zero_copy: bool):
     """A written host array must be writable, and be the memory the caller sees (not a copy)."""
     if not array.flags.writeable:
         raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
-    if not _host_view(value)[1]:
+    if not zero_copy:
         raise TileArgumentError(
             f"argument `{name}` converts to a NumPy copy, so the kernel's writes would be lost; pass a NumPy array"
         )
@@ -271,9 +280,9 @@ class HostRunner:
         values = []
         for var, name in zip(self.program.body.params, self.program.arg_names):
             if isinstance(var.type, ArrayType):
-                array = host_array(name, arguments[name])
+                array, zero_copy = host_array(name, arguments[name])
                 if name in self.written:
-                    _check_writable(name, arguments[name], array)
+                    _check_writable(name, array, zero_copy)
                 values.append(array)
             elif self.interpret:
                 values.append(np.asarray(arguments[name]).astype(var.type.dtype.np)[()])
@@ -378,12 +387,14 @@ class CudaRunner:
                 flat.append(convert(value))
                 continue
             info = infos[name]
+            if name in self.written and info.readonly:  # refused before anything runs, not after
+                raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
             if not info.on_device:
                 from numba import cuda
 
-                host = _host_view(value)[0]
-                if name in self.written:  # refused before anything runs, not after
-                    _check_writable(name, value, host)
+                host, zero_copy = _host_view(value)
+                if name in self.written:
+                    _check_writable(name, host, zero_copy)
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
                 with cuda.gpus[device]:  # allocated on the GPU the kernel runs on
