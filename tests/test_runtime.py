@@ -302,6 +302,25 @@ def test_fast_paths_agree_with_the_full_path(fake_torch, pair):
     assert len(flat) == len(expected) and all(_same(a, b) for a, b in zip(flat, expected)), (flat, expected)
 
 
+def test_torch_host_tensors_are_written_in_place_by_the_host_backends(fake_torch):
+    class HostTensor(FakeTensor):  # a CPU tensor: NumPy sees its memory through .numpy()
+        __module__ = "torch.fake"
+
+        def __init__(self, array):
+            super().__init__(array.shape, device=-1, ptr=array.__array_interface__["data"][0])
+            self.array = array
+
+        def detach(self):
+            return self
+
+        def numpy(self):
+            return self.array
+
+    x, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+    scale[1](HostTensor(x), HostTensor(out), 3.0, TILE=8, backend="interpret")
+    np.testing.assert_array_equal(out, x * 3)
+
+
 def test_a_fast_path_declines_a_host_instance_of_a_device_array_type():
     class Either(FakeDeviceArray):  # like jax.Array: host or device instances of one type
         def __init__(self, host=None, **kw):
