@@ -49,7 +49,7 @@ def _torch_info(t) -> ArrayInfo:
     if d is None:
         raise TileTypeError(f"{t.dtype} is not a supported dtype")
     strides = t.stride()
-    unit = not strides or strides[-1] == 1 or t.shape[-1] <= 1
+    unit = _unit_stride(t.shape, strides)
     device = t.get_device()  # -1 on the host; cheaper than t.device
     return ArrayInfo(d, t.shape, strides, t.data_ptr(), device >= 0, max(device, 0), unit)
 
@@ -60,8 +60,17 @@ def _numba_info(a) -> ArrayInfo:
     itemsize = a.dtype.itemsize
     strides = tuple(s // itemsize for s in a.strides)
     ptr = int(a.gpu_data.device_pointer)
-    unit = not a.shape or a.shape[-1] <= 1 or strides[-1] == 1
-    return ArrayInfo(_dtype(a.dtype), a.shape, strides, ptr, True, _pointer_device(ptr), unit)
+    return ArrayInfo(_dtype(a.dtype), a.shape, strides, ptr, True, _pointer_device(ptr), _unit_stride(a.shape, strides))
+
+
+def _unit_stride(shape, strides, step=1) -> bool:
+    """Whether the last dimension's elements are adjacent (``step`` apart in ``strides``' unit)."""
+    return not shape or shape[-1] <= 1 or strides[-1] == step
+
+
+def _c_strides(shape) -> tuple:
+    """The strides, in elements, of a C-contiguous array of this shape."""
+    return tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
 
 
 def is_torch_tensor(value) -> bool:
@@ -82,13 +91,12 @@ def array_info(value) -> ArrayInfo | None:
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
-        if strides is None:
-            strides = tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) * dt.itemsize for i in range(len(shape)))
+        strides = _c_strides(shape) if strides is None else tuple(s // dt.itemsize for s in strides)
         ptr = cai["data"][0]
-        strides = tuple(s // dt.itemsize for s in strides)
-        unit = not shape or shape[-1] <= 1 or strides[-1] == 1
         device = owner if isinstance(owner, int) else _pointer_device(ptr)
-        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, device, unit, bool(cai["data"][1]))
+        return ArrayInfo(
+            _dtype(dt), shape, strides, ptr, True, device, _unit_stride(shape, strides), bool(cai["data"][1])
+        )
     dlpack_device = getattr(value, "__dlpack_device__", None)
     device_type = dlpack_device()[0] if dlpack_device is not None else None
     if device_type is not None and device_type not in DLPACK_HOST:
@@ -96,7 +104,7 @@ def array_info(value) -> ArrayInfo | None:
     array = _host_view(value)[0]
     if array is None:
         return None
-    unit = not array.ndim or array.shape[-1] <= 1 or array.strides[-1] == array.itemsize
+    unit = _unit_stride(array.shape, array.strides, array.itemsize)  # NumPy's strides are in bytes
     return ArrayInfo(_dtype(array.dtype), array.shape, None, 0, False, 0, unit)
 
 
@@ -112,10 +120,11 @@ def _dlpack_info(value, device_type: int) -> ArrayInfo:
 
     view = StridedMemoryView.from_dlpack(value, stream_ptr=-1)
     shape = tuple(view.shape)
-    strides = view.strides or tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
-    unit = not shape or shape[-1] <= 1 or strides[-1] == 1
+    strides = tuple(view.strides or _c_strides(shape))
     dtype = _dtype(np.dtype(view.dtype))
-    return ArrayInfo(dtype, shape, tuple(strides), view.ptr, True, view.device_id, unit, bool(view.readonly))
+    return ArrayInfo(
+        dtype, shape, strides, view.ptr, True, view.device_id, _unit_stride(shape, strides), bool(view.readonly)
+    )
 
 
 def _host_view(value) -> tuple[np.ndarray | None, bool]:
@@ -237,11 +246,9 @@ def device_peaks(device_id: int = 0) -> tuple[str, float, float]:
     return device.name, bandwidth, flops
 
 
-def host_array(name, value) -> tuple[np.ndarray, bool]:
-    """The NumPy view of a host array argument, and whether it is the caller's memory."""
-    info = array_info(value)
-    if info is None:
-        raise TileArgumentError(f"argument `{name}`: expected an array, got {type(value).__name__}")
+def host_array(name, value, info: ArrayInfo) -> tuple[np.ndarray, bool]:
+    """The NumPy view of a host array argument (``info``: what ``specialize`` read of it),
+    and whether it is the caller's memory."""
     if info.on_device:
         raise TileArgumentError(
             f"argument `{name}` is in GPU memory; the interpreter and the CPU backend need host arrays "
@@ -280,7 +287,7 @@ class HostRunner:
         values = []
         for var, name in zip(self.program.body.params, self.program.arg_names):
             if isinstance(var.type, ArrayType):
-                array, zero_copy = host_array(name, arguments[name])
+                array, zero_copy = host_array(name, arguments[name], infos[name])
                 if name in self.written:
                     _check_writable(name, array, zero_copy)
                 values.append(array)
