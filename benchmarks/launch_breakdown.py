@@ -4,8 +4,8 @@ one by one in one process, against torch.add (uses tilelang internals; GPU and t
     python benchmarks/launch_breakdown.py
 
 - full: ``add[1](x, y, out, TILE=1024)``, what a user calls;
-- fast path: the generated fast path alone (its checks, reads and the launch);
-- launcher: packing the parameters and ``cuLaunchKernel`` through cuda.bindings;
+- fast path: the fast path alone (C: its checks, reads and the launch);
+- launcher: packing the parameters and ``cuLaunchKernel`` (C);
 - driver: ``cuLaunchKernel`` called from numba-compiled code (no Python wrapper; minus
   "numba dispatch", the driver's own cost);
 - numba dispatch: calling a numba-compiled function that does nothing.
@@ -14,6 +14,7 @@ one by one in one process, against torch.add (uses tilelang internals; GPU and t
 from __future__ import annotations
 
 import ctypes
+import struct
 import sys
 
 import numba
@@ -27,9 +28,10 @@ def main():
     add[1](x, y, out, TILE=1024)
     torch.testing.assert_close(out, x + y)
     fast_path = add._fast_paths[0]
-    launcher = fast_path.__globals__["launcher"]
+    launcher = fast_path.launcher
     flat = (x.data_ptr(), 1024, 1, y.data_ptr(), 1024, 1, out.data_ptr(), 1024, 1)
-    launcher.pack.pack_into(launcher.buffer, 0, *flat)
+    buffer = ctypes.create_string_buffer(struct.pack("@" + launcher.codes, *flat))  # for the bare driver call
+    pointers = (ctypes.c_void_p * len(flat))(*(ctypes.addressof(buffer) + o for o in launcher.offsets))
 
     u64, u32 = ctypes.c_uint64, ctypes.c_uint
     cu_launch = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
@@ -44,7 +46,7 @@ def main():
     def nothing(function, gx, gy, gz, threads, shared, stream, params):
         return 0
 
-    function, params, threads = int(launcher.function), launcher.params, launcher.threads
+    function, params, threads = int(launcher.kernel.handle), ctypes.addressof(pointers), 128
     assert driver_launch(function, 1, 1, 1, threads, 0, 0, params) == 0  # compiled, and it launches
     sync = torch.cuda.synchronize
     kwargs = {"TILE": 1024}

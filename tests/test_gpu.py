@@ -273,6 +273,6 @@ def test_arrays_known_by_dlpack_alone(full_path_launches):
     for n in (1000, 3000):
         x, y = cupy.random.rand(n, dtype=cupy.float32), cupy.random.rand(n, dtype=cupy.float32)
         out = cupy.full(n, cupy.nan, dtype=cupy.float32)
-        run(DLPackOnly(x), DLPackOnly(y), DLPackOnly(out))
+        axpy[tl.cdiv(n, 256)](DLPackOnly(x), DLPackOnly(y), DLPackOnly(out), 2.0, TILE=256)
         np.testing.assert_allclose(cupy.asnumpy(out), expected(cupy.asnumpy(x), cupy.asnumpy(y)), rtol=1e-6)
     assert len(full_path_launches) == 1

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang._backends import cuda as cuda_backend
+from tilelang._backends.cuda_driver import launcher_module
 
 
 @tl.tile_kernel
@@ -97,22 +99,38 @@ CALLS = [  # (args, constants) of launches of `scale`, alike and not
 ]
 
 
-class Recorder:
-    """Stands in for a KernelLauncher: records what a fast path launches."""
+def driver_for(args, constants):
+    """A fake driver whose launcher takes the parameters of `scale` for this call: an
+    array's pointer, shape and strides, a scalar by its dtype (a call that would not
+    compile still has them)."""
+    from _fake_driver import FakeDriver
 
-    def __init__(self):
-        self.launches = []
+    from tilelang._backends.cuda_driver import PARAM_CODES
 
-    def __call__(self, grid, stream, flat):
-        self.launches.append((grid, stream, flat))
+    arguments = scale.bind(args, constants)
+    infos = scale.specialize(arguments)[1]
+    codes = "".join(
+        "Q" + "qq" * len(infos[name].shape) if name in infos else PARAM_CODES[tl.dtypes.scalar_dtype(value).name]
+        for name, value in arguments.items()
+        if name not in scale.constants
+    )
+    return FakeDriver(codes)
+
+
+def test_the_fake_drivers_codes_are_the_kernels():
+    from tilelang._backends.cuda import param_codes
+
+    for args, constants in [CALLS[i] for i in (0, 4, 6, 7, 8, 10)]:  # ones that compile
+        compiled = scale.compile(key_of(*args, **constants), "cuda")
+        assert driver_for(args, constants).codes == param_codes(compiled.run.kernel.program)
 
 
 def fast_path_of(args, constants, backend=None):
     from tilelang._fastpath import generate
 
     infos = scale.specialize(scale.bind(args, constants))[1]
-    recorder = Recorder()
-    return generate(scale, args, constants, backend, infos, (recorder, lambda device: 7, 0, False)), recorder
+    driver = driver_for(args, constants)
+    return generate(scale, args, constants, backend, infos, (driver.launcher, lambda device: 7, 0)), driver
 
 
 def test_a_fast_path_takes_only_calls_that_specialize_alike():
@@ -133,16 +151,15 @@ def test_a_fast_path_takes_only_calls_that_specialize_alike():
 
 def test_a_fast_path_launches_with_the_calls_values():
     x, out = FakeDeviceArray((2, 5), strides=(7, 1), ptr=4096), FakeDeviceArray((3,), ptr=8192)
-    fast_path, recorder = fast_path_of((x, out, 1.5), {"TILE": 4})
+    fast_path, driver = fast_path_of((x, out, 1.5), {"TILE": 4})
     y, out2 = FakeDeviceArray((2, 6), strides=(9, 1), ptr=1024), FakeDeviceArray((4,), ptr=2048)
-    with pytest.warns(RuntimeWarning, match="overflow"):  # as NumPy's float32(1e40)
-        assert fast_path((3, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)
-        assert fast_path((0, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # an empty grid launches nothing
-    assert fast_path((2, 2, 1), (y, out2, 0.5), {"TILE": 4}, None, 99)
-    (grid, stream, flat), (grid2, stream2, _) = recorder.launches
+    assert fast_path((3, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # float32(1e40) is inf, as in NumPy
+    assert fast_path((0, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # an empty grid launches nothing
+    assert fast_path((2, 2, 1), (y, out2, 0.1), {"TILE": 4}, None, 99)
+    (grid, stream, flat, _), (grid2, stream2, flat2, _) = driver.launches
     assert (grid, stream, grid2, stream2) == ((3, 1, 1), 7, (2, 2, 1), 99)
-    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, np.float32(np.inf))
-    assert type(flat[-1]) is np.float32  # a Python float is a weak float32
+    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, np.inf)
+    assert driver.codes[-1] == "f" and flat2[-1] == np.float32(0.1)  # a Python float is a weak float32
 
 
 class FakeTensor:
@@ -166,6 +183,26 @@ class FakeTensor:
         return self.device
 
 
+class FakeNumbaArray:
+    """A numba device array as far as tilelang reads one: its attributes, strides in bytes,
+    the pointer behind ``gpu_data.device_pointer`` (int() of it, as of cuda.bindings' CUdeviceptr)."""
+
+    __cuda_ndarray__ = True
+
+    class Pointer:
+        def __init__(self, value):
+            self.value = value
+
+        def __int__(self):
+            return self.value
+
+    def __init__(self, shape, dtype=np.float32, strides=None, ptr=0x7F0000000000):
+        self.shape, self.dtype = shape, np.dtype(dtype)
+        strides = strides if strides is not None else tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
+        self.strides = tuple(s * self.dtype.itemsize for s in strides)
+        self.gpu_data = types.SimpleNamespace(device_pointer=self.Pointer(ptr))
+
+
 FAKE_TORCH_DTYPES = {"f32": object(), "f64": object()}
 
 
@@ -179,11 +216,11 @@ def fake_torch(monkeypatch):
 
 def test_the_fast_path_reads_torch_tensors_inline(fake_torch):
     first = ((FakeTensor((8,)), FakeTensor((8,)), 2.0), {"TILE": 4})
-    fast_path, recorder = fast_path_of(*first)
-    assert "data_ptr()" in fast_path.source  # read inline, not through a reader
+    fast_path, driver = fast_path_of(*first)
+    assert fast_path.plan[0][0] == launcher_module().TENSOR  # read by its methods, not through a reader
     x, out = FakeTensor((3,), strides=(1,), ptr=4096), FakeTensor((5,), strides=(1,), ptr=8192)
     assert fast_path((1, 1, 1), (x, out, 0.5), {"TILE": 4}, None, None)
-    assert recorder.launches[-1][2] == (4096, 3, 1, 8192, 5, 1, np.float32(0.5))
+    assert driver.values == (4096, 3, 1, 8192, 5, 1, 0.5)
     variants = [
         (FakeTensor((9,), strides=(1,)), FakeTensor((8,)), 2.0),  # alike
         (FakeTensor((1,), strides=(7,)), FakeTensor((8,)), 2.0),  # one element: unit stride all the same
@@ -202,22 +239,35 @@ def test_the_fast_path_reads_torch_tensors_inline(fake_torch):
     assert not fast_path((1, 1, 1), first[0], {"OTHER": 4}, None, None)  # another Constant's name
 
 
+def test_the_fast_path_reads_numba_arrays_by_their_attributes():
+    fast_path, driver = fast_path_of((FakeNumbaArray((8,)), FakeNumbaArray((8,)), 2.0), {"TILE": 4})
+    assert fast_path.plan[0][0] == launcher_module().ARRAY
+    x, out = FakeNumbaArray((5, 3), strides=(-7, 1), ptr=4096), FakeNumbaArray((6,), ptr=8192)
+    assert not fast_path((1, 1, 1), (x, out, 0.5), {"TILE": 4}, None, None)  # rank 2
+    assert fast_path((1, 1, 1), (FakeNumbaArray((5,), ptr=4096), out, 0.5), {"TILE": 4}, None, None)
+    assert driver.values == (4096, 5, 1, 8192, 6, 1, 0.5)
+    assert not fast_path((1, 1, 1), (FakeNumbaArray((5,), np.float64), out, 0.5), {"TILE": 4}, None, None)
+    assert not fast_path((1, 1, 1), (FakeNumbaArray((5,), strides=(2,)), out, 0.5), {"TILE": 4}, None, None)
+
+
 def _device_array(kind, dtype, device, step, sizes, ptr):
-    """A fake device array: ``kind`` torch, cai or dlpack; the last axis' stride ``step``
-    (None: contiguous), the others 9 * step."""
+    """A fake device array: ``kind`` torch, numba, cai or dlpack; the last axis' stride
+    ``step`` (None: contiguous), the others 9 * step."""
     from _dlpack import KDL_CUDA, DLPackArray
 
     strides = None if step is None else tuple(9 * step for _ in sizes[1:]) + (step,) * bool(sizes)
     if kind == "torch":
         return FakeTensor(sizes, strides, dtype, device, ptr)
+    if kind == "numba":  # always on the GPU, which one told by the driver (there is none here: cuda:0)
+        return FakeNumbaArray(sizes, {"f32": np.float32, "f64": np.float64}[dtype], strides, ptr)
     if kind == "cai":
         return FakeDeviceArray(sizes, {"f32": np.float32, "f64": np.float64}[dtype], strides, ptr)
     return DLPackArray(sizes, strides, ("float", int(dtype[1:])), ptr, (KDL_CUDA, max(device, 0)))
 
 
 ARRAY_KINDS = st.tuples(
-    st.sampled_from(["torch", "cai", "dlpack"]), st.sampled_from(["f32", "f64"]), st.sampled_from([0, 1, -1]),
-    st.sampled_from([None, 1, 2]), st.integers(0, 2),
+    st.sampled_from(["torch", "numba", "cai", "dlpack"]), st.sampled_from(["f32", "f64"]),
+    st.sampled_from([0, 1, -1]), st.sampled_from([None, 1, 2, -1]), st.integers(0, 2),
 )  # fmt: skip
 SCALARS = st.one_of(
     st.booleans(),
@@ -279,8 +329,8 @@ def test_fast_paths_agree_with_the_full_path(fake_torch, pair):
         key, infos = scale.specialize(scale.bind(*first))
     except tl.TileError:  # e.g. an int no dtype holds: no launch, no fast path
         assume(False)
-    recorder = Recorder()
-    fast_path = generate(scale, *first, None, infos, (recorder, lambda device: 7, 0, False))
+    driver = driver_for(*first)
+    fast_path = generate(scale, *first, None, infos, (driver.launcher, lambda device: 7, 0))
     assert fast_path((1, 1, 1), *first, None, None), "a fast path takes the call it was made from"
     taken = fast_path((2, 1, 1), *later, None, None)
     event(f"taken: {taken}")
@@ -298,7 +348,7 @@ def test_fast_paths_agree_with_the_full_path(fake_torch, pair):
             expected += [info.ptr, *info.shape, *info.strides]
         else:
             expected.append(scalar_converter(type_of(entry[2]))(value))
-    flat = recorder.launches[-1][2]
+    flat = driver.values
     assert len(flat) == len(expected) and all(_same(a, b) for a, b in zip(flat, expected)), (flat, expected)
 
 
@@ -357,10 +407,10 @@ def test_dlpack_device_arrays_are_read_through_cuda_core():
         scale[1](DLPackArray((8,)), DLPackArray((8,)), 1.0, TILE=8, backend="cpu")
     with pytest.raises(tl.TileError, match="argument `x`: a DLPack array on device type 10"):
         scale[1](DLPackArray((8,), device=(10, 0)), DLPackArray((8,)), 1.0, TILE=8, backend="cpu")
-    fast_path, recorder = fast_path_of((DLPackArray((8,)), DLPackArray((8,)), 2.0), {"TILE": 4})
+    fast_path, driver = fast_path_of((DLPackArray((8,)), DLPackArray((8,)), 2.0), {"TILE": 4})
     later = (DLPackArray((5,), ptr=64), DLPackArray((6,), ptr=128), 1.0)
     assert fast_path((1, 1, 1), later, {"TILE": 4}, None, None)
-    assert recorder.launches[-1][2] == (64, 5, 1, 128, 6, 1, np.float32(1.0))
+    assert driver.values == (64, 5, 1, 128, 6, 1, 1.0)
     assert not fast_path((1, 1, 1), (DLPackArray((5,), device=(KDL_CUDA, 1)), *later[1:]), {"TILE": 4}, None, None)
 
 
@@ -382,11 +432,14 @@ def test_no_fast_path_where_calls_need_the_full_path():
     def with_default(x, out, alpha=2.0, TILE: tl.Constant = 4):
         tl.store(out, tl.load(x, index=(0,), shape=(TILE,)) * alpha, index=(0,))
 
+    from _fake_driver import FakeDriver
+
     from tilelang._fastpath import generate
 
     infos = with_default.specialize(with_default.bind((device, device), {}))[1]
-    assert generate(with_default, (device, device), {}, None, infos, (Recorder(), None, 0, False)) is None
-    assert generate(with_default, (device, device, 1.0), {}, None, infos, (Recorder(), None, 0, False))
+    launch = (FakeDriver("QqqQqqf").launcher, lambda device: 0, 0)
+    assert generate(with_default, (device, device), {}, None, infos, launch) is None
+    assert generate(with_default, (device, device, 1.0), {}, None, infos, launch)
 
 
 # ------------------------------------------------------------------ disk cache

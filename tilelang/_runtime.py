@@ -423,9 +423,9 @@ class CudaRunner:
 
     def fast_launch(self, arguments: dict, infos: dict):
         """What a fast path for calls like this one launches with (see tilelang/_fastpath.py):
-        ``(launcher, current_stream, device, switch_context)``; None where each call must take
-        the full path (host arrays to copy, or no array to place the launch)."""
+        ``(launcher, current_stream, device)``; None where each call must take the full path
+        (host arrays to copy, or no array to place the launch)."""
         if not infos or not all(info.on_device for info in infos.values()):
             return None
         device = launch_device(infos)
-        return self.kernel.launcher(device), current_stream(arguments.values()), device, gpu_count() > 1
+        return self.kernel.launcher(device), current_stream(arguments.values()), device

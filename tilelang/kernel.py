@@ -8,6 +8,7 @@ stage is kept in ``CompiledKernel.stages`` (what :func:`tilelang.explain` prints
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -116,7 +117,8 @@ class TileKernel:
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
         self._compiled = {}
-        self._fast_paths = []  # generated per call signature, most recent first (_fastpath.py)
+        self._fast_paths = []  # made per call signature, most recent first (_fastpath.py)
+        self._launchers = {}  # grid -> its _Launcher (kernel[grid] is evaluated at every launch)
 
     def __repr__(self):
         return f"<tile_kernel {self.__name__}{self.signature}>"
@@ -129,7 +131,14 @@ class TileKernel:
         )
 
     def __getitem__(self, grid):
-        return _Launcher(self, grid)
+        if not (type(grid) is int or type(grid) is tuple and all(type(g) is int for g in grid)):
+            return _Launcher(self, grid)  # computed from the arguments, or an unusual (or wrong) grid
+        launcher = self._launchers.get(grid)
+        if launcher is None:
+            if len(self._launchers) >= MAX_LAUNCHERS:  # grids that come and go (cdiv(n, TILE) of many n)
+                self._launchers.clear()
+            launcher = self._launchers[grid] = _Launcher(self, grid)
+        return launcher
 
     def traceable(self):
         if self._traceable is None:
@@ -291,20 +300,26 @@ def _grid(grid, arguments):
     return tuple(int(g) for g in grid)
 
 
+MAX_LAUNCHERS = 64
+
+
 class _Launcher:
     def __init__(self, kernel: TileKernel, grid):
         self.kernel = kernel
         self.grid = grid
+        self.padded = None  # the grid as the driver takes it, where it does not depend on the arguments
+        if not callable(grid):
+            with contextlib.suppress(TileArgumentError):  # a bad grid is reported at the call
+                self.padded = grid3(_grid(grid, None))
 
     def __call__(self, *args, backend: str | None = None, stream=None, **kwargs):
         kernel = self.kernel
         try:
-            grid = None if callable(self.grid) else _grid(self.grid, None)
-            if grid is not None and kernel._fast_paths:  # the hot path: calls like an earlier one
-                padded = grid3(grid)
+            if self.padded is not None:  # the hot path: calls like an earlier one (C: tilelang/_launch.c)
                 for fast_path in kernel._fast_paths:
-                    if fast_path(padded, args, kwargs, backend, stream):
+                    if fast_path(self.padded, args, kwargs, backend, stream):
                         return
+            grid = None if callable(self.grid) else _grid(self.grid, None)
             arguments = kernel.bind(args, kwargs)
             key, infos = kernel.specialize(arguments)
             compiled = kernel.compile(key, backend or kernel.backend or default_backend())

@@ -39,7 +39,7 @@ from .._lower.thread_ir import (
     walk_statements,
 )
 from ..errors import TileCompilerError
-from .cuda_driver import PARAM_CODES, KernelLauncher
+from .cuda_driver import PARAM_CODES, kernel_launcher
 from .numba_source import SourceWriter, code_type_name, operand
 
 DEFAULT_CC = (9, 0)
@@ -283,7 +283,7 @@ class CudaKernel:
         self._function = None
         self._ptx = {}
         self.dynamic_shared = dynamic_shared_bytes(program)
-        self._loaded = {}  # device id -> KernelLauncher
+        self._loaded = {}  # device id -> its launcher (tilelang._launch.Launcher)
         self._simulated = None  # the kernel under numba's CUDA simulator
 
     @property
@@ -336,7 +336,7 @@ class CudaKernel:
             "threads": self.program.num_threads,
         }
 
-    def launcher(self, device_id: int) -> KernelLauncher:
+    def launcher(self, device_id: int):
         """The kernel loaded on a device (assembled for its compute capability), ready to
         launch there; the caller has made that device's context current."""
         launcher = self._loaded.get(device_id)
@@ -357,7 +357,7 @@ class CudaKernel:
                     raise TileCompilerError(f"{self.program.name} needs {needs}, which the GPU refused: {err}")
             p = self.program
             launch = (param_codes(p), p.num_threads, self.dynamic_shared, device_id, p.name)
-            launcher = self._loaded[device_id] = KernelLauncher(kernel, *launch)
+            launcher = self._loaded[device_id] = kernel_launcher(kernel, *launch)
         return launcher
 
     def ptx(self, cc=DEFAULT_CC) -> str:

@@ -1,18 +1,16 @@
-"""The few CUDA driver calls a launch makes (through cuda.bindings).
+"""The few CUDA driver calls tilelang makes: contexts through cuda.bindings, launches
+through the C launcher (tilelang/_launch.c), which calls ``cuLaunchKernel`` itself.
 
 Launching is the hot path of small kernels: cuda.core packs and type-checks every
-parameter on every call (~9 us on the H200 host); here a kernel's parameters are packed
-with one ``struct.pack_into`` into a buffer laid out once, and ``cuLaunchKernel`` gets
-that buffer's pointer array (5-8 us in all on that shared host, of which the driver's own
-work is ~4.5-5 and cuda.bindings' wrapper ~2: benchmarks/launch_breakdown.py).
+parameter on every call (~9 us on the H200 host), cuda.bindings' wrapper with a
+``struct``-packed buffer costs ~2 us more than the driver's own ~4.5
+(benchmarks/launch_breakdown.py), so the launch is C.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import struct
-import threading
 
 from ..errors import TileError
 
@@ -64,57 +62,42 @@ def on_device(device: int):
         driver.cuCtxSetCurrent(previous)
 
 
-def param_layout(codes: str) -> tuple[struct.Struct, list[int]]:
-    """The packing of a parameter list (one struct code per parameter) into one buffer
-    with C's alignment ("@"), and each parameter's offset in it (what ``cuLaunchKernel``'s
-    ``kernelParams`` point at)."""
-    offsets = [struct.calcsize("@" + codes[: i + 1]) - struct.calcsize(code) for i, code in enumerate(codes)]
-    return struct.Struct("@" + codes), offsets
+_ENTRY_POINTS: list = []
 
 
-class KernelLauncher:
-    """Launches of one loaded kernel on one device: the parameters packed into one buffer
-    laid out as the C ABI lays out the kernel's parameter list, then ``cuLaunchKernel``."""
+def entry_points() -> tuple[int, int, int]:
+    """The addresses of cuLaunchKernel, cuCtxGetCurrent and cuCtxSetCurrent in the driver
+    library cuda.bindings uses too (one per process), for the C launcher."""
+    if not _ENTRY_POINTS:
+        library = ctypes.CDLL("libcuda.so.1")
+        names = ("cuLaunchKernel", "cuCtxGetCurrent", "cuCtxSetCurrent")
+        _ENTRY_POINTS.extend(ctypes.cast(getattr(library, name), ctypes.c_void_p).value for name in names)
+    return tuple(_ENTRY_POINTS)
 
-    def __init__(self, kernel, codes: str, threads: int, shared: int, device: int, name: str):
+
+def launcher_module():
+    """tilelang._launch, the C launch path (built by ``pip install``)."""
+    try:
+        from .. import _launch
+    except ImportError as err:
+        raise TileError(
+            f"tilelang's launcher (the C extension tilelang._launch) is not built ({err}); "
+            "install tilelang with `pip install -e .` (it needs a C compiler), or run on backend='cpu'"
+        ) from None
+    return _launch
+
+
+def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, name: str):
+    """A launcher of ``kernel`` (a cuda.core Kernel, loaded on ``device``):
+    ``launcher(grid, stream, flat)`` packs ``flat`` by ``codes`` (one struct code per
+    parameter) and calls ``cuLaunchKernel`` in the device's primary context (C:
+    tilelang/_launch.c). A failed launch is a TileError naming the kernel."""
+
+    def failed(result):
         from cuda.bindings import driver
 
-        self.kernel = kernel  # a cuda.core Kernel: it keeps its loaded library alive
-        self.function = driver.CUfunction(int(kernel.handle))  # a CUkernel: launches in the current context
-        self.threads, self.shared, self.device, self.name = threads, shared, device, name
-        self.pack, offsets = param_layout(codes)
-        self.buffer = ctypes.create_string_buffer(max(self.pack.size, 1))
-        base = ctypes.addressof(self.buffer)
-        self.pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + o for o in offsets))
-        self.params = ctypes.addressof(self.pointers)
-        self.lock = threading.Lock()  # one buffer: a launch packs and queues as one step
-        self.launch, self.success = driver.cuLaunchKernel, driver.CUresult.CUDA_SUCCESS
-        self.streams, self.stream_type = {}, driver.CUstream
+        check(driver.CUresult(result), f"launching {name}")
 
-    def __call__(self, grid: tuple, stream: int, flat):
-        """Queue the kernel on ``stream`` (a raw handle) over ``grid`` (three sizes) with
-        ``flat``, its parameters in order; the driver copies them at the call."""
-        cu_stream = self.streams.get(stream)
-        if cu_stream is None:
-            if len(self.streams) > 64:  # streams come and go; keep the recent ones
-                self.streams.clear()
-            cu_stream = self.streams[stream] = self.stream_type(stream)
-        gx, gy, gz = grid
-        with self.lock:
-            self.pack.pack_into(self.buffer, 0, *flat)
-            (result,) = self.launch(
-                self.function, gx, gy, gz, self.threads, 1, 1, self.shared, cu_stream, self.params, 0
-            )
-        if result != self.success:
-            self.failed(result, grid, stream, flat)
-
-    def failed(self, result, grid, stream, flat):
-        """A thread where no context is current yet gets the device's primary one (as the
-        runtime API would) and the launch again; any other failure is a TileError."""
-        from cuda.bindings import driver
-
-        context = primary_context(self.device)
-        if result == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT and int(driver.cuCtxGetCurrent()[1]) != int(context):
-            check(driver.cuCtxSetCurrent(context)[0], "cuCtxSetCurrent")
-            return self(grid, stream, flat)
-        check(result, f"launching {self.name}")
+    context = int(primary_context(device))
+    Launcher = launcher_module().Launcher
+    return Launcher(int(kernel.handle), threads, shared, codes, context, entry_points(), failed, kernel)

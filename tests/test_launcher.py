@@ -1,0 +1,133 @@
+"""The C launcher (tilelang/_launch.c) against a fake driver (CPU tier): parameter packing
+for every struct code, the context it launches in, failures, and launches from threads."""
+
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+from _fake_driver import CONTEXT, FakeDriver
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tilelang._backends.cuda_driver import PARAM_CODES, launcher_module
+
+CODES = "?bhiqBHIQfd"
+RANGES = {"b": 8, "h": 16, "i": 32, "q": 64}  # signed bits; upper case: unsigned
+
+
+def values_of(code):
+    if code == "?":
+        return st.booleans()
+    if code in "fd":
+        return st.floats(width=64, allow_nan=False)
+    bits = RANGES[code.lower()]
+    if code in RANGES:
+        return st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
+    return st.integers(0, 2**bits - 1)
+
+
+@given(st.lists(st.sampled_from(CODES), min_size=1, max_size=12).flatmap(
+    lambda codes: st.tuples(st.just("".join(codes)), st.tuples(*(values_of(c) for c in codes)))
+))  # fmt: skip
+def test_parameters_are_packed_as_struct_packs_them(codes_values):
+    """Each value lands at its C-ABI offset, converted as struct.pack converts it
+    (floats to float32 with IEEE rounding, overflowing to inf as NumPy's float32 does)."""
+    codes, values = codes_values
+    driver = FakeDriver(codes)
+    driver.launcher((2, 3, 4), 5, values)
+    grid, stream, packed, _ = driver.launches[-1]
+    assert (grid, stream) == ((2, 3, 4), 5)
+    offsets = [struct.calcsize("@" + codes[: i + 1]) - struct.calcsize(c) for i, c in enumerate(codes)]
+    assert driver.launcher.offsets == tuple(offsets)
+    with np.errstate(over="ignore"):
+        expected = [float(np.float32(v)) if c == "f" else v for c, v in zip(codes, values)]
+    assert list(packed) == expected
+
+
+def test_every_scalar_code_is_known_to_the_launcher():
+    FakeDriver("".join(PARAM_CODES.values()))
+
+
+def test_values_that_do_not_fit_their_parameter_are_errors():
+    for code, value in [("b", 128), ("h", -(2**15) - 1), ("i", 2**31), ("q", 2**63), ("B", -1), ("I", 2**32)]:
+        with pytest.raises(OverflowError):
+            FakeDriver(code).launcher((1, 1, 1), 0, (value,))
+    with pytest.raises(TypeError):
+        FakeDriver("f").launcher((1, 1, 1), 0, ("1.0",))
+    with pytest.raises(ValueError, match="1 values for 2 kernel parameters"):
+        FakeDriver("ii").launcher((1, 1, 1), 0, (1,))
+    with pytest.raises(ValueError, match="more values than"):
+        FakeDriver("i").launcher((1, 1, 1), 0, (1, 2))
+    with pytest.raises(ValueError, match="unknown parameter code"):
+        FakeDriver("x")
+    with pytest.raises(ValueError, match="bytes"):
+        FakeDriver("d" * 600)  # past the driver's 4 KB of parameters
+
+
+def test_it_launches_in_the_kernels_context_and_restores_the_callers():
+    driver = FakeDriver("i")  # the kernel's context is current: no switch
+    driver.launcher((1, 1, 1), 0, (1,))
+    assert driver.switches == [] and driver.launches[-1][3] == CONTEXT
+
+    other = FakeDriver("i", current=0x99)  # another GPU's context is current (torch.cuda.set_device(1), say)
+    other.launcher((1, 1, 1), 0, (1,))
+    assert other.launches[-1][3] == CONTEXT and other.switches == [CONTEXT, 0x99] and other.current == 0x99
+
+    fresh = FakeDriver("i", current=None)  # a new thread, no context yet: it keeps the kernel's (as the runtime API)
+    fresh.launcher((1, 1, 1), 0, (1,))
+    assert fresh.launches[-1][3] == CONTEXT and fresh.switches == [CONTEXT] and fresh.current == CONTEXT
+
+
+def test_a_failed_launch_raises_through_the_callback():
+    driver = FakeDriver("i")
+    driver.result = 700  # CUDA_ERROR_ILLEGAL_ADDRESS
+    with pytest.raises(RuntimeError, match="launch failed: 700"):
+        driver.launcher((1, 1, 1), 0, (1,))
+    assert driver.errors == [700]
+
+
+def test_launches_from_threads_keep_their_own_parameters():
+    """The buffer is per call (on the C stack): a thread switch while one call is read
+    (a tensor's Python methods) cannot mix another call's values into it."""
+    from tilelang._fastpath import constant_key
+    from tilelang._runtime import stream_handle
+
+    class Slow:  # a tensor whose methods let other threads run mid-read
+        dtype = "f32"
+
+        def __init__(self, n):
+            self.n = n
+
+        @property
+        def shape(self):
+            time.sleep(0)
+            return (self.n,)
+
+        def stride(self):
+            time.sleep(0)
+            return (1,)
+
+        def data_ptr(self):
+            return 16 * self.n
+
+        def get_device(self):
+            return 0
+
+    driver = FakeDriver("Qqq")
+    native = launcher_module()
+    plan = ((native.TENSOR, Slow, "f32", 1, True),)
+    fast_path = native.FastPath(driver.launcher, plan, (), None, 0, lambda device: 0, stream_handle, constant_key)
+
+    def launch(n):
+        for _ in range(200):
+            assert fast_path((1, 1, 1), (Slow(n),), {}, None, None)
+
+    threads = [threading.Thread(target=launch, args=(n,)) for n in range(1, 9)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(driver.launches) == 1600
+    assert all(values == (16 * values[1], values[1], 1) for _, _, values, _ in driver.launches)

@@ -1,0 +1,623 @@
+/* tilelang._launch: the launch hot path in C.
+
+   A small kernel is launch-bound: the driver's cuLaunchKernel costs ~4.5 us on the H200
+   host and torch.add ~7 in all, so what tilelang adds must cost less than ~2.5 us. In
+   Python the checks and reads of three tensors, the packing and cuda.bindings' wrapper
+   cost ~6 (docs/runtime.md). Two types:
+
+   Launcher(function, threads, shared, codes, context, entry_points, failed, kernel)
+       one kernel loaded on one GPU. launcher(grid, stream, flat) packs ``flat`` (one value
+       per parameter, converted by its struct code in ``codes``) into a buffer on the stack
+       and calls cuLaunchKernel with ``context`` current (restoring the caller's after).
+       ``entry_points`` are the addresses of cuLaunchKernel, cuCtxGetCurrent and
+       cuCtxSetCurrent (tests pass fakes); a failed launch calls failed(result) to raise.
+       ``kernel`` (what holds the loaded code) is kept alive as long as the launcher.
+
+   FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle,
+            constant_key)
+       the launch of calls alike one that went the full way (tilelang/_fastpath.py builds
+       the plan). fast_path(grid, args, kwargs, backend, stream) checks the call is alike,
+       reads its parameter values straight into the buffer and launches: True; any
+       difference, False (nothing launched; the caller takes the full path).
+
+   The parameter buffer lives on the stack (the driver copies it at the call), so Python
+   code run while a call is read (a tensor's methods, say) cannot clobber another's. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef int (*LaunchFn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                        void **, void **);
+typedef int (*ContextGetFn)(void **);
+typedef int (*ContextSetFn)(void *);
+
+#define MAX_PARAMS 1024
+#define MAX_BYTES 4096 /* the driver's limit on a kernel's parameters before CUDA 12.1 */
+
+typedef struct {
+    PyObject_HEAD
+    LaunchFn launch;
+    ContextGetFn context_get;
+    ContextSetFn context_set;
+    void *function, *context;
+    unsigned threads, shared;
+    Py_ssize_t count;
+    char codes[MAX_PARAMS];
+    uint16_t offsets[MAX_PARAMS];
+    PyObject *failed, *kernel;
+    vectorcallfunc vectorcall;
+} Launcher;
+
+typedef struct {
+    _Alignas(16) char bytes[MAX_BYTES];
+    Py_ssize_t filled; /* parameters written so far */
+} Params;
+
+/* ------------------------------------------------------------------ packing */
+
+static int in_range(long long v, long long lo, long long hi) {
+    if (v < lo || v > hi) {
+        PyErr_SetString(PyExc_OverflowError, "kernel parameter out of range");
+        return 0;
+    }
+    return 1;
+}
+
+/* ``value`` converted by struct code ``code`` into ``slot``, as struct.pack would
+   (16-bit floats and Python floats travel as float32). 0 and an exception on failure. */
+static int put(char code, PyObject *value, char *slot) {
+    long long s;
+    unsigned long long u;
+    double d;
+    switch (code) {
+    case '?': {
+        int truth = PyObject_IsTrue(value);
+        if (truth < 0) return 0;
+        *(unsigned char *)slot = (unsigned char)truth;
+        return 1;
+    }
+    case 'b': case 'h': case 'i': case 'q':
+        s = PyLong_AsLongLong(value);
+        if (s == -1 && PyErr_Occurred()) return 0;
+        if (code == 'b') return in_range(s, INT8_MIN, INT8_MAX) && (*(int8_t *)slot = (int8_t)s, 1);
+        if (code == 'h') return in_range(s, INT16_MIN, INT16_MAX) && (*(int16_t *)slot = (int16_t)s, 1);
+        if (code == 'i') return in_range(s, INT32_MIN, INT32_MAX) && (*(int32_t *)slot = (int32_t)s, 1);
+        memcpy(slot, &s, 8);
+        return 1;
+    case 'B': case 'H': case 'I': case 'Q': {
+        PyObject *index = PyNumber_Index(value);
+        if (index == NULL) return 0;
+        u = PyLong_AsUnsignedLongLong(index);
+        Py_DECREF(index);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+        if ((code == 'B' && u > UINT8_MAX) || (code == 'H' && u > UINT16_MAX) || (code == 'I' && u > UINT32_MAX)) {
+            PyErr_SetString(PyExc_OverflowError, "kernel parameter out of range");
+            return 0;
+        }
+        if (code == 'B') *(uint8_t *)slot = (uint8_t)u;
+        else if (code == 'H') *(uint16_t *)slot = (uint16_t)u;
+        else if (code == 'I') *(uint32_t *)slot = (uint32_t)u;
+        else memcpy(slot, &u, 8);
+        return 1;
+    }
+    case 'f': case 'd':
+        d = PyFloat_AsDouble(value);
+        if (d == -1.0 && PyErr_Occurred()) return 0;
+        if (code == 'f') {
+            float f = (float)d; /* IEEE rounding; beyond float32's range, inf (as NumPy) */
+            memcpy(slot, &f, 4);
+        } else {
+            memcpy(slot, &d, 8);
+        }
+        return 1;
+    }
+    PyErr_Format(PyExc_ValueError, "unknown parameter code %c", code);
+    return 0;
+}
+
+/* The next parameter; 0 and an exception when there is none or it does not convert. */
+static int push(Launcher *self, Params *params, PyObject *value) {
+    if (params->filled >= self->count) {
+        PyErr_SetString(PyExc_ValueError, "more values than the kernel has parameters");
+        return 0;
+    }
+    Py_ssize_t i = params->filled++;
+    return put(self->codes[i], value, params->bytes + self->offsets[i]);
+}
+
+/* cuLaunchKernel in the launcher's context (made current if it is not, the caller's
+   restored after; a thread with none keeps it, as the runtime API does). */
+static PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Params *params) {
+    if (params->filled != self->count) {
+        PyErr_Format(PyExc_ValueError, "%zd values for %zd kernel parameters", params->filled, self->count);
+        return NULL;
+    }
+    void *pointers[MAX_PARAMS];
+    for (Py_ssize_t i = 0; i < self->count; i++) pointers[i] = params->bytes + self->offsets[i];
+    void *previous = NULL;
+    int result = self->context_get(&previous);
+    if (result == 0 && previous != self->context) result = self->context_set(self->context);
+    if (result == 0)
+        result = self->launch(self->function, grid[0], grid[1], grid[2], self->threads, 1, 1, self->shared, stream,
+                              pointers, NULL);
+    if (previous != NULL && previous != self->context) {
+        int restored = self->context_set(previous);
+        if (result == 0) result = restored;
+    }
+    if (result != 0) { /* failed(result) raises the error, named */
+        PyObject *code = PyLong_FromLong(result);
+        PyObject *none = code ? PyObject_CallOneArg(self->failed, code) : NULL;
+        Py_XDECREF(code);
+        Py_XDECREF(none);
+        if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "cuLaunchKernel failed (%d)", result);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int read_grid(PyObject *grid, unsigned out[3]) {
+    if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 3) {
+        PyErr_SetString(PyExc_TypeError, "the grid is a tuple of three sizes");
+        return 0;
+    }
+    for (int i = 0; i < 3; i++) {
+        unsigned long size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(grid, i));
+        if (size == (unsigned long)-1 && PyErr_Occurred()) return 0;
+        out[i] = (unsigned)size;
+    }
+    return 1;
+}
+
+static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "launcher(grid, stream, flat)");
+        return NULL;
+    }
+    unsigned grid[3];
+    if (!read_grid(args[0], grid)) return NULL;
+    void *stream = PyLong_AsVoidPtr(args[1]);
+    if (stream == NULL && PyErr_Occurred()) return NULL;
+    PyObject *flat = PySequence_Fast(args[2], "flat must be a sequence");
+    if (flat == NULL) return NULL;
+    Params params = {.filled = 0};
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(flat);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!push(self, &params, PySequence_Fast_GET_ITEM(flat, i))) {
+            Py_DECREF(flat);
+            return NULL;
+        }
+    }
+    Py_DECREF(flat);
+    return launch(self, grid, stream, &params);
+}
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    unsigned long long function, context, entry[3];
+    unsigned threads, shared;
+    const char *codes;
+    Py_ssize_t count;
+    PyObject *failed, *kernel;
+    static char *names[] = {"function", "threads", "shared", "codes", "context", "entry_points", "failed", "kernel",
+                            NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KIIs#K(KKK)OO", names, &function, &threads, &shared, &codes,
+                                     &count, &context, &entry[0], &entry[1], &entry[2], &failed, &kernel))
+        return NULL;
+    if (count > MAX_PARAMS) return PyErr_Format(PyExc_ValueError, "more than %d kernel parameters", MAX_PARAMS);
+    Launcher *self = (Launcher *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->function = (void *)(uintptr_t)function;
+    self->context = (void *)(uintptr_t)context;
+    self->launch = (LaunchFn)(uintptr_t)entry[0];
+    self->context_get = (ContextGetFn)(uintptr_t)entry[1];
+    self->context_set = (ContextSetFn)(uintptr_t)entry[2];
+    self->threads = threads;
+    self->shared = shared;
+    self->count = count;
+    memcpy(self->codes, codes, count);
+    Py_ssize_t offset = 0; /* C's layout of the parameter list: each at its own alignment */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        char c = codes[i];
+        Py_ssize_t size = strchr("?bB", c) ? 1 : strchr("hH", c) ? 2 : strchr("iIf", c) ? 4 : strchr("qQd", c) ? 8 : 0;
+        if (size == 0) {
+            Py_DECREF(self);
+            return PyErr_Format(PyExc_ValueError, "unknown parameter code %c", c);
+        }
+        offset = (offset + size - 1) / size * size;
+        self->offsets[i] = (uint16_t)offset;
+        offset += size;
+    }
+    if (offset > MAX_BYTES) {
+        Py_DECREF(self);
+        return PyErr_Format(PyExc_ValueError, "kernel parameters of %zd bytes (at most %d)", offset, MAX_BYTES);
+    }
+    self->failed = Py_NewRef(failed);
+    self->kernel = Py_NewRef(kernel);
+    self->vectorcall = (vectorcallfunc)launcher_call;
+    return (PyObject *)self;
+}
+
+static void launcher_dealloc(Launcher *self) {
+    Py_XDECREF(self->failed);
+    Py_XDECREF(self->kernel);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *launcher_offsets(Launcher *self, void *closure) {
+    PyObject *offsets = PyTuple_New(self->count);
+    for (Py_ssize_t i = 0; offsets && i < self->count; i++) PyTuple_SET_ITEM(offsets, i, PyLong_FromLong(self->offsets[i]));
+    return offsets;
+}
+
+static PyObject *launcher_codes(Launcher *self, void *closure) {
+    return PyUnicode_FromStringAndSize(self->codes, self->count);
+}
+
+static PyGetSetDef launcher_getset[] = {
+    {"offsets", (getter)launcher_offsets, NULL, "each parameter's byte offset in the buffer", NULL},
+    {"codes", (getter)launcher_codes, NULL, "each parameter's struct code", NULL},
+    {NULL},
+};
+
+static PyMemberDef launcher_members[] = {
+    {"kernel", T_OBJECT, offsetof(Launcher, kernel), READONLY, "what holds the loaded code"},
+    {NULL},
+};
+
+static PyTypeObject LauncherType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch.Launcher",
+    .tp_basicsize = sizeof(Launcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = launcher_new,
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_getset = launcher_getset,
+    .tp_members = launcher_members,
+    .tp_doc = "A kernel loaded on one GPU: launcher(grid, stream, flat).",
+};
+
+/* ------------------------------------------------------------------ fast path */
+
+enum Kind {
+    TENSOR,     /* (TENSOR, type, dtype, ndim, unit): a torch tensor, read by its methods */
+    ARRAY,      /* (ARRAY, type, dtype, ndim, unit, itemsize, pointer attributes, device_of): read by
+                   .dtype, .shape, .strides (bytes), the pointer down a chain of attributes, and its GPU
+                   by device_of(value) (None: the only GPU) */
+    READER,     /* (READER, type, reader, signature): reader(value, values) == signature */
+    INT,        /* (INT, dtype class): a Python int: 0 int32, 1 int64, 2 uint64 by magnitude */
+    TYPED,      /* (TYPED, type): a bool, float or NumPy scalar: its type is its dtype */
+    CONST_INT,  /* (CONST_INT, value): a Constant int */
+    CONST,      /* (CONST, key): a Constant: constant_key(value) == key */
+};
+
+typedef struct {
+    int kind;
+    PyObject *type, *object, *signature, *device_of; /* borrowed from the plan, which the fast path keeps */
+    long number, unit, itemsize;
+} Entry;
+
+typedef struct {
+    PyObject_HEAD
+    Launcher *launcher;
+    PyObject *plan, *keyword_plan, *backend, *current_stream, *stream_handle, *constant_key, *device;
+    Py_ssize_t nargs, nkw;
+    Entry *entries; /* nargs positional, then nkw keywords */
+    PyObject **keywords;
+    vectorcallfunc vectorcall;
+} FastPath;
+
+static PyObject *S_get_device, *S_shape, *S_stride, *S_strides, *S_data_ptr, *S_dtype;
+
+static PyObject *call_method(PyObject *name, PyObject *object) {
+    return PyObject_VectorcallMethod(name, &object, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static int push_new(Launcher *launcher, Params *params, PyObject *value) { /* consumes ``value`` */
+    int done = value != NULL && push(launcher, params, value);
+    Py_XDECREF(value);
+    return done;
+}
+
+/* A strided device array read by its attributes (a torch tensor by its methods): 1 alike
+   (pointer, shape and strides in elements pushed), 0 not, -1 an error (not alike either). */
+static int strided(FastPath *self, Entry *e, PyObject *value, Params *params) {
+    int torch = e->kind == TENSOR;
+    PyObject *dtype = PyObject_GetAttr(value, S_dtype);
+    if (dtype == NULL) return -1;
+    int same = torch ? dtype == e->object : PyObject_RichCompareBool(dtype, e->object, Py_EQ);
+    Py_DECREF(dtype); /* torch's dtypes are singletons: identity is enough */
+    if (same != 1) return same;
+    PyObject *device = torch ? call_method(S_get_device, value)
+                     : e->device_of != Py_None ? PyObject_CallOneArg(e->device_of, value) : Py_NewRef(self->device);
+    if (device == NULL) return -1;
+    same = PyObject_RichCompareBool(device, self->device, Py_EQ);
+    Py_DECREF(device);
+    if (same != 1) return same;
+    PyObject *shape = PyObject_GetAttr(value, S_shape), *strides = NULL, *pointer = NULL;
+    int alike = -1;
+    if (shape == NULL || !PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != e->number || e->number > 64) {
+        alike = shape == NULL ? -1 : 0;
+        goto done;
+    }
+    strides = torch ? call_method(S_stride, value) : PyObject_GetAttr(value, S_strides);
+    if (strides == NULL || !PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != e->number) {
+        alike = strides == NULL ? -1 : 0;
+        goto done;
+    }
+    long long steps[64]; /* strides in elements (NumPy-like arrays give bytes) */
+    for (Py_ssize_t i = 0; i < e->number; i++) {
+        long long step = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+        if (step == -1 && PyErr_Occurred()) goto done;
+        long long q = step / e->itemsize; /* floor division, as the full path's // */
+        steps[i] = (step % e->itemsize != 0 && (step < 0) != (e->itemsize < 0)) ? q - 1 : q;
+    }
+    long unit = 1; /* the last axis' stride is 1, or does not matter (at most one element) */
+    if (e->number > 0) {
+        long size = PyLong_AsLong(PyTuple_GET_ITEM(shape, e->number - 1));
+        if (size == -1 && PyErr_Occurred()) goto done;
+        unit = steps[e->number - 1] == 1 || size <= 1;
+    }
+    if (unit != e->unit) {
+        alike = 0;
+        goto done;
+    }
+    if (torch) {
+        pointer = call_method(S_data_ptr, value);
+    } else { /* e.g. .gpu_data.device_pointer (numba), .data.ptr (CuPy) */
+        pointer = Py_NewRef(value);
+        for (Py_ssize_t i = 0; pointer != NULL && i < PyTuple_GET_SIZE(e->signature); i++)
+            Py_SETREF(pointer, PyObject_GetAttr(pointer, PyTuple_GET_ITEM(e->signature, i)));
+    }
+    if (pointer == NULL || !push_new(self->launcher, params, PyNumber_Long(pointer))) goto done;
+    for (Py_ssize_t i = 0; i < e->number; i++)
+        if (!push(self->launcher, params, PyTuple_GET_ITEM(shape, i))) goto done;
+    for (Py_ssize_t i = 0; i < e->number; i++)
+        if (!push_new(self->launcher, params, PyLong_FromLongLong(steps[i]))) goto done;
+    alike = 1;
+done:
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    Py_XDECREF(pointer);
+    return alike;
+}
+
+static int reader(FastPath *self, Entry *e, PyObject *value, Params *params) {
+    PyObject *values = PyList_New(0);
+    if (values == NULL) return -1;
+    PyObject *signature = PyObject_CallFunctionObjArgs(e->object, value, values, NULL);
+    int alike = signature == NULL ? -1 : PyObject_RichCompareBool(signature, e->signature, Py_EQ);
+    Py_XDECREF(signature);
+    for (Py_ssize_t i = 0; alike == 1 && i < PyList_GET_SIZE(values); i++)
+        if (!push(self->launcher, params, PyList_GET_ITEM(values, i))) alike = -1;
+    Py_DECREF(values);
+    return alike;
+}
+
+static int int_class(PyObject *value) { /* tilelang.dtypes.scalar_dtype's rule for Python ints */
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow == 0) return (v >= INT32_MIN && v <= INT32_MAX) ? 0 : 1;
+    if (overflow < 0) return -1;
+    unsigned long long u = PyLong_AsUnsignedLongLong(value);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1; /* past uint64: the full path says why */
+    return 2;
+}
+
+/* Whether ``value`` is alike the entry; its values pushed. 1, 0, or -1 on an error. */
+static int alike(FastPath *self, Entry *e, PyObject *value, Params *params) {
+    switch (e->kind) {
+    case TENSOR: case ARRAY:
+        return Py_TYPE(value) == (PyTypeObject *)e->type ? strided(self, e, value, params) : 0;
+    case READER:
+        return Py_TYPE(value) == (PyTypeObject *)e->type ? reader(self, e, value, params) : 0;
+    case INT:
+        if (!PyLong_CheckExact(value) || int_class(value) != e->number) return 0;
+        return push(self->launcher, params, value) ? 1 : -1;
+    case TYPED:
+        if (Py_TYPE(value) != (PyTypeObject *)e->type) return 0;
+        return push(self->launcher, params, value) ? 1 : -1;
+    case CONST_INT:
+        return PyLong_CheckExact(value) ? PyObject_RichCompareBool(value, e->object, Py_EQ) : 0;
+    case CONST: {
+        PyObject *key = PyObject_CallOneArg(self->constant_key, value);
+        if (key == NULL) return -1;
+        int same = PyObject_RichCompareBool(key, e->object, Py_EQ);
+        Py_DECREF(key);
+        return same;
+    }
+    }
+    return 0;
+}
+
+static PyObject *fast_path_call(FastPath *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 5 || kwnames != NULL) {
+        PyErr_SetString(PyExc_TypeError, "fast_path(grid, args, kwargs, backend, stream)");
+        return NULL;
+    }
+    PyObject *grid = argv[0], *args = argv[1], *kwargs = argv[2], *backend = argv[3], *stream = argv[4];
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != self->nargs || !PyDict_Check(kwargs) ||
+        PyDict_GET_SIZE(kwargs) != self->nkw)
+        Py_RETURN_FALSE;
+    if (backend != self->backend) {
+        int same = PyObject_RichCompareBool(backend, self->backend, Py_EQ);
+        if (same != 1) goto decline;
+    }
+    Params params = {.filled = 0};
+    for (Py_ssize_t i = 0; i < self->nargs + self->nkw; i++) {
+        PyObject *value = i < self->nargs ? PyTuple_GET_ITEM(args, i)
+                                          : PyDict_GetItemWithError(kwargs, self->keywords[i - self->nargs]);
+        if (value == NULL) goto decline;
+        if (alike(self, &self->entries[i], value, &params) != 1) goto decline;
+    }
+    unsigned sizes[3];
+    if (!read_grid(grid, sizes)) goto decline;
+    if (sizes[0] == 0 || sizes[1] == 0 || sizes[2] == 0) Py_RETURN_TRUE; /* nothing to run */
+    PyObject *handle = stream == Py_None ? PyObject_CallOneArg(self->current_stream, self->device)
+                                         : PyObject_CallOneArg(self->stream_handle, stream);
+    if (handle == NULL) return NULL; /* a bad stream= is the caller's error, not a decline */
+    void *raw = PyLong_AsVoidPtr(handle);
+    Py_DECREF(handle);
+    if (raw == NULL && PyErr_Occurred()) return NULL;
+    PyObject *done = launch(self->launcher, sizes, raw, &params);
+    if (done == NULL) return NULL;
+    Py_DECREF(done);
+    Py_RETURN_TRUE;
+decline: /* not alike (or it could not be read here): the full path decides, and names any error */
+    PyErr_Clear();
+    Py_RETURN_FALSE;
+}
+
+static int read_entry(PyObject *item, Entry *e) {
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2) {
+        PyErr_SetString(PyExc_TypeError, "a plan entry is a tuple (kind, ...)");
+        return 0;
+    }
+    e->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    Py_ssize_t n = PyTuple_GET_SIZE(item);
+    PyObject *second = PyTuple_GET_ITEM(item, 1);
+    switch (e->kind) {
+    case TENSOR:
+        if (n != 5) break;
+        e->type = second;
+        e->object = PyTuple_GET_ITEM(item, 2);
+        e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
+        e->unit = PyObject_IsTrue(PyTuple_GET_ITEM(item, 4));
+        e->itemsize = 1; /* torch's strides are in elements */
+        return !PyErr_Occurred();
+    case ARRAY:
+        if (n != 8 || !PyTuple_Check(PyTuple_GET_ITEM(item, 6))) break;
+        e->type = second;
+        e->object = PyTuple_GET_ITEM(item, 2);
+        e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
+        e->unit = PyObject_IsTrue(PyTuple_GET_ITEM(item, 4));
+        e->itemsize = PyLong_AsLong(PyTuple_GET_ITEM(item, 5));
+        e->signature = PyTuple_GET_ITEM(item, 6); /* the pointer's attribute chain */
+        e->device_of = PyTuple_GET_ITEM(item, 7);
+        if (e->itemsize <= 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "itemsize must be positive");
+        return !PyErr_Occurred();
+    case READER:
+        if (n != 4) break;
+        e->type = second;
+        e->object = PyTuple_GET_ITEM(item, 2);
+        e->signature = PyTuple_GET_ITEM(item, 3);
+        return 1;
+    case INT:
+        if (n != 2) break;
+        e->number = PyLong_AsLong(second);
+        return !PyErr_Occurred();
+    case TYPED:
+        if (n != 2) break;
+        e->type = second;
+        return 1;
+    case CONST_INT: case CONST:
+        if (n != 2) break;
+        e->object = second;
+        return 1;
+    }
+    PyErr_SetString(PyExc_ValueError, "a malformed plan entry");
+    return 0;
+}
+
+static void fast_path_dealloc(FastPath *self) {
+    PyMem_Free(self->entries);
+    PyMem_Free(self->keywords);
+    Py_XDECREF(self->launcher);
+    Py_XDECREF(self->plan);
+    Py_XDECREF(self->keyword_plan);
+    Py_XDECREF(self->backend);
+    Py_XDECREF(self->current_stream);
+    Py_XDECREF(self->stream_handle);
+    Py_XDECREF(self->constant_key);
+    Py_XDECREF(self->device);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *fast_path_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *launcher, *plan, *keyword_plan, *backend, *device, *current_stream, *stream_handle, *constant_key;
+    static char *names[] = {"launcher", "plan", "keyword_plan", "backend", "device", "current_stream",
+                            "stream_handle", "constant_key", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!OOOOO", names, &LauncherType, &launcher, &PyTuple_Type,
+                                     &plan, &PyTuple_Type, &keyword_plan, &backend, &device, &current_stream,
+                                     &stream_handle, &constant_key))
+        return NULL;
+    FastPath *self = (FastPath *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->launcher = (Launcher *)Py_NewRef(launcher);
+    self->plan = Py_NewRef(plan);
+    self->keyword_plan = Py_NewRef(keyword_plan);
+    self->backend = Py_NewRef(backend);
+    self->device = Py_NewRef(device);
+    self->current_stream = Py_NewRef(current_stream);
+    self->stream_handle = Py_NewRef(stream_handle);
+    self->constant_key = Py_NewRef(constant_key);
+    self->vectorcall = (vectorcallfunc)fast_path_call;
+    self->nargs = PyTuple_GET_SIZE(plan);
+    self->nkw = PyTuple_GET_SIZE(keyword_plan);
+    self->entries = PyMem_Calloc(self->nargs + self->nkw + 1, sizeof(Entry));
+    self->keywords = PyMem_Calloc(self->nkw + 1, sizeof(PyObject *));
+    if (self->entries == NULL || self->keywords == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < self->nargs; i++)
+        if (!read_entry(PyTuple_GET_ITEM(plan, i), &self->entries[i])) goto fail;
+    for (Py_ssize_t j = 0; j < self->nkw; j++) { /* (name, entry) */
+        PyObject *pair = PyTuple_GET_ITEM(keyword_plan, j);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a keyword plan entry is (name, entry)");
+            goto fail;
+        }
+        self->keywords[j] = PyTuple_GET_ITEM(pair, 0);
+        if (!read_entry(PyTuple_GET_ITEM(pair, 1), &self->entries[self->nargs + j])) goto fail;
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyMemberDef fast_path_members[] = {
+    {"launcher", T_OBJECT, offsetof(FastPath, launcher), READONLY, "the kernel it launches"},
+    {"plan", T_OBJECT, offsetof(FastPath, plan), READONLY, "what each positional argument must be"},
+    {"keyword_plan", T_OBJECT, offsetof(FastPath, keyword_plan), READONLY, "(name, entry) per keyword"},
+    {"device", T_OBJECT, offsetof(FastPath, device), READONLY, "the GPU it launches on"},
+    {NULL},
+};
+
+static PyTypeObject FastPathType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch.FastPath",
+    .tp_basicsize = sizeof(FastPath),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(FastPath, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = fast_path_new,
+    .tp_dealloc = (destructor)fast_path_dealloc,
+    .tp_members = fast_path_members,
+    .tp_doc = "The launch of calls alike one: fast_path(grid, args, kwargs, backend, stream) -> bool.",
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tilelang._launch", "The launch hot path.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__launch(void) {
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&FastPathType) < 0) return NULL;
+    S_get_device = PyUnicode_InternFromString("get_device");
+    S_shape = PyUnicode_InternFromString("shape");
+    S_stride = PyUnicode_InternFromString("stride");
+    S_strides = PyUnicode_InternFromString("strides");
+    S_data_ptr = PyUnicode_InternFromString("data_ptr");
+    S_dtype = PyUnicode_InternFromString("dtype");
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#define KIND(name) PyModule_AddIntConstant(m, #name, name)
+    if (KIND(TENSOR) || KIND(ARRAY) || KIND(READER) || KIND(INT) || KIND(TYPED) || KIND(CONST_INT) || KIND(CONST)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
