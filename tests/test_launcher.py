@@ -131,3 +131,45 @@ def test_launches_from_threads_keep_their_own_parameters():
         t.join()
     assert len(driver.launches) == 1600
     assert all(values == (16 * values[1], values[1], 1) for _, _, values, _ in driver.launches)
+
+
+def test_a_call_site_tries_the_fast_paths_then_the_full_path():
+    calls = []
+
+    def fast(answer):
+        def path(grid, args, kwargs, backend, stream):
+            calls.append((answer, grid, args, kwargs, backend, stream))
+            return answer
+
+        return path
+
+    def full(*args, **kwargs):
+        calls.append(("full", args, kwargs))
+
+    paths = [fast(False), fast(True), fast(True)]
+    site = launcher_module().CallSite(paths, (2, 1, 1), full)
+    site(1, 2, TILE=4, stream=7)  # the first that takes it launches; backend= and stream= are the launch's own
+    assert calls == [(False, (2, 1, 1), (1, 2), {"TILE": 4}, None, 7), (True, (2, 1, 1), (1, 2), {"TILE": 4}, None, 7)]
+    calls.clear()
+    paths[:] = [fast(False)]  # the kernel's list, as the full path changes it
+    site(1, backend="cpu")
+    assert calls == [(False, (2, 1, 1), (1,), {}, "cpu", None), ("full", (1,), {"backend": "cpu"})]
+    calls.clear()
+    launcher_module().CallSite([fast(True)], None, full)(3)  # a grid computed per call: always the full path
+    assert calls == [("full", (3,), {})]
+
+
+def test_kernel_grid_is_one_call_site_per_grid():
+    import tilelang as tl
+
+    @tl.tile_kernel
+    def copy(x, out, TILE: tl.Constant):
+        tl.store(out, tl.load(x, index=(0,), shape=(TILE,)), index=(0,))
+
+    assert copy[2] is copy[2] and copy[(2, 3)] is copy[(2, 3)] and copy[2] is not copy[(2,)]
+    assert copy[True] is not copy[1]  # True == 1, but not a grid
+    x = np.ones(4, np.float32)
+    with pytest.raises(tl.TileArgumentError, match="grid sizes must be non-negative ints"):
+        copy[True](x, x, TILE=4, backend="interpret")
+    with pytest.raises(tl.TileArgumentError, match="grid sizes must be non-negative ints"):
+        copy[(1.0,)](x, x, TILE=4, backend="interpret")

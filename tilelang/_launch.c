@@ -3,7 +3,7 @@
    A small kernel is launch-bound: the driver's cuLaunchKernel costs ~4.5 us on the H200
    host and torch.add ~7 in all, so what tilelang adds must cost less than ~2.5 us. In
    Python the checks and reads of three tensors, the packing and cuda.bindings' wrapper
-   cost ~6 (docs/runtime.md). Two types:
+   cost ~6 (docs/runtime.md). Three types:
 
    Launcher(function, threads, shared, codes, context, entry_points, failed, kernel)
        one kernel loaded on one GPU. launcher(grid, stream, flat) packs ``flat`` (one value
@@ -19,6 +19,10 @@
        the plan). fast_path(grid, args, kwargs, backend, stream) checks the call is alike,
        reads its parameter values straight into the buffer and launches: True; any
        difference, False (nothing launched; the caller takes the full path).
+
+   CallSite(fast_paths, grid, full)
+       what kernel[grid] returns: its call tries the kernel's fast paths (a list the full
+       path adds to), then full(*args, **kwargs).
 
    The parameter buffer lives on the stack (the driver copies it at the call), so Python
    code run while a call is read (a tensor's methods, say) cannot clobber another's. */
@@ -597,10 +601,99 @@ static PyTypeObject FastPathType = {
     .tp_doc = "The launch of calls alike one: fast_path(grid, args, kwargs, backend, stream) -> bool.",
 };
 
+/* ------------------------------------------------------------------ call site */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *fast_paths, *grid, *full; /* a list of FastPath, the padded grid (or None), the full path */
+    vectorcallfunc vectorcall;
+} CallSite;
+
+static PyObject *S_backend, *S_stream;
+
+/* kernel[grid](*args, backend=None, stream=None, **constants): the first fast path that
+   takes the call launches it; else full(*args, **kwargs), the way every first call goes. */
+static PyObject *call_site_call(CallSite *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (self->grid == Py_None || PyList_GET_SIZE(self->fast_paths) == 0)
+        return PyObject_Vectorcall(self->full, argv, nargsf, kwnames);
+    PyObject *args = PyTuple_New(nargs), *kwargs = PyDict_New(), *backend = Py_None, *stream = Py_None;
+    PyObject *result = NULL;
+    if (args == NULL || kwargs == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nargs; i++) PyTuple_SET_ITEM(args, i, Py_NewRef(argv[i]));
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, j), *value = argv[nargs + j];
+        if (PyUnicode_Compare(name, S_backend) == 0) backend = value;
+        else if (PyUnicode_Compare(name, S_stream) == 0) stream = value;
+        else if (PyDict_SetItem(kwargs, name, value) < 0) goto done;
+    }
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(self->fast_paths); k++) {
+        PyObject *fast_path = Py_NewRef(PyList_GET_ITEM(self->fast_paths, k)); /* the list may change meanwhile */
+        PyObject *call[5] = {self->grid, args, kwargs, backend, stream};
+        PyObject *taken = Py_IS_TYPE(fast_path, &FastPathType)
+                              ? fast_path_call((FastPath *)fast_path, call, 5, NULL)
+                              : PyObject_Vectorcall(fast_path, call, 5, NULL);
+        Py_DECREF(fast_path);
+        if (taken == NULL) goto done;
+        int launched = taken == Py_True;
+        Py_DECREF(taken);
+        if (launched) {
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    result = PyObject_Vectorcall(self->full, argv, nargsf, kwnames);
+done:
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    return result;
+}
+
+static PyObject *call_site_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fast_paths, *grid, *full;
+    static char *names[] = {"fast_paths", "grid", "full", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO", names, &PyList_Type, &fast_paths, &grid, &full))
+        return NULL;
+    CallSite *self = (CallSite *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->fast_paths = Py_NewRef(fast_paths);
+    self->grid = Py_NewRef(grid);
+    self->full = Py_NewRef(full);
+    self->vectorcall = (vectorcallfunc)call_site_call;
+    return (PyObject *)self;
+}
+
+static void call_site_dealloc(CallSite *self) {
+    Py_XDECREF(self->fast_paths);
+    Py_XDECREF(self->grid);
+    Py_XDECREF(self->full);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef call_site_members[] = {
+    {"grid", T_OBJECT, offsetof(CallSite, grid), READONLY, "the grid as the driver takes it (None: per call)"},
+    {NULL},
+};
+
+static PyTypeObject CallSiteType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch.CallSite",
+    .tp_basicsize = sizeof(CallSite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(CallSite, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = call_site_new,
+    .tp_dealloc = (destructor)call_site_dealloc,
+    .tp_members = call_site_members,
+    .tp_doc = "kernel[grid]: call_site(*args, **kwargs) launches by a fast path, else by the full path.",
+};
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tilelang._launch", "The launch hot path.", -1, NULL};
 
 PyMODINIT_FUNC PyInit__launch(void) {
-    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&FastPathType) < 0) return NULL;
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&FastPathType) < 0 || PyType_Ready(&CallSiteType) < 0)
+        return NULL;
+    S_backend = PyUnicode_InternFromString("backend");
+    S_stream = PyUnicode_InternFromString("stream");
     S_get_device = PyUnicode_InternFromString("get_device");
     S_shape = PyUnicode_InternFromString("shape");
     S_stride = PyUnicode_InternFromString("stride");
@@ -610,7 +703,8 @@ PyMODINIT_FUNC PyInit__launch(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
-        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0) {
+        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
+        PyModule_AddObjectRef(m, "CallSite", (PyObject *)&CallSiteType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

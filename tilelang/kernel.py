@@ -19,6 +19,7 @@ import numpy as np
 from . import dtypes
 from ._backends.cpu import CpuKernel
 from ._backends.cuda import CudaKernel
+from ._backends.cuda_driver import launcher_module
 from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
 from ._frontend.loops import rewrite_loops
@@ -118,7 +119,7 @@ class TileKernel:
         self._traceable = None
         self._compiled = {}
         self._fast_paths = []  # made per call signature, most recent first (_fastpath.py)
-        self._launchers = {}  # grid -> its _Launcher (kernel[grid] is evaluated at every launch)
+        self._call_sites = {}  # grid -> kernel[grid] (evaluated at every launch)
 
     def __repr__(self):
         return f"<tile_kernel {self.__name__}{self.signature}>"
@@ -132,13 +133,13 @@ class TileKernel:
 
     def __getitem__(self, grid):
         if not (type(grid) is int or type(grid) is tuple and all(type(g) is int for g in grid)):
-            return _Launcher(self, grid)  # computed from the arguments, or an unusual (or wrong) grid
-        launcher = self._launchers.get(grid)
-        if launcher is None:
-            if len(self._launchers) >= MAX_LAUNCHERS:  # grids that come and go (cdiv(n, TILE) of many n)
-                self._launchers.clear()
-            launcher = self._launchers[grid] = _Launcher(self, grid)
-        return launcher
+            return _call_site(self, grid)  # computed from the arguments, or an unusual (or wrong) grid
+        site = self._call_sites.get(grid)
+        if site is None:
+            if len(self._call_sites) >= MAX_CALL_SITES:  # grids that come and go (cdiv(n, TILE) of many n)
+                self._call_sites.clear()
+            site = self._call_sites[grid] = _call_site(self, grid)
+        return site
 
     def traceable(self):
         if self._traceable is None:
@@ -300,36 +301,34 @@ def _grid(grid, arguments):
     return tuple(int(g) for g in grid)
 
 
-MAX_LAUNCHERS = 64
+MAX_CALL_SITES = 64
 
 
-class _Launcher:
-    def __init__(self, kernel: TileKernel, grid):
-        self.kernel = kernel
-        self.grid = grid
-        self.padded = None  # the grid as the driver takes it, where it does not depend on the arguments
-        if not callable(grid):
-            with contextlib.suppress(TileArgumentError):  # a bad grid is reported at the call
-                self.padded = grid3(_grid(grid, None))
+def _call_site(kernel: TileKernel, grid):
+    """What ``kernel[grid]`` is: a C object (tilelang/_launch.c) whose call tries the
+    kernel's fast paths, then :func:`_launch`."""
+    padded = None  # the grid as the driver takes it, where it does not depend on the arguments
+    if not callable(grid):
+        with contextlib.suppress(TileArgumentError):  # a bad grid is reported at the call
+            padded = grid3(_grid(grid, None))
+    return launcher_module().CallSite(kernel._fast_paths, padded, functools.partial(_launch, kernel, grid))
 
-    def __call__(self, *args, backend: str | None = None, stream=None, **kwargs):
-        kernel = self.kernel
-        try:
-            if self.padded is not None:  # the hot path: calls like an earlier one (C: tilelang/_launch.c)
-                for fast_path in kernel._fast_paths:
-                    if fast_path(self.padded, args, kwargs, backend, stream):
-                        return
-            grid = None if callable(self.grid) else _grid(self.grid, None)
-            arguments = kernel.bind(args, kwargs)
-            key, infos = kernel.specialize(arguments)
-            compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-            compiled.run(_grid(self.grid, arguments) if grid is None else grid, arguments, infos, stream)
-            if grid is not None and 0 not in grid:  # a fast path for calls like this one (an empty grid loaded nothing)
-                launch = compiled.run.fast_launch(arguments, infos)
-                fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch)
-                if fast_path:
-                    remember(kernel, fast_path)
-        except TileError as err:
-            if err.loc is None:
-                err.loc = user_location()
-            raise err.with_traceback(None) from None
+
+def _launch(kernel: TileKernel, grid_spec, *args, backend: str | None = None, stream=None, **kwargs):
+    """The full path of a launch: bind, specialize, compile (or find it compiled), run;
+    then a fast path for calls like this one."""
+    try:
+        grid = None if callable(grid_spec) else _grid(grid_spec, None)
+        arguments = kernel.bind(args, kwargs)
+        key, infos = kernel.specialize(arguments)
+        compiled = kernel.compile(key, backend or kernel.backend or default_backend())
+        compiled.run(_grid(grid_spec, arguments) if grid is None else grid, arguments, infos, stream)
+        if grid is not None and 0 not in grid:  # a fast path for calls like this one (an empty grid loaded nothing)
+            launch = compiled.run.fast_launch(arguments, infos)
+            fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch)
+            if fast_path:
+                remember(kernel, fast_path)
+    except TileError as err:
+        if err.loc is None:
+            err.loc = user_location()
+        raise err.with_traceback(None) from None
