@@ -4,13 +4,15 @@ and the first call of a kernel in a fresh process: cold (compiled) and warm (dis
     python benchmarks/launch.py
 
 Each implementation launches ``REPS`` times back to back on 1024-element arrays (so the
-host, not the GPU, is the bottleneck) and the wall time per launch is reported. Peers that
-are not installed are skipped.
+host, not the GPU, is the bottleneck); the implementations take turns for ``ROUNDS``
+rounds (the host is shared and its speed drifts), and the median and the best round's
+wall time per launch are reported. Peers that are not installed are skipped.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -18,7 +20,8 @@ import time
 
 import tilelang as tl
 
-REPS = 5000
+REPS = 2000
+ROUNDS = 7
 
 
 @tl.tile_kernel
@@ -71,11 +74,11 @@ def main():
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
     nx, ny, nout = (cuda.as_cuda_array(t) for t in (x, y, out))
     sync = torch.cuda.synchronize
-    rows = [
-        ("tilelang, torch tensors", per_launch_us(lambda: add[1](x, y, out, TILE=1024), sync)),
-        ("tilelang, numba arrays", per_launch_us(lambda: add[1](nx, ny, nout, TILE=1024), sync)),
-        ("torch.add", per_launch_us(lambda: torch.add(x, y, out=out), sync)),
-    ]
+    rows = {
+        "tilelang, torch tensors": lambda: add[1](x, y, out, TILE=1024),
+        "tilelang, numba arrays": lambda: add[1](nx, ny, nout, TILE=1024),
+        "torch.add": lambda: torch.add(x, y, out=out),
+    }
 
     @cuda.jit
     def numba_add(a, b, c):
@@ -83,7 +86,7 @@ def main():
         if i < c.size:
             c[i] = a[i] + b[i]
 
-    rows.append(("numba dispatcher", per_launch_us(lambda: numba_add[4, 256](nx, ny, nout), sync)))
+    rows["numba dispatcher"] = lambda: numba_add[4, 256](nx, ny, nout)
     try:
         import cupy as cp
 
@@ -93,7 +96,8 @@ def main():
             "add",
         )
         cx, cy, cout = (cp.asarray(t) for t in (x, y, out))
-        rows.append(("cupy RawKernel", per_launch_us(lambda: raw((4,), (256,), (cx, cy, cout, cp.int32(n))), sync)))
+        rows["tilelang, cupy arrays"] = lambda: add[1](cx, cy, cout, TILE=1024)
+        rows["cupy RawKernel"] = lambda: raw((4,), (256,), (cx, cy, cout, cp.int32(n)))
     except ImportError:
         pass
     try:
@@ -106,11 +110,16 @@ def main():
             m = offs < n
             tlang.store(c + offs, tlang.load(a + offs, mask=m) + tlang.load(b + offs, mask=m), mask=m)
 
-        rows.append(("triton", per_launch_us(lambda: triton_add[(1,)](x, y, out, n, BLOCK=1024), sync)))
+        rows["triton"] = lambda: triton_add[(1,)](x, y, out, n, BLOCK=1024)
     except ImportError:
         pass
-    for name, us in rows:
-        print(f"{name:26s} {us:7.1f} us/launch")
+    times = {name: [] for name in rows}
+    for _ in range(ROUNDS):
+        for name, fn in rows.items():
+            times[name].append(per_launch_us(fn, sync))
+    print(f"{'':26s} median   best (us per launch, {ROUNDS} rounds of {REPS})")
+    for name, us in times.items():
+        print(f"{name:26s} {statistics.median(us):6.1f} {min(us):6.1f}")
     cold, warm = first_calls()
     print(f"first call in a fresh process: cold (compile) {cold * 1e3:.0f} ms, warm (disk cache) {warm * 1e3:.1f} ms")
     return 0
