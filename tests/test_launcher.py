@@ -109,6 +109,9 @@ def test_launches_from_threads_keep_their_own_parameters():
             time.sleep(0)
             return (1,)
 
+        def is_contiguous(self):  # so its strides are read
+            return False
+
         def data_ptr(self):
             return 16 * self.n
 

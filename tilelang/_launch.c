@@ -313,7 +313,7 @@ typedef struct {
     vectorcallfunc vectorcall;
 } FastPath;
 
-static PyObject *S_get_device, *S_shape, *S_stride, *S_strides, *S_data_ptr, *S_dtype;
+static PyObject *S_get_device, *S_shape, *S_stride, *S_strides, *S_is_contiguous, *S_data_ptr, *S_dtype;
 
 static PyObject *call_method(PyObject *name, PyObject *object) {
     return PyObject_VectorcallMethod(name, &object, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -346,18 +346,34 @@ static int strided(FastPath *self, Entry *e, PyObject *value, Params *params) {
         alike = shape == NULL ? -1 : 0;
         goto done;
     }
+    long long steps[64]; /* strides in elements (NumPy-like arrays give bytes) */
+    if (torch) { /* contiguous (torch's rule: size-1 axes' strides do not count): C strides, as _torch_info */
+        PyObject *contiguous = call_method(S_is_contiguous, value);
+        if (contiguous == NULL) goto done;
+        Py_DECREF(contiguous);
+        if (contiguous == Py_True) {
+            long long step = 1;
+            for (Py_ssize_t i = e->number - 1; i >= 0; i--) {
+                steps[i] = step;
+                long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+                if (size == -1 && PyErr_Occurred()) goto done;
+                step *= size;
+            }
+            goto read_strides_done;
+        }
+    }
     strides = torch ? call_method(S_stride, value) : PyObject_GetAttr(value, S_strides);
     if (strides == NULL || !PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != e->number) {
         alike = strides == NULL ? -1 : 0;
         goto done;
     }
-    long long steps[64]; /* strides in elements (NumPy-like arrays give bytes) */
     for (Py_ssize_t i = 0; i < e->number; i++) {
         long long step = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
         if (step == -1 && PyErr_Occurred()) goto done;
         long long q = step / e->itemsize; /* floor division, as the full path's // */
         steps[i] = (step % e->itemsize != 0 && (step < 0) != (e->itemsize < 0)) ? q - 1 : q;
     }
+read_strides_done:;
     long unit = 1; /* the last axis' stride is 1, or does not matter (at most one element) */
     if (e->number > 0) {
         long size = PyLong_AsLong(PyTuple_GET_ITEM(shape, e->number - 1));
@@ -698,6 +714,7 @@ PyMODINIT_FUNC PyInit__launch(void) {
     S_shape = PyUnicode_InternFromString("shape");
     S_stride = PyUnicode_InternFromString("stride");
     S_strides = PyUnicode_InternFromString("strides");
+    S_is_contiguous = PyUnicode_InternFromString("is_contiguous");
     S_data_ptr = PyUnicode_InternFromString("data_ptr");
     S_dtype = PyUnicode_InternFromString("dtype");
     PyObject *m = PyModule_Create(&module);

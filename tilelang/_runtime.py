@@ -48,7 +48,9 @@ def _torch_info(t) -> ArrayInfo:
     d = _TORCH_DTYPES.get(t.dtype)
     if d is None:
         raise TileTypeError(f"{t.dtype} is not a supported dtype")
-    strides = t.stride()
+    # torch calls a tensor contiguous whatever the strides of its size-1 axes, which never
+    # move an index: C strides serve as well, and are what the fast path reads (one call less)
+    strides = _c_strides(t.shape) if t.is_contiguous() else t.stride()
     unit = _unit_stride(t.shape, strides)
     device = t.get_device()  # -1 on the host; cheaper than t.device
     return ArrayInfo(d, t.shape, strides, t.data_ptr(), device >= 0, max(device, 0), unit)
