@@ -211,6 +211,26 @@ class FakeNumbaArray:
         self.gpu_data = types.SimpleNamespace(device_pointer=self.Pointer(ptr))
 
 
+class FakeCupyArray(FakeNumbaArray):
+    """A CuPy array as far as tilelang reads one: its attributes, the pointer at
+    ``data.ptr``, its GPU at ``device.id``; never its ``__cuda_array_interface__``, which
+    synchronizes CuPy's stream."""
+
+    __module__ = "cupy.fake"
+    __cuda_ndarray__ = False
+
+    def __init__(self, shape, dtype=np.float32, strides=None, ptr=0x7F0000000000, device=0):
+        super().__init__(shape, dtype, strides, ptr)
+        self.memory, self.gpu = types.SimpleNamespace(ptr=ptr), types.SimpleNamespace(id=device)
+
+    data = property(lambda self: self.memory)  # descriptors of the class, as CuPy's
+    device = property(lambda self: self.gpu)
+
+    @property
+    def __cuda_array_interface__(self):
+        raise AssertionError("read by its attributes, not its __cuda_array_interface__")
+
+
 FAKE_TORCH_DTYPES = {"f32": object(), "f64": object()}
 
 
@@ -247,7 +267,11 @@ def test_the_fast_path_reads_torch_tensors_inline(fake_torch):
     assert not fast_path((1, 1, 1), first[0], {"OTHER": 4}, None, None)  # another Constant's name
 
 
-def test_the_fast_path_reads_numba_arrays_by_their_attributes():
+def test_the_fast_path_reads_numba_and_cupy_arrays_by_their_attributes():
+    fast_path, _ = fast_path_of((FakeCupyArray((8,)), FakeCupyArray((8,)), 2.0), {"TILE": 4})
+    assert fast_path.plan[0][0] == launcher_module().ARRAY
+    assert fast_path((1, 1, 1), (FakeCupyArray((3,)), FakeCupyArray((3,)), 2.0), {"TILE": 4}, None, None)
+    assert not fast_path((1, 1, 1), (FakeNumbaArray((3,)), FakeCupyArray((3,)), 2.0), {"TILE": 4}, None, None)
     fast_path, driver = fast_path_of((FakeNumbaArray((8,)), FakeNumbaArray((8,)), 2.0), {"TILE": 4})
     assert fast_path.plan[0][0] == launcher_module().ARRAY
     x, out = FakeNumbaArray((5, 3), strides=(-7, 1), ptr=4096), FakeNumbaArray((6,), ptr=8192)
@@ -259,7 +283,7 @@ def test_the_fast_path_reads_numba_arrays_by_their_attributes():
 
 
 def _device_array(kind, dtype, device, step, sizes, ptr):
-    """A fake device array: ``kind`` torch, numba, cai or dlpack; the last axis' stride
+    """A fake device array: ``kind`` torch, numba, cupy, cai or dlpack; the last axis' stride
     ``step`` (None: contiguous), the others 9 * step."""
     from _dlpack import KDL_CUDA, DLPackArray
 
@@ -268,13 +292,15 @@ def _device_array(kind, dtype, device, step, sizes, ptr):
         return FakeTensor(sizes, strides, dtype, device, ptr)
     if kind == "numba":  # always on the GPU, which one told by the driver (there is none here: cuda:0)
         return FakeNumbaArray(sizes, {"f32": np.float32, "f64": np.float64}[dtype], strides, ptr)
+    if kind == "cupy":  # always on a GPU
+        return FakeCupyArray(sizes, {"f32": np.float32, "f64": np.float64}[dtype], strides, ptr, max(device, 0))
     if kind == "cai":
         return FakeDeviceArray(sizes, {"f32": np.float32, "f64": np.float64}[dtype], strides, ptr)
     return DLPackArray(sizes, strides, ("float", int(dtype[1:])), ptr, (KDL_CUDA, max(device, 0)))
 
 
 ARRAY_KINDS = st.tuples(
-    st.sampled_from(["torch", "numba", "cai", "dlpack"]), st.sampled_from(["f32", "f64"]),
+    st.sampled_from(["torch", "numba", "cupy", "cai", "dlpack"]), st.sampled_from(["f32", "f64"]),
     st.sampled_from([0, 1, -1]), st.sampled_from([None, 1, 2, -1]), st.integers(0, 2),
 )  # fmt: skip
 SCALARS = st.one_of(
@@ -322,10 +348,20 @@ def _same(a, b):
     return a == b or (a != a and b != b)
 
 
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """A host with two GPUs, so fast paths ask each numba or CuPy array which GPU it is on
+    (numba's pointers are on cuda:0 here; CuPy's say)."""
+    from tilelang import _fastpath, _runtime
+
+    monkeypatch.setattr(_fastpath, "gpu_count", lambda: 2)
+    monkeypatch.setattr(_runtime, "_pointer_device", lambda ptr: 0)
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # huge floats become inf, as in NumPy
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pair=launch_pairs())
-def test_fast_paths_agree_with_the_full_path(fake_torch, pair):
+def test_fast_paths_agree_with_the_full_path(fake_torch, two_gpus, pair):
     """Property: a fast path made from one call takes a later call only if the full path
     specializes it alike, and then launches with the values the full path would pass."""
     from tilelang._fastpath import generate

@@ -6,8 +6,8 @@ parameter values into the launch's buffer and launches; any difference and it de
 and the call takes the full path. C because a launch of a small kernel is a few
 microseconds and the same checks in Python cost ~3 more (docs/runtime.md).
 
-A plan has one entry per argument (kinds defined in tilelang/_launch.c): a torch tensor
-or a numba array (its type, dtype, rank, unit last stride), another device array (a
+A plan has one entry per argument (kinds defined in tilelang/_launch.c): a torch tensor,
+a numba or CuPy array (its type, dtype, rank, unit last stride), another device array (a
 reader and what it must return), a Python int (its dtype class), a scalar of a type, a
 Constant.
 ``kernel._fast_paths`` holds the fast paths, most recent first; :func:`describe` shows them.
@@ -16,7 +16,7 @@ Constant.
 from __future__ import annotations
 
 from . import dtypes
-from ._runtime import array_info, gpu_count, is_torch_tensor, read_cuda_array, stream_handle
+from ._runtime import attribute_reading, gpu_count, is_torch_tensor, read_cuda_array, stream_handle
 
 MAX_FAST_PATHS = 8  # signatures remembered per kernel (calls alternating between a few)
 
@@ -50,16 +50,13 @@ def _array(value, info):
     kind, ndim = type(value), len(info.shape)
     if is_torch_tensor(value):  # the common case: read by its methods in C
         return (_launch().TENSOR, kind, value.dtype, ndim, info.unit)
-    if getattr(kind, "__cuda_ndarray__", False):  # numba's: read by its attributes in C, as _numba_info reads them
-        device_of = None if gpu_count() <= 1 else _device_of  # which GPU: a driver call
-        pointer = ("gpu_data", "device_pointer")
+    reading = attribute_reading(value)
+    if reading is not None:  # numba's, CuPy's: read by their attributes in C, as array_info reads them
+        pointer, device_of = reading
+        device_of = None if gpu_count() <= 1 else device_of  # None: the only GPU
         return (_launch().ARRAY, kind, value.dtype, ndim, info.unit, value.dtype.itemsize, pointer, device_of)
-    # CuPy, any __cuda_array_interface__ or DLPack: a reader gives the facts and the values
+    # any other __cuda_array_interface__ or DLPack: a reader gives the facts and the values
     return (_launch().READER, kind, read_cuda_array, read_cuda_array(value, []))
-
-
-def _device_of(value) -> int:
-    return array_info(value).device
 
 
 _INT_CLASSES = {"int32": 0, "int64": 1, "uint64": 2}  # a Python int's dtype by its magnitude
