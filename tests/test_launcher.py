@@ -176,3 +176,22 @@ def test_kernel_grid_is_one_call_site_per_grid():
         copy[True](x, x, TILE=4, backend="interpret")
     with pytest.raises(tl.TileArgumentError, match="grid sizes must be non-negative ints"):
         copy[(1.0,)](x, x, TILE=4, backend="interpret")
+
+
+def test_a_dropped_kernel_is_collected():
+    """kernel[grid] and its kernel refer to each other; the collector frees them."""
+    import gc
+    import weakref
+
+    import tilelang as tl
+
+    @tl.tile_kernel
+    def copy(x, out, TILE: tl.Constant):
+        tl.store(out, tl.load(x, index=(0,), shape=(TILE,)), index=(0,))
+
+    x = np.ones(4, np.float32)
+    copy[1](x, x, TILE=4, backend="interpret")
+    collected = weakref.ref(copy)
+    del copy
+    gc.collect()
+    assert collected() is None

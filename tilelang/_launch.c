@@ -1,9 +1,9 @@
 /* tilelang._launch: the launch hot path in C.
 
-   A small kernel is launch-bound: the driver's cuLaunchKernel costs ~4.5 us on the H200
-   host and torch.add ~7 in all, so what tilelang adds must cost less than ~2.5 us. In
-   Python the checks and reads of three tensors, the packing and cuda.bindings' wrapper
-   cost ~6 (docs/runtime.md). Three types:
+   A small kernel is launch-bound. On the H200 host the driver's cuLaunchKernel alone costs
+   ~4-5 us and torch.add ~5.5-9 in all; the same checks, reads and packing in Python (a
+   generated function, struct, cuda.bindings) added ~6 us, here they add ~2.5 for three
+   torch tensors (benchmarks/launch_breakdown.py, docs/runtime.md). Three types:
 
    Launcher(function, threads, shared, codes, context, entry_points, failed, kernel)
        one kernel loaded on one GPU. launcher(grid, stream, flat) packs ``flat`` (one value
@@ -54,6 +54,11 @@ typedef struct {
     PyObject *failed, *kernel;
     vectorcallfunc vectorcall;
 } Launcher;
+
+/* The common part of the three types: called through vectorcall (no argument tuple). */
+#define CALLABLE_TYPE(name)                                                                      \
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch." #name, .tp_basicsize = sizeof(name), \
+    .tp_vectorcall_offset = offsetof(name, vectorcall), .tp_call = PyVectorcall_Call
 
 typedef struct {
     _Alignas(16) char bytes[MAX_BYTES];
@@ -271,11 +276,8 @@ static PyMemberDef launcher_members[] = {
 };
 
 static PyTypeObject LauncherType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch.Launcher",
-    .tp_basicsize = sizeof(Launcher),
+    CALLABLE_TYPE(Launcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(Launcher, vectorcall),
-    .tp_call = PyVectorcall_Call,
     .tp_new = launcher_new,
     .tp_dealloc = (destructor)launcher_dealloc,
     .tp_getset = launcher_getset,
@@ -606,11 +608,8 @@ static PyMemberDef fast_path_members[] = {
 };
 
 static PyTypeObject FastPathType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch.FastPath",
-    .tp_basicsize = sizeof(FastPath),
+    CALLABLE_TYPE(FastPath),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(FastPath, vectorcall),
-    .tp_call = PyVectorcall_Call,
     .tp_new = fast_path_new,
     .tp_dealloc = (destructor)fast_path_dealloc,
     .tp_members = fast_path_members,
@@ -631,6 +630,10 @@ static PyObject *S_backend, *S_stream;
    takes the call launches it; else full(*args, **kwargs), the way every first call goes. */
 static PyObject *call_site_call(CallSite *self, PyObject *const *argv, size_t nargsf, PyObject *kwnames) {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (self->full == NULL) { /* cleared by the collector */
+        PyErr_SetString(PyExc_RuntimeError, "a cleared call site");
+        return NULL;
+    }
     if (self->grid == Py_None || PyList_GET_SIZE(self->fast_paths) == 0)
         return PyObject_Vectorcall(self->full, argv, nargsf, kwnames);
     PyObject *args = PyTuple_New(nargs), *kwargs = PyDict_New(), *backend = Py_None, *stream = Py_None;
@@ -679,10 +682,23 @@ static PyObject *call_site_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     return (PyObject *)self;
 }
 
+/* A call site and its kernel refer to each other (through ``full``): the collector's. */
+static int call_site_traverse(CallSite *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fast_paths);
+    Py_VISIT(self->full);
+    return 0;
+}
+
+static int call_site_clear(CallSite *self) {
+    Py_CLEAR(self->fast_paths);
+    Py_CLEAR(self->grid);
+    Py_CLEAR(self->full);
+    return 0;
+}
+
 static void call_site_dealloc(CallSite *self) {
-    Py_XDECREF(self->fast_paths);
-    Py_XDECREF(self->grid);
-    Py_XDECREF(self->full);
+    PyObject_GC_UnTrack(self);
+    call_site_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -692,11 +708,10 @@ static PyMemberDef call_site_members[] = {
 };
 
 static PyTypeObject CallSiteType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tilelang._launch.CallSite",
-    .tp_basicsize = sizeof(CallSite),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_vectorcall_offset = offsetof(CallSite, vectorcall),
-    .tp_call = PyVectorcall_Call,
+    CALLABLE_TYPE(CallSite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)call_site_traverse,
+    .tp_clear = (inquiry)call_site_clear,
     .tp_new = call_site_new,
     .tp_dealloc = (destructor)call_site_dealloc,
     .tp_members = call_site_members,
