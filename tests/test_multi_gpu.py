@@ -72,3 +72,16 @@ def test_numba_arrays_launch_on_their_own_device():
             nx, ny, nout = (cuda.as_cuda_array(t) for t in (x, y, out))
         axpy[tl.cdiv(x.shape[0], 512)](nx, ny, nout, 3.0, TILE=512)
         torch.testing.assert_close(out, x * 3 + y)
+
+
+def test_cupy_arrays_launch_on_their_own_device():
+    cupy = pytest.importorskip("cupy")
+
+    for step in range(4):  # read by their attributes, the fast path asking each its device
+        device = step % 2
+        with cupy.cuda.Device(device):
+            x, y = cupy.random.rand(10_000, dtype=cupy.float32), cupy.random.rand(10_000, dtype=cupy.float32)
+            out = cupy.full_like(x, cupy.nan)
+        axpy[tl.cdiv(x.shape[0], 512)](x, y, out, 3.0, TILE=512)
+        with cupy.cuda.Device(device):
+            cupy.testing.assert_allclose(out, x * 3 + y, rtol=1e-6)
