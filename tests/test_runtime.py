@@ -23,6 +23,15 @@ def scale(x, out, alpha, TILE: tl.Constant):
     tl.store(out, tl.load(x, index=(i,), shape=(TILE,)) * alpha, index=(i,))
 
 
+@pytest.fixture(autouse=True)
+def _fake_pointers_on_cuda_0(monkeypatch):
+    """The fakes' pointers are no memory: on a host with several GPUs the driver would be
+    asked which one holds them (the two_gpus fixture below makes that host here)."""
+    from tilelang import _runtime
+
+    monkeypatch.setattr(_runtime, "_pointer_device", lambda ptr: 0)
+
+
 def key_of(*args, **constants):
     return scale.specialize(scale.bind(args, constants))[0]
 
@@ -352,10 +361,9 @@ def _same(a, b):
 def two_gpus(monkeypatch):
     """A host with two GPUs, so fast paths ask each numba or CuPy array which GPU it is on
     (numba's pointers are on cuda:0 here; CuPy's say)."""
-    from tilelang import _fastpath, _runtime
+    from tilelang import _fastpath
 
     monkeypatch.setattr(_fastpath, "gpu_count", lambda: 2)
-    monkeypatch.setattr(_runtime, "_pointer_device", lambda ptr: 0)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # huge floats become inf, as in NumPy
