@@ -602,3 +602,26 @@ def test_gpu_count_agrees_with_numba():
     from tilelang._runtime import gpu_count
 
     assert gpu_count() == (len(cuda.gpus) if cuda.is_available() else 0)
+
+
+def test_describe_lists_what_each_fast_path_takes(fake_torch):
+    from _fake_driver import FakeDriver
+
+    from tilelang._fastpath import describe, generate, remember
+
+    @tl.tile_kernel
+    def scaled(x, out, alpha, TILE: tl.Constant):
+        tl.store(out, tl.load(x, index=(0,), shape=(TILE,)) * alpha, index=(0,))
+
+    args = (FakeTensor((8,)), FakeNumbaArray((2, 4), strides=(9, 2)), 2**40)
+    infos = scaled.specialize(scaled.bind(args, {"TILE": 4}))[1]
+    launch = (FakeDriver("QqqQqqqqq").launcher, lambda device: 0, 0)
+    remember(scaled, generate(scaled, args, {"TILE": 4}, None, infos, launch))
+    lines = describe(scaled).splitlines()
+    assert lines[0] == "fast path on cuda:0:"
+    assert lines[1].startswith("  x: FakeTensor of ") and lines[1].endswith("rank 1, unit last-axis stride")
+    assert lines[2:] == [
+        "  out: FakeNumbaArray of float32, rank 2, any last-axis stride",
+        "  alpha: int, int64 by magnitude",
+        "  TILE=: Constant 4",
+    ]
