@@ -625,3 +625,22 @@ def test_describe_lists_what_each_fast_path_takes(fake_torch):
         "  alpha: int, int64 by magnitude",
         "  TILE=: Constant 4",
     ]
+
+
+def test_a_numba_arrays_gpu_is_asked_of_the_driver_once_per_memory(monkeypatch):
+    from tilelang import _runtime
+    from tilelang._runtime import array_info
+
+    asked = []
+    monkeypatch.setattr(_runtime, "_pointer_device", lambda ptr: asked.append(ptr) or 1)
+
+    class Memory:  # numba's MemoryPointer: its device_pointer never changes
+        def __init__(self, ptr):
+            self.device_pointer = FakeNumbaArray.Pointer(ptr)
+
+    x = FakeNumbaArray((8,), ptr=4096)
+    x.gpu_data = Memory(4096)
+    assert [array_info(x).device for _ in range(3)] == [1, 1, 1] and asked == [4096]
+    x.gpu_data = Memory(8192)  # another allocation: asked again
+    assert array_info(x).device == 1 and asked == [4096, 8192]
+    assert array_info(FakeNumbaArray((8,), ptr=64)).device == 1  # memory that cannot be remembered: asked each time

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import os
 import sys
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,8 +74,20 @@ def attribute_reading(value):
 _NUMBA_POINTER, _CUPY_POINTER = ("gpu_data", "device_pointer"), ("data", "ptr")
 
 
+_NUMBA_DEVICES = weakref.WeakKeyDictionary()  # numba's memory object -> its GPU (a driver call, once)
+
+
 def _numba_device(a) -> int:
-    return _pointer_device(_pointer(a, _NUMBA_POINTER))
+    """The GPU of a numba array's memory (numba's own context for it is whichever was
+    current when it wrapped the memory, so the driver is asked; once per memory object)."""
+    memory = a.gpu_data
+    try:
+        device = _NUMBA_DEVICES.get(memory)
+    except TypeError:  # no memory object to remember it by
+        return _pointer_device(_pointer(a, _NUMBA_POINTER))
+    if device is None:
+        device = _NUMBA_DEVICES[memory] = _pointer_device(_pointer(a, _NUMBA_POINTER))
+    return device
 
 
 def _cupy_device(a) -> int:
