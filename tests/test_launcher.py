@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tilelang._backends.cuda_driver import PARAM_CODES, launcher_module
+from tilelang.errors import TileArgumentError
 
 CODES = "?bhiqBHIQfd"
 RANGES = {"b": 8, "h": 16, "i": 32, "q": 64}  # signed bits; upper case: unsigned
@@ -46,6 +47,16 @@ def test_parameters_are_packed_as_struct_packs_them(codes_values):
     assert list(packed) == expected
 
 
+def fast_path_with(codes: str, plan: tuple):
+    """A FastPath of ``plan`` (positional arguments only) over a fake driver's launcher."""
+    from tilelang._fastpath import constant_key
+    from tilelang._runtime import stream_handle
+
+    driver = FakeDriver(codes)
+    native = launcher_module()
+    return native.FastPath(driver.launcher, plan, (), None, 0, lambda device: 0, stream_handle, constant_key), driver
+
+
 def test_every_scalar_code_is_known_to_the_launcher():
     FakeDriver("".join(PARAM_CODES.values()))
 
@@ -64,6 +75,28 @@ def test_values_that_do_not_fit_their_parameter_are_errors():
         FakeDriver("x")
     with pytest.raises(ValueError, match="bytes"):
         FakeDriver("d" * 600)  # past the driver's 4 KB of parameters
+    with pytest.raises(ValueError, match="unknown parameter code"):
+        FakeDriver("i\0")
+    with pytest.raises(OverflowError, match="float32's range"):
+        FakeDriver("f").launcher((1, 1, 1), 0, (1e39,))
+    with pytest.raises(OverflowError, match="32 bits"):
+        FakeDriver("i").launcher((2**32 + 1, 1, 1), 0, (1,))
+    with pytest.raises(ValueError, match="NULL"):
+        launcher_module().Launcher(1, 128, 0, "i", 1, (0, 0, 0), print, None)
+
+
+def test_values_that_change_the_sequence_while_packed_are_safe():
+    flat = []
+
+    class Shrinking:
+        def __index__(self):
+            flat.clear()  # the launcher packs its own copy of the sequence
+            return 1
+
+    flat += [Shrinking(), 2, 3]
+    driver = FakeDriver("iii")
+    driver.launcher((1, 1, 1), 0, flat)
+    assert driver.values == (1, 2, 3)
 
 
 def test_it_launches_in_the_kernels_context_and_restores_the_callers():
@@ -91,9 +124,6 @@ def test_a_failed_launch_raises_through_the_callback():
 def test_launches_from_threads_keep_their_own_parameters():
     """The buffer is per call (on the C stack): a thread switch while one call is read
     (a tensor's Python methods) cannot mix another call's values into it."""
-    from tilelang._fastpath import constant_key
-    from tilelang._runtime import stream_handle
-
     class Slow:  # a tensor whose methods let other threads run mid-read
         dtype = "f32"
 
@@ -118,10 +148,7 @@ def test_launches_from_threads_keep_their_own_parameters():
         def get_device(self):
             return 0
 
-    driver = FakeDriver("Qqq")
-    native = launcher_module()
-    plan = ((native.TENSOR, Slow, "f32", 1, True),)
-    fast_path = native.FastPath(driver.launcher, plan, (), None, 0, lambda device: 0, stream_handle, constant_key)
+    fast_path, driver = fast_path_with("Qqq", ((launcher_module().TENSOR, Slow, "f32", 1, True),))
 
     def launch(n):
         for _ in range(200):
@@ -172,9 +199,9 @@ def test_kernel_grid_is_one_call_site_per_grid():
     assert copy[2] is copy[2] and copy[(2, 3)] is copy[(2, 3)] and copy[2] is not copy[(2,)]
     assert copy[True] is not copy[1]  # True == 1, but not a grid
     x = np.ones(4, np.float32)
-    with pytest.raises(tl.TileArgumentError, match="grid sizes must be non-negative ints"):
+    with pytest.raises(tl.TileArgumentError, match=r"grid sizes must be ints from 0 to 2\*\*32 - 1"):
         copy[True](x, x, TILE=4, backend="interpret")
-    with pytest.raises(tl.TileArgumentError, match="grid sizes must be non-negative ints"):
+    with pytest.raises(tl.TileArgumentError, match=r"grid sizes must be ints from 0 to 2\*\*32 - 1"):
         copy[(1.0,)](x, x, TILE=4, backend="interpret")
 
 
@@ -195,3 +222,37 @@ def test_a_dropped_kernel_is_collected():
     del copy
     gc.collect()
     assert collected() is None
+
+
+def test_a_fast_path_in_a_cycle_is_collected_and_interrupts_are_not_swallowed():
+    import gc
+    import weakref
+
+    from tilelang._fastpath import constant_key
+
+    native = launcher_module()
+
+    class Holder:  # a Constant that refers back to what holds the fast path
+        pass
+
+    holder = Holder()
+    holder.paths = [fast_path_with("", ((native.CONST, constant_key(holder)),))[0]]
+    collected = weakref.ref(holder)
+    del holder
+    gc.collect()
+    assert collected() is None
+
+    class Interrupting:
+        @property
+        def dtype(self):
+            raise KeyboardInterrupt
+
+    fast_path, _ = fast_path_with("Qqq", ((native.TENSOR, Interrupting, "f32", 1, True),))
+    with pytest.raises(KeyboardInterrupt):
+        fast_path((1, 1, 1), (Interrupting(),), {}, None, None)
+
+
+def test_a_bad_stream_on_the_fast_path_is_located_at_the_call():
+    fast_path, _ = fast_path_with("i", ((launcher_module().INT, 0),))
+    with pytest.raises(TileArgumentError, match=r"test_launcher.py:\d+.*stream= takes a CUDA stream"):
+        fast_path((1, 1, 1), (1,), {}, None, "zz")

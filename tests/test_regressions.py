@@ -109,6 +109,24 @@ def test_a_nan_constant_is_one_specialization():
     from tilelang._fastpath import constant_key
 
     assert constant_key((1.0, float("nan"))) == constant_key((1.0, float("inf") - float("inf")))
+    assert constant_key(np.float64("nan")) == constant_key(np.float64("inf") - np.float64("inf"))  # NumPy's too
+    assert constant_key(np.float32("nan")) != constant_key(np.float64("nan"))
+
+
+def test_kernel_parameters_may_be_named_like_the_launchs_own():
+    @tl.tile_kernel
+    def named(kernel, grid_spec, out, TILE: tl.Constant):
+        tl.store(out, tl.load(kernel, index=(0,), shape=(TILE,)) + grid_spec, index=(0,))
+
+    x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    named[1](out=out, kernel=x, grid_spec=2.0, TILE=4, backend="interpret")
+    np.testing.assert_array_equal(out, x + 2)
+
+
+def test_grid_sizes_past_32_bits_are_refused():
+    out = np.zeros(8, np.float32)
+    with pytest.raises(tl.TileArgumentError, match=r"grid sizes must be ints from 0 to 2\*\*32 - 1"):
+        fill[2**32 + 1](out, C=1.0, backend="interpret")
 
 
 @tl.tile_kernel

@@ -162,12 +162,13 @@ def test_a_fast_path_launches_with_the_calls_values():
     x, out = FakeDeviceArray((2, 5), strides=(7, 1), ptr=4096), FakeDeviceArray((3,), ptr=8192)
     fast_path, driver = fast_path_of((x, out, 1.5), {"TILE": 4})
     y, out2 = FakeDeviceArray((2, 6), strides=(9, 1), ptr=1024), FakeDeviceArray((4,), ptr=2048)
-    assert fast_path((3, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # float32(1e40) is inf, as in NumPy
-    assert fast_path((0, 1, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # an empty grid launches nothing
+    assert fast_path((3, 1, 1), (y, out2, 1e38), {"TILE": 4}, None, None)
+    assert fast_path((0, 1, 1), (y, out2, 1e38), {"TILE": 4}, None, None)  # an empty grid launches nothing
     assert fast_path((2, 2, 1), (y, out2, 0.1), {"TILE": 4}, None, 99)
+    assert not fast_path((2, 2, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # inf: the full path, NumPy warns
     (grid, stream, flat, _), (grid2, stream2, flat2, _) = driver.launches
     assert (grid, stream, grid2, stream2) == ((3, 1, 1), 7, (2, 2, 1), 99)
-    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, np.inf)
+    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, float(np.float32(1e38)))
     assert driver.codes[-1] == "f" and flat2[-1] == np.float32(0.1)  # a Python float is a weak float32
 
 
@@ -383,7 +384,9 @@ def test_fast_paths_agree_with_the_full_path(fake_torch, two_gpus, pair):
         assume(False)
     driver = driver_for(*first)
     fast_path = generate(scale, *first, None, infos, (driver.launcher, lambda device: 7, 0))
-    assert fast_path((1, 1, 1), *first, None, None), "a fast path takes the call it was made from"
+    if not fast_path((1, 1, 1), *first, None, None):  # it takes the call it was made from, unless
+        assert any(type(v) is float and np.isinf(np.float32(v)) and np.isfinite(v) for v in first[0])
+        return  # a float past float32's range: NumPy warns of it on the full path
     taken = fast_path((2, 1, 1), *later, None, None)
     event(f"taken: {taken}")
     if not taken:

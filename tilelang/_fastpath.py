@@ -15,26 +15,28 @@ Constant.
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import dtypes
 from ._runtime import attribute_reading, gpu_count, is_torch_tensor, read_cuda_array, stream_handle
 
 MAX_FAST_PATHS = 8  # signatures remembered per kernel (calls alternating between a few)
 
 
-_NAN = float("nan")
+_NANS: dict = {}  # float type -> the NaN that stands for all of its NaNs
 
 
 def constant_key(value):
     """What a Constant must equal to be alike (here and in the specialization key):
     1 == 1.0 == True and -0.0 == 0.0, so type and repr are compared too (a float's repr is
-    exact); every NaN is one object, as nan != nan would make each call look new."""
+    exact); every NaN of a type is one object, as nan != nan would make each call look new."""
     value = _one_nan(value)
     return type(value), repr(value), value
 
 
 def _one_nan(value):
-    if type(value) is float and value != value:
-        return _NAN
+    if isinstance(value, (float, np.floating)) and value != value:
+        return _NANS.setdefault(type(value), value)
     if type(value) is tuple:
         return tuple(_one_nan(v) for v in value)
     return value

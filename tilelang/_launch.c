@@ -31,6 +31,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 typedef int (*LaunchFn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
@@ -116,7 +117,11 @@ static int put(char code, PyObject *value, char *slot) {
         d = PyFloat_AsDouble(value);
         if (d == -1.0 && PyErr_Occurred()) return 0;
         if (code == 'f') {
-            float f = (float)d; /* IEEE rounding; beyond float32's range, inf (as NumPy) */
+            float f = (float)d; /* IEEE rounding */
+            if (isinf(f) && !isinf(d)) { /* NumPy's float32 says so (a warning): the full path's call */
+                PyErr_SetString(PyExc_OverflowError, "a float beyond float32's range");
+                return 0;
+            }
             memcpy(slot, &f, 4);
         } else {
             memcpy(slot, &d, 8);
@@ -175,6 +180,10 @@ static int read_grid(PyObject *grid, unsigned out[3]) {
     for (int i = 0; i < 3; i++) {
         unsigned long size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(grid, i));
         if (size == (unsigned long)-1 && PyErr_Occurred()) return 0;
+        if (size > UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a grid size past 32 bits");
+            return 0;
+        }
         out[i] = (unsigned)size;
     }
     return 1;
@@ -189,12 +198,11 @@ static PyObject *launcher_call(Launcher *self, PyObject *const *args, size_t nar
     if (!read_grid(args[0], grid)) return NULL;
     void *stream = PyLong_AsVoidPtr(args[1]);
     if (stream == NULL && PyErr_Occurred()) return NULL;
-    PyObject *flat = PySequence_Fast(args[2], "flat must be a sequence");
+    PyObject *flat = PySequence_Tuple(args[2]); /* owned: items stay while their conversions run Python */
     if (flat == NULL) return NULL;
     Params params = {.filled = 0};
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(flat);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!push(self, &params, PySequence_Fast_GET_ITEM(flat, i))) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(flat); i++) {
+        if (!push(self, &params, PyTuple_GET_ITEM(flat, i))) {
             Py_DECREF(flat);
             return NULL;
         }
@@ -215,6 +223,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
                                      &count, &context, &entry[0], &entry[1], &entry[2], &failed, &kernel))
         return NULL;
     if (count > MAX_PARAMS) return PyErr_Format(PyExc_ValueError, "more than %d kernel parameters", MAX_PARAMS);
+    if (!entry[0] || !entry[1] || !entry[2]) return PyErr_Format(PyExc_ValueError, "a driver entry point is NULL");
     Launcher *self = (Launcher *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->function = (void *)(uintptr_t)function;
@@ -229,7 +238,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     Py_ssize_t offset = 0; /* C's layout of the parameter list: each at its own alignment */
     for (Py_ssize_t i = 0; i < count; i++) {
         char c = codes[i];
-        Py_ssize_t size = strchr("?bB", c) ? 1 : strchr("hH", c) ? 2 : strchr("iIf", c) ? 4 : strchr("qQd", c) ? 8 : 0;
+        Py_ssize_t size = !c ? 0 : strchr("?bB", c) ? 1 : strchr("hH", c) ? 2 : strchr("iIf", c) ? 4 : strchr("qQd", c) ? 8 : 0;
         if (size == 0) {
             Py_DECREF(self);
             return PyErr_Format(PyExc_ValueError, "unknown parameter code %c", c);
@@ -256,7 +265,11 @@ static void launcher_dealloc(Launcher *self) {
 
 static PyObject *launcher_offsets(Launcher *self, void *closure) {
     PyObject *offsets = PyTuple_New(self->count);
-    for (Py_ssize_t i = 0; offsets && i < self->count; i++) PyTuple_SET_ITEM(offsets, i, PyLong_FromLong(self->offsets[i]));
+    for (Py_ssize_t i = 0; offsets && i < self->count; i++) {
+        PyObject *offset = PyLong_FromLong(self->offsets[i]);
+        if (offset == NULL) Py_CLEAR(offsets);
+        else PyTuple_SET_ITEM(offsets, i, offset);
+    }
     return offsets;
 }
 
@@ -461,6 +474,7 @@ static PyObject *fast_path_call(FastPath *self, PyObject *const *argv, size_t na
         return NULL;
     }
     PyObject *grid = argv[0], *args = argv[1], *kwargs = argv[2], *backend = argv[3], *stream = argv[4];
+    if (self->plan == NULL) Py_RETURN_FALSE; /* cleared by the collector */
     if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != self->nargs || !PyDict_Check(kwargs) ||
         PyDict_GET_SIZE(kwargs) != self->nkw)
         Py_RETURN_FALSE;
@@ -473,7 +487,10 @@ static PyObject *fast_path_call(FastPath *self, PyObject *const *argv, size_t na
         PyObject *value = i < self->nargs ? PyTuple_GET_ITEM(args, i)
                                           : PyDict_GetItemWithError(kwargs, self->keywords[i - self->nargs]);
         if (value == NULL) goto decline;
-        if (alike(self, &self->entries[i], value, &params) != 1) goto decline;
+        Py_INCREF(value); /* held: checking it runs its Python code, which may drop it from kwargs */
+        int same = alike(self, &self->entries[i], value, &params);
+        Py_DECREF(value);
+        if (same != 1) goto decline;
     }
     unsigned sizes[3];
     if (!read_grid(grid, sizes)) goto decline;
@@ -489,6 +506,7 @@ static PyObject *fast_path_call(FastPath *self, PyObject *const *argv, size_t na
     Py_DECREF(done);
     Py_RETURN_TRUE;
 decline: /* not alike (or it could not be read here): the full path decides, and names any error */
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) return NULL; /* KeyboardInterrupt, say */
     PyErr_Clear();
     Py_RETURN_FALSE;
 }
@@ -498,7 +516,8 @@ static int read_entry(PyObject *item, Entry *e) {
         PyErr_SetString(PyExc_TypeError, "a plan entry is a tuple (kind, ...)");
         return 0;
     }
-    e->kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(item, 0));
+    e->kind = kind < TENSOR || kind > CONST ? -1 : (int)kind; /* -1: malformed, below */
     Py_ssize_t n = PyTuple_GET_SIZE(item);
     PyObject *second = PyTuple_GET_ITEM(item, 1);
     switch (e->kind) {
@@ -544,17 +563,37 @@ static int read_entry(PyObject *item, Entry *e) {
     return 0;
 }
 
+/* The collector's: a Constant can be any object, one that refers to the kernel too. The
+   entries borrow from the plans: once cleared, the fast path declines every call. */
+static int fast_path_traverse(FastPath *self, visitproc visit, void *arg) {
+    Py_VISIT(self->launcher);
+    Py_VISIT(self->plan);
+    Py_VISIT(self->keyword_plan);
+    Py_VISIT(self->backend);
+    Py_VISIT(self->current_stream);
+    Py_VISIT(self->stream_handle);
+    Py_VISIT(self->constant_key);
+    Py_VISIT(self->device);
+    return 0;
+}
+
+static int fast_path_clear(FastPath *self) {
+    Py_CLEAR(self->launcher);
+    Py_CLEAR(self->plan);
+    Py_CLEAR(self->keyword_plan);
+    Py_CLEAR(self->backend);
+    Py_CLEAR(self->current_stream);
+    Py_CLEAR(self->stream_handle);
+    Py_CLEAR(self->constant_key);
+    Py_CLEAR(self->device);
+    return 0;
+}
+
 static void fast_path_dealloc(FastPath *self) {
+    PyObject_GC_UnTrack(self);
+    fast_path_clear(self);
     PyMem_Free(self->entries);
     PyMem_Free(self->keywords);
-    Py_XDECREF(self->launcher);
-    Py_XDECREF(self->plan);
-    Py_XDECREF(self->keyword_plan);
-    Py_XDECREF(self->backend);
-    Py_XDECREF(self->current_stream);
-    Py_XDECREF(self->stream_handle);
-    Py_XDECREF(self->constant_key);
-    Py_XDECREF(self->device);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -581,7 +620,10 @@ static PyObject *fast_path_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     self->nkw = PyTuple_GET_SIZE(keyword_plan);
     self->entries = PyMem_Calloc(self->nargs + self->nkw + 1, sizeof(Entry));
     self->keywords = PyMem_Calloc(self->nkw + 1, sizeof(PyObject *));
-    if (self->entries == NULL || self->keywords == NULL) goto fail;
+    if (self->entries == NULL || self->keywords == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     for (Py_ssize_t i = 0; i < self->nargs; i++)
         if (!read_entry(PyTuple_GET_ITEM(plan, i), &self->entries[i])) goto fail;
     for (Py_ssize_t j = 0; j < self->nkw; j++) { /* (name, entry) */
@@ -609,7 +651,9 @@ static PyMemberDef fast_path_members[] = {
 
 static PyTypeObject FastPathType = {
     CALLABLE_TYPE(FastPath),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)fast_path_traverse,
+    .tp_clear = (inquiry)fast_path_clear,
     .tp_new = fast_path_new,
     .tp_dealloc = (destructor)fast_path_dealloc,
     .tp_members = fast_path_members,
@@ -685,6 +729,7 @@ static PyObject *call_site_new(PyTypeObject *type, PyObject *args, PyObject *kwa
 /* A call site and its kernel refer to each other (through ``full``): the collector's. */
 static int call_site_traverse(CallSite *self, visitproc visit, void *arg) {
     Py_VISIT(self->fast_paths);
+    Py_VISIT(self->grid);
     Py_VISIT(self->full);
     return 0;
 }

@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes
 from ._backends.cuda_driver import on_device, primary_context
 from ._ir.core import ArrayType, Program, array_accesses
-from .errors import TileArgumentError, TileError, TileTypeError
+from .errors import TileArgumentError, TileError, TileTypeError, user_location
 
 
 @dataclass
@@ -359,7 +359,8 @@ def stream_handle(stream) -> int:
         return int(getattr(stream.handle, "value", stream.handle) or 0)
     if isinstance(stream, int):
         return stream
-    raise TileArgumentError(f"stream= takes a CUDA stream object or handle, got {type(stream).__name__}")
+    message = f"stream= takes a CUDA stream object or handle, got {type(stream).__name__}"
+    raise TileArgumentError(message, user_location())  # located here: a fast path (C) calls this too
 
 
 def _default_stream(device: int) -> int:

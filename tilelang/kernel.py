@@ -287,7 +287,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
 
 
 def _grid(grid, arguments):
-    if type(grid) is int and grid >= 0:  # the common case, first
+    if type(grid) is int and 0 <= grid < 2**32:  # the common case, first
         return (grid,)
     if callable(grid):
         grid = grid(arguments)
@@ -296,8 +296,8 @@ def _grid(grid, arguments):
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
         raise TileArgumentError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
     for g in grid:
-        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or g < 0:
-            raise TileArgumentError(f"grid sizes must be non-negative ints, got {grid!r}")
+        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or not 0 <= g < 2**32:
+            raise TileArgumentError(f"grid sizes must be ints from 0 to 2**32 - 1, got {grid!r}")
     return tuple(int(g) for g in grid)
 
 
@@ -314,7 +314,7 @@ def _call_site(kernel: TileKernel, grid):
     return launcher_module().CallSite(kernel._fast_paths, padded, functools.partial(_launch, kernel, grid))
 
 
-def _launch(kernel: TileKernel, grid_spec, *args, backend: str | None = None, stream=None, **kwargs):
+def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None, stream=None, **kwargs):
     """The full path of a launch: bind, specialize, compile (or find it compiled), run;
     then a fast path for calls like this one."""
     try:
