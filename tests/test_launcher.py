@@ -257,3 +257,19 @@ def test_a_bad_stream_on_the_fast_path_is_located_at_the_call():
     fast_path, _ = fast_path_with("i", ((launcher_module().INT, 0),))
     with pytest.raises(TileArgumentError, match=r"test_launcher.py:\d+.*stream= takes a CUDA stream"):
         fast_path((1, 1, 1), (1,), {}, None, "zz")
+
+
+def test_changing_a_kernels_backend_forgets_its_fast_paths():
+    import tilelang as tl
+
+    @tl.tile_kernel(backend="cuda")
+    def copy(x, out, TILE: tl.Constant):
+        tl.store(out, tl.load(x, index=(0,), shape=(TILE,)), index=(0,))
+
+    copy._fast_paths.append(lambda *call: True)  # stands in for one made on the GPU
+    site = copy[1]
+    copy.backend = "interpret"
+    x, out = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    site(x, out, TILE=4)  # not taken by the old fast path: the interpreter ran it
+    np.testing.assert_array_equal(out, x)
+    assert copy.backend == "interpret" and copy._fast_paths == []

@@ -109,6 +109,7 @@ class TileKernel:
         self.num_threads = num_threads
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
+        self._fast_paths = []  # made per call signature, most recent first (_fastpath.py)
         self.backend = backend
         self.signature = inspect.signature(fn)
         self.param_names = list(self.signature.parameters)
@@ -118,8 +119,17 @@ class TileKernel:
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
         self._compiled = {}
-        self._fast_paths = []  # made per call signature, most recent first (_fastpath.py)
         self._call_sites = {}  # grid -> kernel[grid] (evaluated at every launch)
+
+    @property
+    def backend(self) -> str | None:
+        """The backend launches take when they name none (None: the default one)."""
+        return self._backend
+
+    @backend.setter
+    def backend(self, backend: str | None):
+        self._backend = backend
+        self._fast_paths.clear()  # made for launches on the old one
 
     def __repr__(self):
         return f"<tile_kernel {self.__name__}{self.signature}>"
