@@ -50,6 +50,14 @@ def _is_internal(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep) or filename.startswith("<tilelang")
 
 
+def at_user_call(err: TileError) -> TileError:
+    """``err`` located at the user's call if it is not yet, without tilelang's frames
+    (``raise at_user_call(err) from None`` at the API's edge)."""
+    if err.loc is None:
+        err.loc = user_location()
+    return err.with_traceback(None)
+
+
 def user_location(depth: int = 1) -> SourceLoc | None:
     """The location of the innermost frame outside the tilelang package."""
     frame = sys._getframe(depth)

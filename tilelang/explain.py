@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._passes.estimate_cost import estimate_cost
 from ._runtime import device_peaks
-from .errors import TileArgumentError, TileError, user_location
+from .errors import TileArgumentError, TileError, at_user_call, user_location
 from .kernel import TileKernel, _grid
 
 
@@ -59,9 +59,7 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
                 raise TileArgumentError("explain(grid=) costs a launch on real arrays; pass arrays, not signatures")
             stages["cost"] = _cost_text(compiled.program, _grid(grid, arguments), arguments)
     except TileError as err:
-        if err.loc is None:
-            err.loc = user_location()
-        raise err.with_traceback(None) from None
+        raise at_user_call(err) from None
     return Explanation(kernel.__name__, stages)
 
 

@@ -32,7 +32,7 @@ from ._passes.assign_layouts import assign_layouts
 from ._passes.lower_threads import lower_to_threads
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
-from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, user_location
+from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, at_user_call, user_location
 from .language import Constant
 
 BACKENDS = ("cuda", "cpu", "interpret")
@@ -328,17 +328,15 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
     """The full path of a launch: bind, specialize, compile (or find it compiled), run;
     then a fast path for calls like this one."""
     try:
-        grid = None if callable(grid_spec) else _grid(grid_spec, None)
         arguments = kernel.bind(args, kwargs)
+        grid = _grid(grid_spec, arguments)
         key, infos = kernel.specialize(arguments)
         compiled = kernel.compile(key, backend or kernel.backend or default_backend())
-        compiled.run(_grid(grid_spec, arguments) if grid is None else grid, arguments, infos, stream)
-        if grid is not None and 0 not in grid:  # a fast path for calls like this one (an empty grid loaded nothing)
+        compiled.run(grid, arguments, infos, stream)
+        if not callable(grid_spec) and 0 not in grid:  # fast paths take fixed grids (an empty one loaded nothing)
             launch = compiled.run.fast_launch(arguments, infos)
             fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch)
             if fast_path:
                 remember(kernel, fast_path)
     except TileError as err:
-        if err.loc is None:
-            err.loc = user_location()
-        raise err.with_traceback(None) from None
+        raise at_user_call(err) from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 
-from ..errors import TileError, user_location
+from ..errors import TileError, at_user_call
 
 # struct codes of scalar parameters, as the kernel's PTX declares them
 # (16-bit floats travel as float32, bool as one byte)
@@ -98,9 +98,8 @@ def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, 
 
         try:
             check(driver.CUresult(result), f"launching {name}")
-        except TileError as err:  # raised through C, from a fast path: located at the user's call
-            err.loc = err.loc or user_location()
-            raise err.with_traceback(None) from None
+        except TileError as err:  # raised through C, from a fast path too: located at the user's call
+            raise at_user_call(err) from None
 
     context = int(primary_context(device))
     Launcher = launcher_module().Launcher
