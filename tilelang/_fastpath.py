@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
+from ._backends.cuda_driver import launcher_module
 from ._runtime import attribute_reading, gpu_count, is_torch_tensor, read_cuda_array, stream_handle
 
 MAX_FAST_PATHS = 8  # signatures remembered per kernel (calls alternating between a few)
@@ -44,21 +45,21 @@ def _one_nan(value):
 
 def _constant(value):
     if type(value) is int:
-        return (_launch().CONST_INT, value)
-    return (_launch().CONST, constant_key(value))
+        return (launcher_module().CONST_INT, value)
+    return (launcher_module().CONST, constant_key(value))
 
 
 def _array(value, info):
     kind, ndim = type(value), len(info.shape)
     if is_torch_tensor(value):  # the common case: read by its methods in C
-        return (_launch().TENSOR, kind, value.dtype, ndim, info.unit)
+        return (launcher_module().TENSOR, kind, value.dtype, ndim, info.unit)
     reading = attribute_reading(value)
     if reading is not None:  # numba's, CuPy's: read by their attributes in C, as array_info reads them
         pointer, device_of = reading
         device_of = None if gpu_count() <= 1 else device_of  # None: the only GPU
-        return (_launch().ARRAY, kind, value.dtype, ndim, info.unit, value.dtype.itemsize, pointer, device_of)
+        return (launcher_module().ARRAY, kind, value.dtype, ndim, info.unit, value.dtype.itemsize, pointer, device_of)
     # any other __cuda_array_interface__ or DLPack: a reader gives the facts and the values
-    return (_launch().READER, kind, read_cuda_array, read_cuda_array(value, []))
+    return (launcher_module().READER, kind, read_cuda_array, read_cuda_array(value, []))
 
 
 _INT_CLASSES = {"int32": 0, "int64": 1, "uint64": 2}  # a Python int's dtype by its magnitude
@@ -66,14 +67,8 @@ _INT_CLASSES = {"int32": 0, "int64": 1, "uint64": 2}  # a Python int's dtype by 
 
 def _scalar(value):
     if type(value) is int:
-        return (_launch().INT, _INT_CLASSES[dtypes.scalar_dtype(value).name])
-    return (_launch().TYPED, type(value))  # bool, float (a weak float32), or a NumPy scalar (its own dtype)
-
-
-def _launch():
-    from ._backends.cuda_driver import launcher_module
-
-    return launcher_module()
+        return (launcher_module().INT, _INT_CLASSES[dtypes.scalar_dtype(value).name])
+    return (launcher_module().TYPED, type(value))  # bool, float (a weak float32), or a NumPy scalar (its own dtype)
 
 
 def generate(kernel, args, kwargs, backend, infos, launch):
@@ -93,7 +88,7 @@ def generate(kernel, args, kwargs, backend, infos, launch):
         for name, value in zip(names, args)
     )
     keyword_plan = tuple((name, _constant(value)) for name, value in kwargs.items())
-    FastPath = _launch().FastPath
+    FastPath = launcher_module().FastPath
     return FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle, constant_key)
 
 
@@ -105,7 +100,8 @@ def remember(kernel, fast_path):
 
 def describe(kernel) -> str:
     """What the fast paths of ``kernel`` take, most recent first (for the curious)."""
-    kinds = {getattr(_launch(), k): k for k in ("TENSOR", "ARRAY", "READER", "INT", "TYPED", "CONST_INT", "CONST")}
+    names = ("TENSOR", "ARRAY", "READER", "INT", "TYPED", "CONST_INT", "CONST")
+    kinds = {getattr(launcher_module(), name): name for name in names}
 
     def entry(e):
         kind, *rest = e

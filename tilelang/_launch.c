@@ -314,7 +314,8 @@ enum Kind {
 
 typedef struct {
     int kind;
-    PyObject *type, *object, *signature, *device_of; /* borrowed from the plan, which the fast path keeps */
+    /* borrowed from the plan, which the fast path keeps */
+    PyObject *type, *object, *signature, *pointer, *device_of;
     long number, unit, itemsize;
 } Entry;
 
@@ -403,8 +404,8 @@ read_strides_done:;
         pointer = call_method(S_data_ptr, value);
     } else { /* e.g. .gpu_data.device_pointer (numba), .data.ptr (CuPy) */
         pointer = Py_NewRef(value);
-        for (Py_ssize_t i = 0; pointer != NULL && i < PyTuple_GET_SIZE(e->signature); i++)
-            Py_SETREF(pointer, PyObject_GetAttr(pointer, PyTuple_GET_ITEM(e->signature, i)));
+        for (Py_ssize_t i = 0; pointer != NULL && i < PyTuple_GET_SIZE(e->pointer); i++)
+            Py_SETREF(pointer, PyObject_GetAttr(pointer, PyTuple_GET_ITEM(e->pointer, i)));
     }
     if (pointer == NULL || !push_new(self->launcher, params, PyNumber_Long(pointer))) goto done;
     for (Py_ssize_t i = 0; i < e->number; i++)
@@ -536,7 +537,7 @@ static int read_entry(PyObject *item, Entry *e) {
         e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
         e->unit = PyObject_IsTrue(PyTuple_GET_ITEM(item, 4));
         e->itemsize = PyLong_AsLong(PyTuple_GET_ITEM(item, 5));
-        e->signature = PyTuple_GET_ITEM(item, 6); /* the pointer's attribute chain */
+        e->pointer = PyTuple_GET_ITEM(item, 6); /* the pointer's attribute chain */
         e->device_of = PyTuple_GET_ITEM(item, 7);
         if (e->itemsize <= 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "itemsize must be positive");
         return !PyErr_Occurred();

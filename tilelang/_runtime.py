@@ -133,16 +133,13 @@ def array_info(value) -> ArrayInfo | None:
         return _attribute_info(value, *reading)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
-        owner = getattr(getattr(value, "device", None), "id", None)  # some arrays say which GPU
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
         strides = _c_strides(shape) if strides is None else tuple(s // dt.itemsize for s in strides)
-        ptr = cai["data"][0]
-        device = owner if isinstance(owner, int) else _pointer_device(ptr)
-        return ArrayInfo(
-            _dtype(dt), shape, strides, ptr, True, device, _unit_stride(shape, strides), bool(cai["data"][1])
-        )
+        ptr, readonly = cai["data"]
+        unit = _unit_stride(shape, strides)
+        return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit, bool(readonly))
     dlpack_device = getattr(value, "__dlpack_device__", None)
     device_type = dlpack_device()[0] if dlpack_device is not None else None
     if device_type is not None and device_type not in DLPACK_HOST:
@@ -194,7 +191,8 @@ def _host_view(value) -> tuple[np.ndarray | None, bool]:
 
 
 def read_cuda_array(value, flat):
-    """A fast path's reader of a device array other than a torch tensor (tilelang/_fastpath.py):
+    """A fast path's reader of a device array other than a torch tensor or a numba or CuPy
+    array (tilelang/_fastpath.py):
     appends its pointer, shape and strides to ``flat`` and returns the facts its
     specialization and launch depend on; None (alike nothing) for a host array or a dtype
     the full path must name in its error."""
