@@ -27,6 +27,7 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
+from _blocks import padded_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,17 +75,8 @@ def grid_of(shape, tile):
     return tuple(tl.cdiv(s, t) for s, t in zip(shape, tile))
 
 
-def blocks(x, tile, pad):
-    """``x`` padded with ``pad`` to whole tiles, as (GM, GN, BM, BN)."""
-    (m, n), (bm, bn) = x.shape, tile
-    gm, gn = tl.cdiv(m, bm), tl.cdiv(n, bn)
-    xp = np.full((gm * bm, gn * bn), pad, dtype=x.dtype)
-    xp[:m, :n] = x
-    return xp.reshape(gm, bm, gn, bn).transpose(0, 2, 1, 3)
-
-
 def unblock(xb):
-    """The inverse of :func:`blocks` (without cutting the padding)."""
+    """The inverse of :func:`padded_blocks` (without cutting the padding)."""
     gm, gn, bm, bn = xb.shape
     return xb.transpose(0, 2, 1, 3).reshape(gm * bm, gn * bn)
 
@@ -145,7 +137,7 @@ def test_broadcast_rows_and_columns(seed, shape, how):
         return view(x, how), row.copy(), col.copy(), *outs, np.full((m, gn), -1.0, np.float32)
 
     def reference(x, row, col, *_):
-        sums = blocks(x, (3, 20), 0).sum(axis=3).transpose(0, 2, 1).reshape(gm * 3, gn)[:m]
+        sums = padded_blocks(x, (3, 20), 0).sum(axis=3).transpose(0, 2, 1).reshape(gm * 3, gn)[:m]
         return x + row, col[:, None] * x - row, col[:, None] - row[None, :] + 0 * x, sums * col[:, None]
 
     consts = dict(BM=3, BN=20)
@@ -272,7 +264,7 @@ def test_reductions_on_registers_lanes_and_warps(dtype, num_threads, tile, axis,
         return view(x, how), *(np.zeros(s, t) for s, t in zip(out_shapes, out_dtypes)), pad
 
     def reference(x, out_a, out_b, pad):
-        xb = blocks(x, tile, pad)
+        xb = padded_blocks(x, tile, pad)
         results = []
         for op in ops:
             r = NUMPY_REDUCE[op](xb, 3 if axis == 1 else 2)  # (GM, GN, BM) or (GM, GN, BN)
@@ -316,7 +308,7 @@ def test_full_reductions_to_scalars(num_threads, tile, shared, seed, data):
         return x.copy(), np.zeros((nb, 1), np.int32), np.zeros(nb, np.int32), np.zeros(nb, np.int32)
 
     def reference(x, *_):
-        xb = blocks(x, tile, -100).reshape(gm * gn, -1)
+        xb = padded_blocks(x, tile, -100).reshape(gm * gn, -1)
         return xb.sum(1, dtype=np.int32, keepdims=True), xb.min(1), xb.argmax(1).astype(np.int32)
 
     consts = dict(BM=tile[0], BN=tile[1])
@@ -356,7 +348,7 @@ def test_cumsum_cumprod_along_both_axes(num_threads, tile, axis, seed, data):
         return view(x, how), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
 
     def reference(x, *_):
-        xb = blocks(x, tile, 3)
+        xb = padded_blocks(x, tile, 3)
         ax = 2 if axis == 0 else 3
         m, n = shape
         return (unblock(np.cumsum(xb, axis=ax, dtype=np.int32))[:m, :n],
@@ -390,7 +382,7 @@ def test_transpose_and_broadcast_to(seed, shape, how):
         return view(x, how), np.full(shape[::-1], 7, np.float32), np.zeros(shape, np.float32)
 
     def reference(x, *_):
-        col_max = blocks(x, (6, 20), 0).max(axis=2, keepdims=True)  # (GM, GN, 1, BN)
+        col_max = padded_blocks(x, (6, 20), 0).max(axis=2, keepdims=True)  # (GM, GN, 1, BN)
         b = unblock(np.broadcast_to(col_max, (gm, gn, 6, 20)))[: shape[0], : shape[1]]
         return x.T, b * 2 + shape[0] - x
 
@@ -458,7 +450,7 @@ def test_reshape_keeping_and_changing_the_padded_numbering(tile, moves, seed, m,
         return x.copy(), np.zeros((gm * rows, 4), np.int32), np.zeros((gm * rows, 1), np.int32)
 
     def reference(x, *_):
-        g = blocks(x, tile, -1).reshape(gm * rows, 4)
+        g = padded_blocks(x, tile, -1).reshape(gm * rows, 4)
         return g, g.sum(axis=1, keepdims=True)
 
     consts = dict(BM=bm, BN=bn, G=4)
@@ -802,7 +794,7 @@ def test_where_and_scalars_from_array_shapes(seed, shape):
         v = np.where(flags & (np.arange(n) % 2 == 0), v, -v)
         out = np.full(out.shape, m * 1000 + n, np.float32)
         out[:m, :n] = v
-        inside = blocks(np.ones(shape, np.int64), (3, 40), 0).reshape(gm * gn, -1).sum(axis=1)
+        inside = padded_blocks(np.ones(shape, np.int64), (3, 40), 0).reshape(gm * gn, -1).sum(axis=1)
         return out, np.stack([inside, m * n - inside], axis=1)
 
     check(where_kernel, (gm, gn), make, reference, ("out", "stats"), BM=3, BN=40)

@@ -10,6 +10,7 @@ in uint32) and return that; 16-bit floats accumulate in float32 and round once.
 
 import numpy as np
 import pytest
+from _blocks import padded_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,15 +43,6 @@ def neutral(op, d):
         return -np.inf if low else np.inf
     info = np.iinfo(d.np)
     return int(info.min if low else info.max)
-
-
-def padded_blocks(x, tile, pad):
-    """``x`` padded with ``pad`` to whole tiles, as an array of shape (GM, GN, BM, BN)."""
-    (m, n), (bm, bn) = x.shape, tile
-    gm, gn = tl.cdiv(m, bm), tl.cdiv(n, bn)
-    xp = np.full((gm * bm, gn * bn), pad, dtype=x.dtype)
-    xp[:m, :n] = x
-    return xp.reshape(gm, bm, gn, bn).transpose(0, 2, 1, 3)
 
 
 def unblock(r, axis, shape, tile):
