@@ -30,6 +30,7 @@ from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.lower_threads import lower_to_threads
+from ._passes.order_memory import order_memory
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, at_user_call, user_location
@@ -279,6 +280,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True))
     layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
+    program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     threads = lower_to_threads(program, layouts, num_threads)  # one thread's program
     if DEBUG:

@@ -119,7 +119,8 @@ class Primitive:
     """An operation of the tile IR. Its rules live in ``rules`` keyed by stage name.
 
     ``effect`` is None for pure operations, ``"read"`` for memory reads (may be dropped
-    when unused, never merged) and ``"write"`` for stores and atomics (always kept).
+    when unused, never merged), ``"write"`` for stores and atomics (always kept) and
+    ``"sync"`` for the block barrier the order_memory pass inserts (after simplification).
     """
 
     def __init__(self, name: str, effect: str | None = None, multiple_results: bool = False):

@@ -498,6 +498,11 @@ def _atomic_interpret(ctx, a, *rest, op, masked):
 
 atomic.rules.update(type=_atomic_type, interpret=_atomic_interpret)
 
+# A block barrier, inserted by the order_memory pass between a block's conflicting accesses
+# to one array (the interpreter runs a block's equations in order already).
+barrier = primitive("barrier", effect="sync")
+barrier.rules.update(type=lambda: [], interpret=lambda ctx: [])
+
 # ----------------------------------------------------------------------------- dot
 
 dot = primitive("dot")

@@ -723,6 +723,11 @@ def _lower_scan(lw, eqn, x, *, axis):
     _out(lw, eqn, values)
 
 
+@rule("barrier")
+def _lower_barrier(lw, eqn):
+    lw.stmts.append(Barrier())
+
+
 # --------------------------------------------------------------------------- dot
 
 

@@ -1,0 +1,125 @@
+"""A block's accesses to one array happen in program order on every backend (the
+order_memory pass), with barriers only where threads could race."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang import testing as tlt
+
+
+@tl.tile_kernel
+def store_then_access(a, out, first, second, N: tl.Constant, M: tl.Constant, STORE_AGAIN: tl.Constant):
+    """Stores a tile of ``a`` at ``first``, then loads an ``M``-tile at ``second`` (another
+    layout when M != N) and stores it, plus one, at ``second`` again (STORE_AGAIN) or at the end."""
+    tl.store(out, tl.load(a, index=(0,), shape=(N,)), offset=(first,))
+    y = tl.load(out, offset=(second,), shape=(M,))
+    tl.store(out, y + 1.0, offset=(second if STORE_AGAIN else 200,))
+
+
+@given(
+    st.sampled_from([32, 64, 256]),
+    st.sampled_from([8, 32, 64, 256]),
+    st.integers(0, 40),
+    st.integers(0, 40),
+    st.booleans(),
+)
+def test_a_load_sees_the_blocks_earlier_stores(n, m, first, second, store_again):
+    a = np.arange(1, n + 1, dtype=np.float32)
+    out = np.zeros(600, np.float32)
+
+    def reference(a, out, first, second):
+        out[first : first + n] = a[: min(n, 600 - first)]
+        y = out[second : second + m].copy()
+        target = second if store_again else 200
+        out[target : target + m] = y + 1
+        return out
+
+    tlt.check_kernel(
+        store_then_access, 1, args=(a, out, first, second), reference=reference, outputs=("out",),
+        N=n, M=m, STORE_AGAIN=store_again,
+    )  # fmt: skip
+
+
+@tl.tile_kernel
+def shift_left(a, N: tl.Constant):
+    """a[i] = a[i + 1]: every element is read before it is overwritten."""
+    tl.store(a, tl.load(a, offset=(1,), shape=(N,)) * 1.0, offset=(0,))
+
+
+@tl.tile_kernel
+def running(out, STEPS: tl.Constant, N: tl.Constant):
+    """Each iteration reads the window the previous one wrote, one element along."""
+    for k in tl.range(STEPS):
+        y = tl.load(out, offset=(k,), shape=(N,))
+        tl.store(out, y + 1.0, offset=(k + 1,))
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_reads_before_writes_and_across_loop_iterations(backend):
+    a = np.arange(257, dtype=np.float32)
+    shift_left[1](a, N=256, backend=backend)
+    np.testing.assert_array_equal(a[:256], np.arange(1, 257))
+    out = np.arange(300, dtype=np.float32)
+    running[1](out, STEPS=5, N=128, backend=backend)
+    same = np.arange(300, dtype=np.float32)
+    same_offset_each_iteration[1](same, N=128, backend=backend)
+    same_want = np.arange(300, dtype=np.float32)
+    for k in range(4):
+        same_want[k : k + 128] += 1
+    np.testing.assert_array_equal(same, same_want)
+    want = np.arange(300, dtype=np.float32)
+    for k in range(5):
+        want[k + 1 : k + 129] = want[k : k + 128] + 1
+    np.testing.assert_array_equal(out, want)
+
+
+@tl.tile_kernel
+def same_offset_each_iteration(out, N: tl.Constant):
+    """The same offset variable in every iteration, but another value: the windows differ."""
+    for k in tl.range(4):
+        tl.store(out, tl.load(out, offset=(k,), shape=(N,)) + 1.0, offset=(k,))
+
+
+@tl.tile_kernel
+def in_place(a, N: tl.Constant):
+    i = tl.block_id(0)
+    x = tl.load(a, index=(i,), shape=(N,))
+    tl.store(a, x * 2.0, index=(i,))
+    for _ in tl.range(3):
+        tl.store(a, tl.load(a, index=(i,), shape=(N,)) + 1.0, index=(i,))
+    tl.store(a, tl.full((N,), 5.0, tl.float32), index=(i,))
+
+
+@tl.tile_kernel
+def apart(out):
+    tl.store(out, tl.full((64,), 1.0, tl.float32), offset=(0,))
+    tl.store(out, tl.full((64,), 2.0, tl.float32), offset=(64,))  # constant windows that do not meet
+    tl.store(out, tl.load(out, offset=(0,), shape=(64,)) + 1.0, offset=(0,))
+
+
+@tl.tile_kernel
+def histogram_then_read(h, bins, out, N: tl.Constant):
+    b = tl.load(bins, index=(0,), shape=(N,))
+    tl.atomic_add(h, b, tl.full((N,), 1, tl.int32))
+    tl.atomic_add(h, b, tl.full((N,), 2, tl.int32))  # atomics of one kind commute: no barrier between
+    tl.store(out, tl.load(h, index=(0,), shape=(8,)), index=(0,))  # ... but one before this read
+
+
+def _barriers(kernel, *args, **constants):
+    return tl.explain(kernel, *args, backend="cpu", **constants)["layouts"].count("barrier")
+
+
+def test_barriers_only_where_threads_could_race():
+    assert _barriers(in_place, "f32[:]", N=256) == 0  # each thread re-reads only what it wrote
+    assert _barriers(apart, "f32[:]") == 0
+    assert _barriers(shift_left, "f32[:]", N=256) == 1
+    assert _barriers(running, "f32[:]", STEPS=5, N=128) == 2  # the last iteration's store; this load
+    assert _barriers(same_offset_each_iteration, "f32[:]", N=128) == 1
+    assert _barriers(histogram_then_read, "i32[:]", "i32[:]", "i32[:]", N=64) == 1
+    h, bins = np.zeros(8, np.int32), np.arange(64, dtype=np.int32) % 8
+    out = np.zeros(8, np.int32)
+    histogram_then_read[1](h, bins, out, N=64, backend="cpu")
+    np.testing.assert_array_equal(out, np.full(8, 24))

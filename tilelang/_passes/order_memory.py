@@ -1,0 +1,124 @@
+"""Program order for a block's accesses to one array: barriers where threads would race.
+
+Tile semantics say a block's loads and stores happen in program order. The threads of a
+block do not: the thread that stores an element is usually not the one that later loads
+it, so a load after a store to the same array (or a store after a load, or two stores)
+needs a block barrier between them, which also makes the earlier writes visible
+(``__syncthreads`` orders global memory within a block). This pass inserts a ``barrier``
+equation before each access that may touch an element another thread accessed since the
+last barrier, and only there:
+
+- accesses to other arrays never conflict (distinct array arguments are assumed not to
+  overlap: docs/language.md);
+- two reads never conflict, nor two atomics of the same operation (they commute);
+- two window accesses (``load``/``store``) with the same offsets, the same tile shape and
+  the same layout, one thread per element, touch each element from one thread only, which
+  sees its own accesses in order; windows at constant offsets that do not intersect
+  touch no common element.
+
+Loop bodies are entered with the accesses of their own previous iteration pending, so an
+access that conflicts with a later one of the same body is ordered too. Blocks are not
+ordered with each other (as on the GPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._ir.core import Block, Eqn, Literal, Program, sub_blocks
+from .._ir.primitives import barrier
+
+
+@dataclass(frozen=True)
+class _Access:
+    write: bool
+    op: object  # the atomic's operation; "window" for load/store, None for gather/scatter
+    starts: tuple  # a window's offsets, as comparable keys
+    shape: tuple
+    layout: object
+
+
+def order_memory(program: Program, layouts: dict) -> Program:
+    """Insert ``barrier`` equations into ``program`` where a block's accesses to one array
+    could otherwise run out of program order across threads."""
+    _order(program.body, {}, layouts)
+    return program
+
+
+def _order(block: Block, pending: dict, layouts: dict) -> None:
+    """``pending``: array → accesses since the last barrier (updated in place)."""
+    eqns = []
+    for eqn in block.eqns:
+        if eqn.prim.name == "range_loop":
+            body = eqn.params["body"]
+            inside = {array: set(accesses) for array, accesses in pending.items()}
+            local = _defined(body)
+            for array, access in _accesses(body, layouts):  # the previous iteration's
+                inside.setdefault(array, set()).add(_earlier_iteration(access, local))
+            _order(body, inside, layouts)
+            for array, accesses in inside.items():  # (the body may run no iteration at all)
+                pending.setdefault(array, set()).update(accesses)
+        elif eqn.prim.effect in ("read", "write"):
+            array, access = eqn.inputs[0], _describe(eqn, layouts)
+            if any(_conflict(access, other) for other in pending.get(array, ())):
+                eqns.append(Eqn(barrier, (), (), {}, eqn.loc))
+                pending.clear()
+            pending.setdefault(array, set()).add(access)
+        eqns.append(eqn)
+    block.eqns = eqns
+
+
+def _accesses(block: Block, layouts: dict):
+    for eqn in block.eqns:
+        if eqn.prim.effect in ("read", "write"):
+            yield eqn.inputs[0], _describe(eqn, layouts)
+        for sub in sub_blocks(eqn):
+            yield from _accesses(sub, layouts)
+
+
+def _defined(block: Block) -> set:
+    """Ids of the variables ``block`` defines (its parameters included)."""
+    out = {id(p) for p in block.params}
+    for eqn in block.eqns:
+        out.update(id(o) for o in eqn.outputs)
+        for sub in sub_blocks(eqn):
+            out |= _defined(sub)
+    return out
+
+
+def _earlier_iteration(access: _Access, local: set) -> _Access:
+    """``access`` as the next iteration sees it: an offset computed in the body had another value."""
+    starts = tuple(("earlier", k) if k[0] == "var" and k[1] in local else k for k in access.starts)
+    return _Access(access.write, access.op, starts, access.shape, access.layout)
+
+
+def _describe(eqn: Eqn, layouts: dict) -> _Access:
+    name, write = eqn.prim.name, eqn.prim.effect == "write"
+    if name == "load":
+        tile, starts = eqn.outputs[0], eqn.inputs[1:-1]
+    elif name == "store":
+        tile, starts = eqn.inputs[1], eqn.inputs[2:]
+    else:
+        return _Access(write, eqn.params.get("op"), (), (), None)
+    keys = tuple(("lit", s.type, int(s.value)) if isinstance(s, Literal) else ("var", id(s)) for s in starts)
+    return _Access(write, "window", keys, tile.type.shape, layouts.get(tile))
+
+
+def _conflict(a: _Access, b: _Access) -> bool:
+    if not (a.write or b.write):
+        return False
+    if a.op == b.op and a.op not in (None, "window"):  # atomics of one operation commute
+        return False
+    if a.op != "window" or b.op != "window":
+        return True
+    if (a.starts, a.shape, a.layout) == (b.starts, b.shape, b.layout):
+        return a.layout is None or bool(a.layout.replicated_bits())  # one thread per element: no conflict
+    return not _disjoint(a, b)
+
+
+def _disjoint(a: _Access, b: _Access) -> bool:
+    """Whether two windows at constant offsets are apart along some dimension."""
+    for (ka, *sa), (kb, *sb), na, nb in zip(a.starts, b.starts, a.shape, b.shape):
+        if ka == kb == "lit" and (sa[1] + na <= sb[1] or sb[1] + nb <= sa[1]):
+            return True
+    return False
