@@ -13,6 +13,7 @@ import functools
 import inspect
 import os
 import re
+import time
 
 import numpy as np
 
@@ -256,11 +257,12 @@ def trace(kernel: TileKernel, key) -> Program:
 class CompiledKernel:
     """One specialization: the text of every stage and how to run it."""
 
-    def __init__(self, stages: dict, program: Program, run, backend_kernel=None):
+    def __init__(self, stages: dict, program: Program, run, backend_kernel=None, timings=None):
         self.stages = stages
         self.program = program  # the simplified tile IR
         self.run = run
         self.backend_kernel = backend_kernel
+        self.timings = dict(timings or {})  # seconds per stage up to the backend's source
 
 
 def _stage(stages, name, program):
@@ -271,28 +273,44 @@ def _stage(stages, name, program):
 
 
 def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
-    """The compile pipeline, as a list of stages."""
+    """The compile pipeline, as a list of stages (``lap`` records each one's seconds)."""
     if backend not in BACKENDS:
         raise TileArgumentError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    stages = {}
-    program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
-    program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
+    stages, lap = {}, _Laps()
+    program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
+    program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
     if backend == "interpret":  # the reference semantics, on the tile IR itself
-        return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True))
+        return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True), None, lap)
     layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
     program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
-    threads = lower_to_threads(program, layouts, num_threads)  # one thread's program
+    lap("layouts", None)
+    threads = lap("lower", lower_to_threads(program, layouts, num_threads))  # one thread's program
     if DEBUG:
         verify_thread_program(threads)
     stages["thread_ir"] = format_thread_program(threads)
     if backend == "cpu":  # the thread program compiled with numba.njit
-        cpu = CpuKernel(threads)
+        cpu = lap("emit", CpuKernel(threads))
         stages["cpu_source"] = cpu.source
-        return CompiledKernel(stages, program, HostRunner(program, cpu), cpu)
-    cuda = CudaKernel(threads)  # the thread program as a numba-cuda kernel
+        return CompiledKernel(stages, program, HostRunner(program, cpu), cpu, lap)
+    cuda = lap("emit", CudaKernel(threads))  # the thread program as a numba-cuda kernel
     stages["cuda_source"] = cuda.source
-    return CompiledKernel(stages, program, CudaRunner(program, cuda), cuda)
+    return CompiledKernel(stages, program, CudaRunner(program, cuda), cuda, lap)
+
+
+class _Laps(dict):
+    """Seconds per compile stage: ``lap(name, value)`` charges the time since the last lap to
+    ``name`` and returns ``value`` (numba's own compile comes later, at the first launch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.last = time.perf_counter()
+
+    def __call__(self, name, value):
+        now = time.perf_counter()
+        self[name] = self.get(name, 0.0) + now - self.last
+        self.last = now
+        return value
 
 
 # -------------------------------------------------------------------- launch
