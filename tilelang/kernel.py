@@ -30,6 +30,7 @@ from ._ir.printer import format_program
 from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
+from ._passes.cse_threads import eliminate_common_subexpressions
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.simplify import simplify
@@ -286,6 +287,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     lap("layouts", None)
     threads = lap("lower", lower_to_threads(program, layouts, num_threads))  # one thread's program
+    threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
     if DEBUG:
         verify_thread_program(threads)
     stages["thread_ir"] = format_thread_program(threads)

@@ -12,7 +12,8 @@ as the interpreter does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from ..dtypes import DType
 from ..dtypes import int64 as INT64
@@ -46,6 +47,7 @@ class Op:
     op: str
     args: tuple
     attr: object = None
+    USES: ClassVar = ("args",)
 
 
 @dataclass
@@ -58,6 +60,7 @@ class Load:
     offset: object
     mask: object
     pad: object
+    USES: ClassVar = ("offset", "mask", "pad")
 
 
 @dataclass
@@ -66,6 +69,7 @@ class Store:
     offset: object
     values: tuple
     mask: object
+    USES: ClassVar = ("offset", "values", "mask")
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Atomic:
     value: object
     op: str
     mask: object
+    USES: ClassVar = ("offset", "value", "mask")
 
 
 @dataclass
@@ -82,6 +87,7 @@ class SharedLoad:
     dst: Reg
     buffer: str
     index: object
+    USES: ClassVar = ("index",)
 
 
 @dataclass
@@ -90,11 +96,12 @@ class SharedStore:
     index: object
     value: object
     mask: object
+    USES: ClassVar = ("index", "value", "mask")
 
 
 @dataclass
 class Barrier:
-    pass
+    USES: ClassVar = ()
 
 
 @dataclass
@@ -104,6 +111,7 @@ class Shuffle:
     dst: Reg
     src: object
     xor: int
+    USES: ClassVar = ("src",)
 
 
 @dataclass
@@ -114,6 +122,7 @@ class If:
     cond: object
     then: list
     orelse: list = field(default_factory=list)
+    USES: ClassVar = ("cond",)
 
 
 @dataclass
@@ -131,6 +140,7 @@ class Loop:
     body: list
     results: list
     loc: object = None  # the user's tl.range line, for errors raised at run time
+    USES: ClassVar = ("start", "stop", "step", "inits", "results")
 
 
 @dataclass
@@ -180,6 +190,17 @@ OPS = {
     "block_id": 0,
     "num_blocks": 0,
 }
+
+
+def replace_uses(s, rename: dict):
+    """``s`` with every register it reads (its ``USES`` fields) replaced as ``rename`` says."""
+
+    def one(x):
+        if isinstance(x, (tuple, list)):
+            return type(x)(one(y) for y in x)
+        return rename.get(x, x) if isinstance(x, Reg) else x
+
+    return replace(s, **{name: one(getattr(s, name)) for name in s.USES})
 
 
 def walk_statements(stmts):
