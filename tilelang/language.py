@@ -154,10 +154,14 @@ def _grid_axis(axis):
 
 
 def cdiv(a, b):
-    """Ceiling division: ``tl.cdiv(10, 4) == 3``. Works on Python ints and on tiles."""
+    """Ceiling division, Python's ``-(-a // b)``: ``tl.cdiv(10, 4) == 3``, ``tl.cdiv(7, -2) == -3``.
+
+    Works on Python ints and on tiles of any integer dtype (in the promoted dtype, with no
+    intermediate overflow: ``a // b`` is one step below the ceiling where ``a % b != 0``).
+    """
     if isinstance(a, int) and isinstance(b, int):
         return -(-a // b)
-    return (a + b - 1) // b
+    return a // b + (a % b != 0)  # not (a + b - 1) // b, which overflows near the maximum and is wrong for b < 0
 
 
 # --------------------------------------------------------------- creation
