@@ -662,3 +662,43 @@ def test_op_outside_a_kernel(call):
     err = check(info.value, tl.TileOutsideKernelError, r"can only be called while a kernel is traced; did you forget "
                 r"@tl\.tile_kernel\?", line_contains="lambda: tl.")  # fmt: skip
     assert err.message.startswith(("tl.", "tile operations"))
+
+
+# ------------------------------------------------------------------ small refusals
+
+
+@tl.tile_kernel
+def astype_complex(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a.astype("complex64").astype(tl.float32), index=(0,))
+
+
+@tl.tile_kernel
+def zeros_complex(x, out):
+    tl.store(out, tl.zeros((128,), "complex64").astype(tl.float32), index=(0,))
+
+
+@tl.tile_kernel
+def sum_complex(x, out):
+    tl.store(out, tl.load(x, index=(0,), shape=(128,)) + tl.sum(tl.zeros((4,)), dtype=np.complex128), index=(0,))
+
+
+@tl.tile_kernel
+def astype_none(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a.astype(None).astype(tl.float32), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "kernel, match, expr",
+    [
+        (astype_complex, r"'complex64' is not a supported dtype", 'a.astype("complex64")'),
+        (zeros_complex, r"'complex64' is not a supported dtype", 'tl.zeros((128,), "complex64")'),
+        (sum_complex, r"complex128.* is not a supported dtype", "tl.sum(tl.zeros((4,)), dtype=np.complex128)"),
+        (astype_none, r"None is not a dtype; name one, e.g\. tl\.float32", "a.astype(None)"),
+    ],
+    ids=["astype", "zeros", "sum", "astype(None)"],
+)
+def test_unsupported_dtype_in_a_kernel(kernel, match, expr):
+    err = launch_error(tl.TileTypeError, lambda: kernel[1](X, OUT))
+    check(err, tl.TileTypeError, match, expr=expr)

@@ -90,6 +90,8 @@ def dtype(x) -> DType:
         return x
     if x is bool:
         return bool_
+    if x is None:  # NumPy would read it as float64
+        raise TileTypeError("None is not a dtype; name one, e.g. tl.float32")
     try:
         name = np.dtype(x).name
     except TypeError:

@@ -37,7 +37,7 @@ from ._frontend.tracing import (
 from ._ir import primitives as P
 from ._ir.core import PRIMITIVES, Literal, TileType
 from .dtypes import float32, int64
-from .errors import TileShapeError, TileSyntaxError, TileTypeError, TileValueError
+from .errors import TileError, TileShapeError, TileSyntaxError, TileTypeError, TileValueError
 
 __all__ = [
     "Constant", "range", "block_id", "num_blocks", "cdiv",
@@ -123,6 +123,14 @@ def _tile(x) -> Tile:
     )
 
 
+def _dtype(x):
+    """``x`` as a DType; an unsupported one is reported at the kernel's line, not the launch's."""
+    try:
+        return _dt.dtype(x)
+    except TileError as err:
+        raise located(err) from None
+
+
 def _axis(axis, ndim, op):
     axis = static_int(axis, f"{op} axis")
     if not -ndim <= axis < ndim:
@@ -176,7 +184,7 @@ def full(shape, value, dtype=None) -> Tile:
     atom = as_atom(value, "fill value")
     if atom.type.shape != ():
         raise located(TileShapeError(f"full: the fill value must be a scalar, got {atom.type}"))
-    d = _dt.dtype(dtype) if dtype is not None else atom.type.dtype
+    d = _dtype(dtype) if dtype is not None else atom.type.dtype
     return bind1(P.full, [_convert(atom, d)], "full", shape=shape, dtype=d)
 
 
@@ -414,7 +422,7 @@ def clip(x, lo, hi) -> Tile:
 def astype(x, dtype) -> Tile:
     """Convert to ``dtype`` (also ``x.astype(dtype)``). Float to int truncates toward zero;
     NaN and out-of-range values give 0 in the interpreter and are unspecified elsewhere."""
-    d = _dt.dtype(dtype)
+    d = _dtype(dtype)
     atom = as_atom(x)
     if isinstance(atom, Literal):
         return _tile(Literal(literal(atom.value.item(), d).value, TileType((), d)))
@@ -427,7 +435,7 @@ def astype(x, dtype) -> Tile:
 def _accumulator(t: Tile, dtype):
     """The dtype sums and products accumulate in: narrow ints widen to 32 bits, 16-bit floats to float32."""
     if dtype is not None:
-        return _dt.dtype(dtype), _dt.dtype(dtype)
+        return _dtype(dtype), _dtype(dtype)
     d = t.dtype
     if d.is_bool or (d.is_int and d.bits < 32):
         wide = _dt.BY_NAME["uint32" if d.kind == "u" else "int32"]
