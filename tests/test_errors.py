@@ -664,6 +664,62 @@ def test_op_outside_a_kernel(call):
     assert err.message.startswith(("tl.", "tile operations"))
 
 
+# ------------------------------------------------------------ NumPy and Python builtins
+
+
+@tl.tile_kernel
+def numpy_exp(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, np.exp(a), index=(0,))
+
+
+@tl.tile_kernel
+def numpy_where(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, np.where(a > 0, a, 0.0), index=(0,))
+
+
+@tl.tile_kernel
+def numpy_isnan(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.where(np.isnan(a), 0.0, a), index=(0,))
+
+
+@tl.tile_kernel
+def numpy_asarray(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, np.asarray(a), index=(0,))
+
+
+@tl.tile_kernel
+def numpy_sum(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a - np.sum(a), index=(0,))
+
+
+@tl.tile_kernel
+def numpy_exp_of_array(x, out):
+    tl.store(out, np.exp(x), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "kernel, match, expr",
+    [
+        (numpy_exp, r"^NumPy functions do not take tiles; use tl\.exp$", "np.exp(a)"),
+        (numpy_where, r"^NumPy functions do not take tiles; use tl\.where$", "np.where(a > 0, a, 0.0)"),
+        (numpy_isnan, r"^NumPy functions do not take tiles; use `x != x` for np\.isnan$", "np.isnan(a)"),
+        (numpy_asarray, r"^NumPy functions do not take tiles", "np.asarray(a)"),
+        (numpy_sum, r"^NumPy functions do not take tiles; use tl\.sum$", "np.sum(a)"),
+        (numpy_exp_of_array, r"^NumPy functions do not take kernel array arguments; load a tile with tl\.load and "
+         r"use tl\.exp$", "np.exp(x)"),
+    ],
+    ids=["exp", "where", "isnan", "asarray", "sum", "exp(array)"],
+)  # fmt: skip
+def test_numpy_functions_on_tiles(kernel, match, expr):
+    err = launch_error(tl.TileTypeError, lambda: kernel[1](X, OUT))
+    check(err, tl.TileTypeError, match, expr=expr)
+
+
 # ------------------------------------------------------------------ small refusals
 
 

@@ -642,6 +642,20 @@ def test_cdiv_of_runtime_scalars(n, m):
     assert tl.cdiv(n, m) == -(-n // m)
 
 
+@tl.tile_kernel
+def numpy_scalar_operands(x, out):
+    a = tl.load(x, index=(0,), shape=(8,))
+    s = np.float32(2.0)
+    tl.store(out, tl.where(np.float32(3.0) > a, s * a - np.float32(1.0), s / a + s**a), index=(0,))
+
+
+def test_numpy_scalars_on_the_left_of_a_tile():
+    """NumPy's scalar operators hand a tile operand to NumPy's ufuncs, which hand it back to the tile."""
+    x = np.arange(1, 9, dtype=np.float32)
+    tlt.check_kernel(numpy_scalar_operands, 1, args=(x, np.zeros_like(x)),
+                     reference=lambda x, out: np.where(3 > x, 2 * x - 1, 2 / x + np.float32(2) ** x))  # fmt: skip
+
+
 def test_forbidden_operand_dtypes_raise_type_errors():
     """Spot checks of the kinds table: bitwise ops on floats, arithmetic on bools, shifts on bools, -bool."""
     f, b = np.ones((2, 2), np.float32), np.ones((2, 2), bool)

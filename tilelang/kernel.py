@@ -191,7 +191,7 @@ class TileKernel:
         key, infos = [], {}
         for name, value in arguments.items():
             if name in self.constants:
-                if array_info(value) is not None or isinstance(value, (Tile, Array)):
+                if isinstance(value, (Tile, Array)) or array_info(value) is not None:
                     raise TileArgumentError(f"argument `{name}` is a tl.Constant; pass a Python value, not an array")
                 try:
                     hash(value)

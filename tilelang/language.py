@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from . import dtypes as _dt
 from ._frontend.loops import range
 from ._frontend.tracing import (
@@ -660,3 +662,52 @@ Tile.__getitem__ = _getitem
 Tile.astype = astype
 Tile.T = property(lambda self: transpose(self))
 Tile.reshape = lambda self, *shape: reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+# ------------------------------------------------------- NumPy's protocols
+
+# NumPy's scalar operators (`np.float32(2) * t`) hand the tile to these ufuncs: they are the tile's operators.
+_UFUNC_OPERATORS = {
+    "add": "add", "subtract": "sub", "multiply": "mul", "divide": "div", "floor_divide": "floordiv",
+    "remainder": "mod", "power": "pow", "bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+    "left_shift": "shl", "right_shift": "shr", "equal": "eq", "not_equal": "ne", "less": "lt",
+    "less_equal": "le", "greater": "gt", "greater_equal": "ge",
+}  # fmt: skip
+# What to write instead of a NumPy function whose tl equivalent has another name (same-named ones: tl.<name>).
+_NUMPY_EQUIVALENTS = {
+    "absolute": "tl.abs", "fabs": "tl.abs", "amax": "tl.max", "amin": "tl.min", "matmul": "tl.dot",
+    "permute_dims": "tl.permute", "isnan": "`x != x` for np.isnan", "square": "`x * x` for np.square",
+    "round": "tl.floor(x + 0.5) for np.round", "around": "tl.floor(x + 0.5) for np.around",
+}  # fmt: skip
+
+
+def _numpy_error(x, name=None) -> TileTypeError:
+    """The refusal of NumPy function ``name`` (None: NumPy itself wants the values) on a tile or array argument."""
+    hint = _NUMPY_EQUIVALENTS.get(name) or (f"tl.{name}" if name in __all__ else None)
+    if isinstance(x, Array):
+        return TileTypeError(
+            f"NumPy functions do not take kernel array arguments; load a tile with tl.load and use {hint or 'tl ops'}"
+        )
+    if hint:
+        return TileTypeError(f"NumPy functions do not take tiles; use {hint}")
+    return TileTypeError("NumPy functions do not take tiles: their values exist only when the kernel runs; use tl ops")
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    prim = _UFUNC_OPERATORS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
+    if prim is None:
+        raise located(_numpy_error(self, ufunc.__name__ if method == "__call__" else None))
+    inputs = [x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x for x in inputs]  # a comparison's scalar
+    return _elementwise(prim, *inputs, float_only=prim in ("div", "pow"))
+
+
+def _array_function(self, func, types, args, kwargs):
+    raise located(_numpy_error(self, func.__name__))
+
+
+def _array(self, dtype=None, copy=None):
+    raise located(_numpy_error(self))
+
+
+for _cls in (Tile, Array):  # np.exp(t), np.sum(t), np.asarray(t) are refused where the user wrote them
+    _cls.__array_ufunc__, _cls.__array_function__, _cls.__array__ = _array_ufunc, _array_function, _array
