@@ -720,6 +720,66 @@ def test_numpy_functions_on_tiles(kernel, match, expr):
     check(err, tl.TileTypeError, match, expr=expr)
 
 
+@tl.tile_kernel
+def array_plus_one(x, out):
+    tl.store(out, x + 1, index=(0,))
+
+
+@tl.tile_kernel
+def one_minus_array(x, out):
+    tl.store(out, 1.0 - x, index=(0,))
+
+
+@tl.tile_kernel
+def divmod_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    q, _ = divmod(a, 3.0)
+    tl.store(out, q, index=(0,))
+
+
+@tl.tile_kernel
+def round_tile(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, round(a), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "kernel, match, expr",
+    [
+        (array_plus_one, r"`\+` on an array argument: arrays are not tiles; load a tile with tl\.load", "x + 1"),
+        (one_minus_array, r"`-` on an array argument", "1.0 - x"),
+        (divmod_tile, r"divmod\(\) does not take tiles; write `a // b, a % b`", "divmod(a, 3.0)"),
+        (round_tile, r"round\(\) does not take tiles; use tl\.floor\(x \+ 0\.5\)", "round(a)"),
+    ],
+    ids=["array+1", "1-array", "divmod", "round"],
+)
+def test_python_operations_that_tiles_do_not_take(kernel, match, expr):
+    err = launch_error(tl.TileTypeError, lambda: kernel[1](X, OUT))
+    check(err, tl.TileTypeError, match, expr=expr)
+
+
+def endless(a):
+    return endless(a + 1.0)
+
+
+@tl.tile_kernel
+def recurses_without_end(x, out):
+    tl.store(out, endless(tl.load(x, index=(0,), shape=(128,))), index=(0,))
+
+
+@tl.tile_kernel
+def launches_itself(x, out):
+    launches_itself[1](x, out)
+
+
+def test_recursive_kernels():
+    err = launch_error(tl.TileSyntaxError, lambda: recurses_without_end[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"recursion does not end while the kernel is traced.*tl\.Constant",
+          expr="endless(a + 1.0)")  # fmt: skip
+    err = launch_error(tl.TileSyntaxError, lambda: launches_itself[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"a kernel cannot launch kernels.*helper", expr="launches_itself[1](x, out)")
+
+
 # ------------------------------------------------------------------ small refusals
 
 
@@ -758,3 +818,21 @@ def astype_none(x, out):
 def test_unsupported_dtype_in_a_kernel(kernel, match, expr):
     err = launch_error(tl.TileTypeError, lambda: kernel[1](X, OUT))
     check(err, tl.TileTypeError, match, expr=expr)
+
+
+@tl.tile_kernel
+def if_on_array(x, out):
+    if x:
+        tl.store(out, tl.zeros((128,)), index=(0,))
+
+
+@tl.tile_kernel
+def len_of_array(x, out):
+    tl.store(out, tl.zeros((128,)) + len(x), index=(0,))
+
+
+def test_arrays_have_no_truth_value_or_len():
+    err = launch_error(tl.TileSyntaxError, lambda: if_on_array[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"an array argument has no truth value", line_contains="if x:")
+    err = launch_error(tl.TileTypeError, lambda: len_of_array[1](X, OUT))
+    check(err, tl.TileTypeError, r"len\(\) of an array argument.*x\.shape\[0\]", expr="len(x)")

@@ -46,7 +46,8 @@ class SourceLoc:
         return out
 
 
-def _is_internal(filename: str) -> bool:
+def is_internal(filename: str) -> bool:
+    """Whether ``filename`` is tilelang's own code."""
     return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep) or filename.startswith("<tilelang")
 
 
@@ -61,13 +62,16 @@ def at_user_call(err: TileError) -> TileError:
 def user_location(depth: int = 1) -> SourceLoc | None:
     """The location of the innermost frame outside the tilelang package."""
     frame = sys._getframe(depth)
-    while frame is not None and _is_internal(frame.f_code.co_filename):
+    while frame is not None and is_internal(frame.f_code.co_filename):
         frame = frame.f_back
-    if frame is None:
-        return None
+    return None if frame is None else frame_location(frame)
+
+
+def frame_location(frame, lasti: int | None = None) -> SourceLoc:
+    """Where ``frame`` is at instruction ``lasti`` (default: the one it runs or last ran)."""
     code = frame.f_code
     positions = list(code.co_positions())
-    index = frame.f_lasti // 2
+    index = (frame.f_lasti if lasti is None else lasti) // 2
     line, _, col, end_col = positions[index] if index < len(positions) else (frame.f_lineno, None, None, None)
     return SourceLoc(code.co_filename, line or frame.f_lineno, col, end_col)
 

@@ -24,7 +24,7 @@ from ._backends.cuda_driver import launcher_module
 from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
 from ._frontend.loops import rewrite_loops
-from ._frontend.tracing import Array, Tile, TraceScope
+from ._frontend.tracing import Array, Tile, TraceScope, tracing
 from ._ir.core import ArrayType, Block, Program, TileType, Var
 from ._ir.printer import format_program
 from ._ir.verifier import verify
@@ -35,7 +35,16 @@ from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
-from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, at_user_call, user_location
+from .errors import (
+    TileArgumentError,
+    TileError,
+    TileSyntaxError,
+    TileTypeError,
+    at_user_call,
+    frame_location,
+    is_internal,
+    user_location,
+)
 from .language import Constant
 
 BACKENDS = ("cuda", "cpu", "interpret")
@@ -138,6 +147,8 @@ class TileKernel:
         return f"<tile_kernel {self.__name__}{self.signature}>"
 
     def __call__(self, *args, **kwargs):
+        if tracing():
+            raise _launch_in_a_kernel()
         raise TileArgumentError(
             f"a tile kernel is launched over a grid of blocks: {self.__name__}[grid](...), "
             f"e.g. {self.__name__}[tl.cdiv(n, TILE)](...)",
@@ -249,10 +260,40 @@ def trace(kernel: TileKernel, key) -> Program:
             names.append(name)
             tracer_args.append(Array(var) if isinstance(t, ArrayType) else Tile(var))
     with TraceScope(body):
-        result = kernel.traceable()(*tracer_args)
+        try:
+            result = kernel.traceable()(*tracer_args)
+        except RecursionError as err:
+            loc = _recursion_site(err.__traceback__)
+            if loc is None:  # not the user's recursion
+                raise
+            raise TileSyntaxError(
+                "the recursion does not end while the kernel is traced: tracing runs every Python call, so a "
+                "recursive helper must stop on Python values (a tl.Constant, a shape), not on tiles",
+                loc,
+            ) from None
     if result is not None:
         raise TileSyntaxError(f"tile kernel {kernel.__name__} returned a value; kernels write results with tl.store")
     return Program(kernel.__name__, names, body, constants)
+
+
+def _recursion_site(tb):
+    """Where the first of the user's functions to recur called itself, or None."""
+    first = {}
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in first:
+            return frame_location(first[code].tb_frame, first[code].tb_lasti)
+        if not is_internal(code.co_filename):
+            first[code] = tb
+        tb = tb.tb_next
+    return None
+
+
+def _launch_in_a_kernel():
+    return TileSyntaxError(
+        "a kernel cannot launch kernels (itself included) while it is traced; write the shared code as a plain "
+        "Python helper function and call that"
+    )
 
 
 class CompiledKernel:
@@ -350,6 +391,8 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
     """The full path of a launch: bind, specialize, compile (or find it compiled), run;
     then a fast path for calls like this one."""
     try:
+        if tracing():
+            raise _launch_in_a_kernel()
         arguments = kernel.bind(args, kwargs)
         grid = _grid(grid_spec, arguments)
         key, infos = kernel.specialize(arguments)

@@ -52,6 +52,11 @@ class TraceScope:
             _state.blocks = _state.defined = None
 
 
+def tracing() -> bool:
+    """Whether a kernel is being traced (on this thread)."""
+    return bool(_state.blocks)
+
+
 def current_block(op_name: str | None = None) -> Block:
     if not _state.blocks:
         what = f"tl.{op_name}" if op_name else "tile operations"
@@ -246,6 +251,14 @@ class Tile:
     def __setitem__(self, key, value):
         raise located(TileSyntaxError("tiles are immutable values; build a new tile with tl.where"))
 
+    def __divmod__(self, other):
+        raise located(TileTypeError("divmod() does not take tiles; write `a // b, a % b`"))
+
+    __rdivmod__ = __divmod__
+
+    def __round__(self, ndigits=None):
+        raise located(TileTypeError("round() does not take tiles; use tl.floor(x + 0.5) (halves round up)"))
+
     # Operators and methods are attached by tilelang.language, next to the ops they call.
 
 
@@ -283,3 +296,32 @@ class Array:
 
     def __setitem__(self, key, value):
         raise located(TileSyntaxError("arrays are not assigned directly; write them with tl.store or tl.scatter"))
+
+    def __bool__(self):
+        raise located(
+            TileSyntaxError(
+                "an array argument has no truth value while tracing (`if x:` tests neither its size nor its "
+                "contents); decide with a tl.Constant, or select elementwise with tl.where"
+            )
+        )
+
+    def __len__(self):
+        raise located(TileTypeError("len() of an array argument: its size is a runtime value; use x.shape[0]"))
+
+
+def _array_operator(symbol):
+    def fail(self, *other):
+        raise located(TileTypeError(f"`{symbol}` on an array argument: arrays are not tiles; load a tile with tl.load"))
+
+    return fail
+
+
+# `x + 1` on an array would be Python's TypeError from deep inside the trace.
+_BINARY = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "**", "and": "&",
+           "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>", "matmul": "@"}  # fmt: skip
+_ONE_WAY = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "neg": "-", "pos": "+", "invert": "~", "abs": "abs()"}
+for _op, _symbol in _BINARY.items():
+    setattr(Array, f"__{_op}__", _array_operator(_symbol))
+    setattr(Array, f"__r{_op}__", _array_operator(_symbol))
+for _op, _symbol in _ONE_WAY.items():  # (comparisons reflect into each other)
+    setattr(Array, f"__{_op}__", _array_operator(_symbol))
