@@ -836,3 +836,19 @@ def test_arrays_have_no_truth_value_or_len():
     check(err, tl.TileSyntaxError, r"an array argument has no truth value", line_contains="if x:")
     err = launch_error(tl.TileTypeError, lambda: len_of_array[1](X, OUT))
     check(err, tl.TileTypeError, r"len\(\) of an array argument.*x\.shape\[0\]", expr="len(x)")
+
+
+def test_tl_range_in_a_kernel_without_source():
+    source = (
+        "import tilelang as tl\n"
+        "@tl.tile_kernel\n"
+        "def no_source(x, out, n):\n"
+        "    for _ in tl.range(n):\n"
+        "        tl.store(out, tl.zeros((128,)), index=(0,))\n"
+    )
+    namespace = {}
+    exec(compile(source, "<stdin>", "exec"), namespace)  # as `python -` defines it: no file to read the loop from
+    err = launch_error(tl.TileSyntaxError, lambda: namespace["no_source"][1](X, OUT, 3))
+    assert re.search(r"the source of this kernel cannot be read .*kernels with tl\.range loops must be defined in a "
+                     r"file or a notebook cell", err.message), err.message  # fmt: skip
+    assert str(err).startswith("<stdin>:4:") and PACKAGE_DIR not in str(err), str(err)

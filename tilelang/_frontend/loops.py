@@ -23,13 +23,14 @@ import ast
 import builtins
 import inspect
 import itertools
+import linecache
 
 import numpy as np
 
 from .. import dtypes
 from .._ir import primitives as P
 from .._ir.core import Block, Literal, TileType, Var
-from ..errors import SourceLoc, TileSyntaxError, TileTypeError
+from ..errors import SourceLoc, TileSyntaxError, TileTypeError, user_location
 from .tracing import Tile, TraceScope, Unbound, as_atom, bind, bind1, check_in_scope, current_block, literal, located
 
 
@@ -62,6 +63,14 @@ class range:
         self.bounds = [_as_dtype(a, d) for a in atoms]
 
     def __iter__(self):
+        loc = user_location()
+        if loc is not None and not linecache.getline(loc.file, loc.line):  # so the loop could not be rewritten
+            raise TileSyntaxError(
+                "the source of this kernel cannot be read (it was defined in `python -`, an interactive session "
+                "or exec()), so its loops cannot be traced: kernels with tl.range loops must be defined in a file "
+                "or a notebook cell",
+                loc,
+            )
         raise located(
             TileSyntaxError(
                 "tl.range can only be the iterable of a `for` statement written in the @tl.tile_kernel "
