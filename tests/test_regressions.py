@@ -111,7 +111,26 @@ def test_a_nan_constant_is_one_specialization():
     assert constant_key((1.0, float("nan"))) == constant_key((1.0, float("inf") - float("inf")))
     other_nan = np.float64(np.frombuffer(np.uint64(0x7FF8000000000001).tobytes(), np.float64)[0])
     assert constant_key(np.float64("nan")) == constant_key(other_nan)  # NumPy's too, whatever their payload
-    assert constant_key(np.float32("nan")) != constant_key(np.float64("nan"))
+    assert constant_key(np.float32("nan")) == constant_key(float("nan"))  # a NumPy scalar is its Python value
+
+
+@tl.tile_kernel
+def window(x, out, TILE: tl.Constant, SCALE: tl.Constant, NEG: tl.Constant):
+    t = tl.load(x, index=(0,), shape=(TILE,)) * SCALE
+    tl.store(out, -t if NEG else t, index=(0,))
+
+
+def test_numpy_scalar_constants_are_their_python_values():
+    x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    for tile, scale, neg in [(64, 0.5, True), (np.int64(64), np.float32(0.5), np.bool_(True)), (np.int32(64), 0.5, 1)]:
+        out[:] = 0
+        window[1](x, out, TILE=tile, SCALE=scale, NEG=neg, backend="interpret")
+        np.testing.assert_array_equal(out, -x * 0.5)
+    assert len(window._compiled) == 2  # np.int64(64) is 64 and np.float32(0.5) is 0.5; the int 1 is not True
+    from tilelang._fastpath import constant_key
+
+    assert constant_key(np.int64(64)) == constant_key(64) and constant_key(np.bool_(True)) == constant_key(True)
+    assert constant_key((np.int32(16), np.float64(2.0))) == constant_key((16, 2.0))
 
 
 def test_kernel_parameters_may_be_named_like_the_launchs_own():

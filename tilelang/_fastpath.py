@@ -28,18 +28,21 @@ _NANS: dict = {}  # float type -> the NaN that stands for all of its NaNs
 
 
 def constant_key(value):
-    """What a Constant must equal to be alike (here and in the specialization key):
-    1 == 1.0 == True and -0.0 == 0.0, so type and repr are compared too (a float's repr is
-    exact); every NaN of a type is one object, as nan != nan would make each call look new."""
-    value = _one_nan(value)
+    """What a Constant must equal to be alike (here and in the specialization key; its last
+    part is the value the kernel is traced with): 1 == 1.0 == True and -0.0 == 0.0, so type
+    and repr are compared too (a float's repr is exact); a NumPy scalar is its Python value
+    (np.int64(64) is 64); every NaN of a type is one object, as nan != nan would make each call look new."""
+    value = _normal(value)
     return type(value), repr(value), value
 
 
-def _one_nan(value):
-    if isinstance(value, (float, np.floating)) and value != value:
+def _normal(value):
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and value != value:
         return _NANS.setdefault(type(value), value)
     if type(value) is tuple:
-        return tuple(_one_nan(v) for v in value)
+        return tuple(_normal(v) for v in value)
     return value
 
 

@@ -202,7 +202,9 @@ class TileKernel:
         key, infos = [], {}
         for name, value in arguments.items():
             if name in self.constants:
-                if isinstance(value, (Tile, Array)) or array_info(value) is not None:
+                if isinstance(value, (Tile, Array)) or (
+                    not isinstance(value, np.generic) and array_info(value) is not None  # a NumPy scalar is a value
+                ):
                     raise TileArgumentError(f"argument `{name}` is a tl.Constant; pass a Python value, not an array")
                 try:
                     hash(value)
