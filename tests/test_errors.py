@@ -821,6 +821,29 @@ def test_unsupported_dtype_in_a_kernel(kernel, match, expr):
 
 
 @tl.tile_kernel
+def reshape_two_wildcards(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a.reshape((-1, -1)).reshape(128), index=(0,))
+
+
+def test_reshape_with_two_wildcards():
+    err = launch_error(tl.TileValueError, lambda: reshape_two_wildcards[1](X, OUT))
+    check(err, tl.TileValueError, r"reshape: only one -1 is allowed, got \[-1, -1\]", expr="a.reshape((-1, -1))")
+
+
+@tl.tile_kernel
+def yields(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    yield a
+
+
+def test_yield_in_a_kernel():
+    err = launch_error(tl.TileSyntaxError, lambda: yields[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"`yield` in tile kernel yields: a kernel is not a generator; it writes results "
+          r"with tl\.store", expr="yield a")  # fmt: skip
+
+
+@tl.tile_kernel
 def if_on_array(x, out):
     if x:
         tl.store(out, tl.zeros((128,)), index=(0,))
@@ -831,11 +854,21 @@ def len_of_array(x, out):
     tl.store(out, tl.zeros((128,)) + len(x), index=(0,))
 
 
+@tl.tile_kernel
+def bool_index(x, out):
+    tl.store(out, tl.load(x, index=(True,), shape=(128,)), index=(0,))
+
+
 def test_arrays_have_no_truth_value_or_len():
     err = launch_error(tl.TileSyntaxError, lambda: if_on_array[1](X, OUT))
     check(err, tl.TileSyntaxError, r"an array argument has no truth value", line_contains="if x:")
     err = launch_error(tl.TileTypeError, lambda: len_of_array[1](X, OUT))
     check(err, tl.TileTypeError, r"len\(\) of an array argument.*x\.shape\[0\]", expr="len(x)")
+
+
+def test_a_bool_is_not_a_coordinate():
+    err = launch_error(tl.TileTypeError, lambda: bool_index[1](X, OUT))
+    check(err, tl.TileTypeError, r"load: a bool is not a coordinate", expr="tl.load(x, index=(True,), shape=(128,))")
 
 
 def test_tl_range_in_a_kernel_without_source():

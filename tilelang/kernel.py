@@ -273,6 +273,16 @@ def trace(kernel: TileKernel, key) -> Program:
                 "recursive helper must stop on Python values (a tl.Constant, a shape), not on tiles",
                 loc,
             ) from None
+        if inspect.isgenerator(result):  # run it to its first `yield`, to point there
+            loc = None
+            with contextlib.suppress(StopIteration):
+                next(result)
+                loc = frame_location(result.gi_frame)
+            raise TileSyntaxError(
+                f"`yield` in tile kernel {kernel.__name__}: a kernel is not a generator; it writes results with "
+                "tl.store",
+                loc,
+            )
     if result is not None:
         raise TileSyntaxError(f"tile kernel {kernel.__name__} returned a value; kernels write results with tl.store")
     return Program(kernel.__name__, names, body, constants)

@@ -227,7 +227,9 @@ def _offsets(array, index, offset, shape, op):
     out = []
     for c, n in zip(coords, shape):
         atom = as_atom(c, "coordinate")
-        if atom.type.shape != () or not (atom.type.dtype.is_int or atom.type.dtype.is_bool):
+        if atom.type.dtype.is_bool:  # True would silently be 1
+            raise located(TileTypeError(f"{op}: a bool is not a coordinate; convert it with .astype(tl.int32)"))
+        if atom.type.shape != () or not atom.type.dtype.is_int:
             raise located(TileTypeError(f"{op}: coordinates must be integer scalars, got {atom.type}"))
         atom = _convert(atom, int64)
         if index is not None and n != 1:
@@ -529,6 +531,8 @@ def reshape(x, shape) -> Tile:
     """Row-major reshape to a static shape (one entry may be -1): ``tl.reshape(t, (16, -1))``."""
     t = _tile(x)
     dims = [static_int(s, "reshape shape") for s in (shape if isinstance(shape, (tuple, list)) else (shape,))]
+    if dims.count(-1) > 1:
+        raise located(TileValueError(f"reshape: only one -1 is allowed, got {dims}"))
     if dims.count(-1) == 1:
         known = 1
         for d in dims:
