@@ -114,3 +114,7 @@ class TileOutsideKernelError(TileError):
 
 class TileCompilerError(TileError):
     """An internal stage is missing a rule or produced an invalid program (a tilelang bug)."""
+
+
+class TileLimitError(TileError):
+    """A kernel goes past a supported size: elements per thread of a tile, shared memory per block."""

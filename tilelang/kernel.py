@@ -29,6 +29,7 @@ from ._ir.printer import format_program
 from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
+from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.lower_threads import lower_to_threads
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
@@ -276,13 +277,15 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages = {}
     program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
     program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
+    layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
+    check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True))
-    layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     threads = lower_to_threads(program, layouts, num_threads)  # one thread's program
     if DEBUG:
         verify_thread_program(threads)
+    check_shared_memory(threads)
     stages["thread_ir"] = format_thread_program(threads)
     if backend == "cpu":  # the thread program compiled with numba.njit
         cpu = CpuKernel(threads)

@@ -1,0 +1,101 @@
+"""Clear refusals instead of hangs: supported tile and shared-memory sizes, a zero tl.range
+step checked at launch, and debug mode (``debug=True``): index arithmetic overflow and
+gather/scatter bounds checked as the kernel runs, reported at the user's line.
+
+The CPU tier runs the interpreter and the CPU backend, and builds the CUDA source and PTX;
+the tests marked ``gpu`` run the same checks on a GPU.
+"""
+
+import linecache
+import os
+import re
+import time
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+from tilelang._passes.check_limits import MAX_ELEMENTS_PER_THREAD, SHARED_LIMIT
+
+HERE = os.path.abspath(__file__)
+
+
+def launch_error(cls, fn):
+    with pytest.raises(cls) as info:
+        fn()
+    return info.value
+
+
+def check(err, cls, match, expr):
+    """``err`` is a ``cls`` whose message matches and whose location is ``expr`` in this file."""
+    assert type(err) is cls and re.search(match, err.message), repr(err)
+    loc = err.loc
+    assert os.path.abspath(loc.file) == HERE and "tilelang/" not in str(err), str(err)
+    assert linecache.getline(HERE, loc.line)[loc.col : loc.end_col] == expr, str(err)
+
+
+HOST = ["interpret", "cpu"]
+
+
+# ------------------------------------------------------------------ tile sizes
+
+
+@tl.tile_kernel
+def huge_add(x, out, N: tl.Constant):
+    a = tl.load(x, index=(0,), shape=(N,))
+    tl.store(out, a + a, index=(0,))
+
+
+@tl.tile_kernel
+def huge_dot(x, out):
+    a = tl.zeros((512, 512), tl.float32)
+    tl.store(out, tl.dot(a, a), index=(0, 0))
+
+
+@pytest.mark.parametrize("backend", [*HOST, "cuda"])
+def test_a_huge_tile_is_refused_at_its_line_at_once(backend):
+    x = np.zeros(16, np.float32)
+    start = time.perf_counter()
+    err = launch_error(tl.TileLimitError, lambda: huge_add[1](x, x, N=1 << 20, backend=backend))
+    assert time.perf_counter() - start < 1.0  # refused before the lowering (which would not finish)
+    check(err, tl.TileLimitError, r"f32\[1048576\] tile is 2048 elements per thread with 512 threads",
+          expr="tl.load(x, index=(0,), shape=(N,))")  # fmt: skip
+    assert f"at most {MAX_ELEMENTS_PER_THREAD} elements per thread" in err.message and "tl.range" in err.message
+    x2 = np.zeros((4, 4), np.float32)
+    err = launch_error(tl.TileLimitError, lambda: huge_dot[1](x2, x2, backend=backend))
+    check(
+        err,
+        tl.TileLimitError,
+        r"f32\[512,512\] tile is 512 elements per thread",
+        expr="tl.zeros((512, 512), tl.float32)",
+    )
+
+
+def test_the_largest_tiles_compile_and_more_threads_are_suggested():
+    assert "thread_program" in tl.explain(huge_add, "f32[:]", "f32[:]", N=32768, backend="cpu")["thread_ir"]
+    err = launch_error(tl.TileLimitError, lambda: tl.explain(huge_add, "f32[:]", "f32[:]", N=65536, backend="cpu"))
+    assert "num_threads=1024" in err.message
+    wide = tl.tile_kernel(huge_add.fn, num_threads=1024)
+    assert "threads=1024" in tl.explain(wide, "f32[:]", "f32[:]", N=65536, backend="cpu")["thread_ir"]
+    err = launch_error(tl.TileLimitError, lambda: tl.explain(wide, "f32[:]", "f32[:]", N=131072, backend="cpu"))
+    assert "num_threads" not in err.message  # no more threads to have
+
+
+@tl.tile_kernel(num_threads=1024)
+def deep_dot(a, b, out, K: tl.Constant):
+    x = tl.load(a, index=(0, 0), shape=(128, K))
+    y = tl.load(b, index=(0, 0), shape=(K, 128))
+    tl.store(out, tl.dot(x, y), index=(0, 0))
+
+
+@pytest.mark.parametrize("backend", ["cpu", "cuda"])
+def test_shared_memory_past_a_block_is_refused_at_the_op(backend):
+    assert tl.explain(deep_dot, "f32[:,:]", "f32[:,:]", "f32[:,:]", K=128, backend="cpu")  # 128 KB: fits
+    start = time.perf_counter()
+    err = launch_error(
+        tl.TileLimitError, lambda: tl.explain(deep_dot, "f32[:,:]", "f32[:,:]", "f32[:,:]", K=256, backend=backend)
+    )
+    assert time.perf_counter() - start < 1.0
+    check(
+        err, tl.TileLimitError, rf"262144 bytes of shared memory per block.*{SHARED_LIMIT} bytes", expr="tl.dot(x, y)"
+    )
