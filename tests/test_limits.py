@@ -99,3 +99,17 @@ def test_shared_memory_past_a_block_is_refused_at_the_op(backend):
     check(
         err, tl.TileLimitError, rf"262144 bytes of shared memory per block.*{SHARED_LIMIT} bytes", expr="tl.dot(x, y)"
     )
+
+
+# ------------------------------------------------------------ index arithmetic
+
+
+@tl.tile_kernel
+def arange_past_int32(out):
+    tl.store(out, tl.arange(2**31 - 4, 2**31 + 4), index=(0,))
+
+
+def test_arange_past_int32_is_refused():
+    err = launch_error(tl.TileValueError, lambda: arange_past_int32[1](np.zeros(8, np.int32), backend="interpret"))
+    check(err, tl.TileValueError, r"arange\(2147483644, 2147483652\) goes past int32",
+          expr="tl.arange(2**31 - 4, 2**31 + 4)")  # fmt: skip
