@@ -101,6 +101,42 @@ def test_shared_memory_past_a_block_is_refused_at_the_op(backend):
     )
 
 
+# ------------------------------------------------------------- zero loop steps
+
+
+@tl.tile_kernel
+def store_then_loop(x, out, step, T: tl.Constant):
+    tl.store(out, tl.full((T,), 5.0), index=(0,))
+    for _ in tl.range(0, 4, step):
+        tl.store(out, tl.full((T,), 7.0), index=(1,))
+
+
+@pytest.mark.parametrize("backend", [*HOST, "cuda"])
+def test_a_zero_step_argument_is_refused_before_anything_runs(backend):
+    out = np.full(16, -1.0, np.float32)
+    err = launch_error(tl.TileValueError, lambda: store_then_loop[2](out, out, 0, T=8, backend=backend))
+    check(err, tl.TileValueError, r"tl.range: step must not be zero \(argument `step` is 0\)",
+          expr="tl.range(0, 4, step)")  # fmt: skip
+    np.testing.assert_array_equal(out, -1.0)  # the launch was refused: nothing ran (no GPU needed for that)
+    if backend != "cuda":
+        store_then_loop[2](out, out, 3, T=8, backend=backend)
+        np.testing.assert_array_equal(out, [5.0] * 8 + [7.0] * 8)
+        store_then_loop[0](out, out, 0, T=8, backend=backend)  # an empty grid runs nothing, so nothing fails
+
+
+@tl.tile_kernel
+def wrapped_step(out, step, T: tl.Constant):
+    n = tl.full((), 0, tl.int8)
+    for _ in tl.range(n, 4, step):  # a Python int step (weak) is converted to int8: 256 becomes 0
+        tl.store(out, tl.full((T,), 7.0), index=(0,))
+
+
+def test_the_step_is_checked_as_the_loop_sees_it():
+    out = np.zeros(8, np.float32)
+    err = launch_error(tl.TileValueError, lambda: wrapped_step[1](out, 256, T=8, backend="interpret"))
+    assert "step must not be zero" in err.message
+
+
 # ------------------------------------------------------------ index arithmetic
 
 

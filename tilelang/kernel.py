@@ -31,6 +31,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.lower_threads import lower_to_threads
+from ._passes.runtime_checks import Checked, zero_step_checks
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, at_user_call, user_location
@@ -277,10 +278,15 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages = {}
     program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
     program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
+    zero_steps = zero_step_checks(program)
+
+    def runner(run):  # launch checks around the backend's runner
+        return Checked(run, zero_steps) if zero_steps else run
+
     layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
     check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
     if backend == "interpret":  # the reference semantics, on the tile IR itself
-        return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True))
+        return CompiledKernel(stages, program, runner(HostRunner(program, Interpreter(program), interpret=True)))
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     threads = lower_to_threads(program, layouts, num_threads)  # one thread's program
     if DEBUG:
@@ -290,10 +296,10 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     if backend == "cpu":  # the thread program compiled with numba.njit
         cpu = CpuKernel(threads)
         stages["cpu_source"] = cpu.source
-        return CompiledKernel(stages, program, HostRunner(program, cpu), cpu)
+        return CompiledKernel(stages, program, runner(HostRunner(program, cpu)), cpu)
     cuda = CudaKernel(threads)  # the thread program as a numba-cuda kernel
     stages["cuda_source"] = cuda.source
-    return CompiledKernel(stages, program, CudaRunner(program, cuda), cuda)
+    return CompiledKernel(stages, program, runner(CudaRunner(program, cuda)), cuda)
 
 
 # -------------------------------------------------------------------- launch
