@@ -31,7 +31,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.lower_threads import lower_to_threads
-from ._passes.runtime_checks import Checked, zero_step_checks
+from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
 from .errors import TileArgumentError, TileError, TileSyntaxError, TileTypeError, at_user_call, user_location
@@ -39,6 +39,8 @@ from .language import Constant
 
 BACKENDS = ("cuda", "cpu", "interpret")
 DEBUG = os.environ.get("TILELANG_DEBUG", "") not in ("", "0")  # verify the IR after every stage
+# debug mode for every kernel: kernels check their index arithmetic and gather/scatter bounds as they run
+CHECKS = os.environ.get("TILELANG_CHECKS", "") not in ("", "0")
 
 
 # ------------------------------------------------------------- specialization
@@ -106,9 +108,10 @@ class TileKernel:
     """A function written in the tile language, compiled per specialization and launched
     over a grid of blocks: ``kernel[grid](*args, **constants)``."""
 
-    def __init__(self, fn, backend: str | None = None, num_threads: int | None = None):
+    def __init__(self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None):
         self.fn = fn
         self.num_threads = num_threads
+        self.debug = CHECKS if debug is None else bool(debug)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._fast_paths = []  # made per call signature, most recent first (_fastpath.py)
@@ -213,19 +216,21 @@ class TileKernel:
         return compiled
 
 
-def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None):
+def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None):
     """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
     ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
 
     ``backend`` is ``"cuda"``, ``"cpu"`` or ``"interpret"`` (default: CUDA when a GPU is
     present, else CPU; or ``TILELANG_BACKEND``); ``num_threads`` overrides the threads per
-    block chosen from the tile sizes (a power of two from 32 to 1024).
+    block chosen from the tile sizes (a power of two from 32 to 1024). ``debug=True`` (or
+    ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
+    arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
     """
     if num_threads is not None and (num_threads < 32 or num_threads > 1024 or num_threads & (num_threads - 1)):
         raise TileArgumentError(f"num_threads must be a power of two from 32 to 1024, got {num_threads}")
     if fn is None:
-        return lambda f: TileKernel(f, backend=backend, num_threads=num_threads)
-    return TileKernel(fn, backend=backend, num_threads=num_threads)
+        return lambda f: TileKernel(f, backend=backend, num_threads=num_threads, debug=debug)
+    return TileKernel(fn, backend=backend, num_threads=num_threads, debug=debug)
 
 
 # ------------------------------------------------------------------ pipeline
@@ -278,10 +283,13 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages = {}
     program = _stage(stages, "tile_ir", trace(kernel, key))  # the traced tile IR
     program = _stage(stages, "simplified", simplify(program))  # folding, CSE, dead code
-    zero_steps = zero_step_checks(program)
+    zero_steps, sites = zero_step_checks(program), None
+    if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs
+        program, sites = add_checks(program)
+        program = _stage(stages, "checked", simplify(program))
 
-    def runner(run):  # launch checks around the backend's runner
-        return Checked(run, zero_steps) if zero_steps else run
+    def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
+        return Checked(run, zero_steps, sites) if zero_steps or sites is not None else run
 
     layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
     check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
