@@ -32,8 +32,10 @@ from .dtypes import (
 )
 from .errors import (
     TileArgumentError,
+    TileCheckError,
     TileCompilerError,
     TileError,
+    TileLimitError,
     TileOutsideKernelError,
     TileShapeError,
     TileSyntaxError,
@@ -51,7 +53,7 @@ __all__ = [
     *_language_all,
     "tile_kernel", "TileKernel", "explain", "Explanation", "Tile", "Array",
     "TileError", "TileTypeError", "TileShapeError", "TileValueError", "TileSyntaxError",
-    "TileArgumentError", "TileOutsideKernelError", "TileCompilerError",
+    "TileArgumentError", "TileOutsideKernelError", "TileCompilerError", "TileLimitError", "TileCheckError",
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64",
 ]  # fmt: skip

@@ -118,3 +118,12 @@ class TileOutsideKernelError(TileError):
 
 class TileCompilerError(TileError):
     """An internal stage is missing a rule or produced an invalid program (a tilelang bug)."""
+
+
+class TileLimitError(TileError):
+    """A kernel goes past a supported size: elements per thread of a tile, shared memory per block."""
+
+
+class TileCheckError(TileError):
+    """A check of a ``debug=True`` kernel failed at run time: index arithmetic overflowed, or a
+    gather/scatter/atomic index was out of bounds."""

@@ -30,9 +30,11 @@ from ._ir.printer import format_program
 from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
+from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
+from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
 from .errors import (
@@ -49,6 +51,8 @@ from .language import Constant
 
 BACKENDS = ("cuda", "cpu", "interpret")
 DEBUG = os.environ.get("TILELANG_DEBUG", "") not in ("", "0")  # verify the IR after every stage
+# debug mode for every kernel: kernels check their index arithmetic and gather/scatter bounds as they run
+CHECKS = os.environ.get("TILELANG_CHECKS", "") not in ("", "0")
 
 
 # ------------------------------------------------------------- specialization
@@ -116,9 +120,10 @@ class TileKernel:
     """A function written in the tile language, compiled per specialization and launched
     over a grid of blocks: ``kernel[grid](*args, **constants)``."""
 
-    def __init__(self, fn, backend: str | None = None, num_threads: int | None = None):
+    def __init__(self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None):
         self.fn = fn
         self.num_threads = num_threads
+        self.debug = CHECKS if debug is None else bool(debug)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._fast_paths = []  # made per call signature, most recent first (_fastpath.py)
@@ -227,19 +232,21 @@ class TileKernel:
         return compiled
 
 
-def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None):
+def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None):
     """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
     ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
 
     ``backend`` is ``"cuda"``, ``"cpu"`` or ``"interpret"`` (default: CUDA when a GPU is
     present, else CPU; or ``TILELANG_BACKEND``); ``num_threads`` overrides the threads per
-    block chosen from the tile sizes (a power of two from 32 to 1024).
+    block chosen from the tile sizes (a power of two from 32 to 1024). ``debug=True`` (or
+    ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
+    arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
     """
     if num_threads is not None and (num_threads < 32 or num_threads > 1024 or num_threads & (num_threads - 1)):
         raise TileArgumentError(f"num_threads must be a power of two from 32 to 1024, got {num_threads}")
     if fn is None:
-        return lambda f: TileKernel(f, backend=backend, num_threads=num_threads)
-    return TileKernel(fn, backend=backend, num_threads=num_threads)
+        return lambda f: TileKernel(f, backend=backend, num_threads=num_threads, debug=debug)
+    return TileKernel(fn, backend=backend, num_threads=num_threads, debug=debug)
 
 
 # ------------------------------------------------------------------ pipeline
@@ -333,9 +340,19 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages, lap = {}, _Laps()
     program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
-    if backend == "interpret":  # the reference semantics, on the tile IR itself
-        return CompiledKernel(stages, program, HostRunner(program, Interpreter(program), interpret=True), None, lap)
+    zero_steps, sites = zero_step_checks(program), None
+    if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs
+        program, sites = add_checks(program)
+        program = _stage(stages, "checked", lap("checks", simplify(program)))
+
+    def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
+        return Checked(run, zero_steps, sites) if zero_steps or sites is not None else run
+
     layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
+    check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
+    if backend == "interpret":  # the reference semantics, on the tile IR itself
+        run = runner(HostRunner(program, Interpreter(program), interpret=True))
+        return CompiledKernel(stages, program, run, None, lap)
     program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     lap("layouts", None)
@@ -343,14 +360,15 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
     if DEBUG:
         verify_thread_program(threads)
+    check_shared_memory(threads)
     stages["thread_ir"] = format_thread_program(threads)
     if backend == "cpu":  # the thread program compiled with numba.njit
         cpu = lap("emit", CpuKernel(threads))
         stages["cpu_source"] = cpu.source
-        return CompiledKernel(stages, program, HostRunner(program, cpu), cpu, lap)
+        return CompiledKernel(stages, program, runner(HostRunner(program, cpu)), cpu, lap)
     cuda = lap("emit", CudaKernel(threads))  # the thread program as a numba-cuda kernel
     stages["cuda_source"] = cuda.source
-    return CompiledKernel(stages, program, CudaRunner(program, cuda), cuda, lap)
+    return CompiledKernel(stages, program, runner(CudaRunner(program, cuda)), cuda, lap)
 
 
 class _Laps(dict):

@@ -202,6 +202,13 @@ def arange(start, stop=None) -> Tile:
     start, stop = static_int(start, "arange start"), static_int(stop, "arange stop")
     if stop <= start:
         raise located(TileValueError(f"arange({start}, {stop}) would be empty"))
+    if start < -(2**31) or stop - 1 > 2**31 - 1:  # its elements are int32: they would wrap
+        raise located(
+            TileValueError(
+                f"arange({start}, {stop}) goes past int32, the dtype of its elements; "
+                f"add the offset to an int64 tile instead: tl.arange(0, {stop - start}).astype(tl.int64) + {start}"
+            )
+        )
     return bind1(P.iota, [], "arange", start=start, stop=stop)
 
 

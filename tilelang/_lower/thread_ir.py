@@ -175,6 +175,7 @@ class ThreadProgram:
     num_threads: int
     shared: dict  # buffer name -> (dtype, number of elements)
     body: list
+    shared_sites: dict = field(default_factory=dict)  # buffer name -> the user's line asking most of it
 
 
 # ops and their arity; "round" keeps a 16-bit float register representable

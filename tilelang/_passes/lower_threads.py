@@ -59,6 +59,8 @@ class Lowering:
         self.values: dict = {}  # Var -> operands, one per register slot
         self.remat: dict = {}  # Var -> how to recompute it in any layout (constants)
         self.shared: dict = {}
+        self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
+        self.loc = None  # of the equation being lowered
         self.names = itertools.count()
         self.cache: dict = {}
         self.array_names: dict = {}  # array Var -> parameter name
@@ -204,15 +206,20 @@ class Lowering:
         """A shared scratch buffer; every use ends with a barrier, so uses share it."""
         d = smem_dtype(dtype)
         name = f"smem_{d.name}_{which}"
+        if size > self.shared.get(name, (d, 0))[1]:
+            self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
         self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))
         return name
 
     # ---------------------------------------------------------------- program
 
     def lower_block(self, block: Block):
+        outer = self.loc
         for eqn in block.eqns:
             rule = eqn.prim.rule("lower")
+            self.loc = eqn.loc
             rule(self, eqn, *eqn.inputs, **eqn.params)
+        self.loc = outer
 
 
 def _fold(op, dtype, args, attr):
@@ -822,4 +829,4 @@ def lower_to_threads(program: Program, layouts: dict, num_threads: int) -> Threa
     main = []
     lw.stmts = main
     lw.lower_block(program.body)
-    return ThreadProgram(program.name, params, num_threads, lw.shared, lw.prologue + main)
+    return ThreadProgram(program.name, params, num_threads, lw.shared, lw.prologue + main, lw.shared_sites)

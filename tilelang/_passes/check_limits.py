@@ -1,0 +1,78 @@
+"""Supported sizes: a kernel past them is refused at the user's line, before it is lowered.
+
+The code generation unrolls every element a thread holds into its own statements and
+registers, so compile time and register use grow with a tile's elements per thread:
+measured on the CPU backend (numba) a 32768-element vector add at 512 threads (64
+elements per thread) compiles in ~12 s, at 65536 (128 per thread) ~55 s, and a 2**20
+add does not finish; on CUDA (sm_90) 64 elements per thread use 167 registers and 128
+use all 255 and spill. Shared memory is bounded by the GPU: 227 KB per block on sm_90
+(the largest dynamic allocation a kernel may opt in to). docs/language.md, "Supported
+sizes", states the limits for users.
+"""
+
+from __future__ import annotations
+
+from .._ir.core import Block, Program, TileType
+from .._lower.layout import pow2_ceil
+from ..errors import TileLimitError
+
+MAX_ELEMENTS_PER_THREAD = 64  # of one tile value under its layout (padded to powers of two)
+MAX_THREADS = 1024  # what num_threads may be
+SHARED_LIMIT = 227 * 1024  # bytes of shared memory per block (sm_90's opt-in maximum)
+
+
+def _tile_values(block: Block):
+    """``(eqn, output)`` for every tile produced in ``block`` and the loop bodies in it."""
+    for eqn in block.eqns:
+        for out in eqn.outputs:
+            if isinstance(out.type, TileType) and out.type.shape:
+                yield eqn, out
+        for sub in eqn.params.values():
+            if isinstance(sub, Block):
+                yield from _tile_values(sub)
+
+
+def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
+    """Every tile holds at most MAX_ELEMENTS_PER_THREAD elements per thread (the first one past
+    it is reported, at the line that makes it)."""
+    for eqn, out in _tile_values(program.body):
+        layout = layouts.get(out)
+        if layout is None or layout.num_regs <= MAX_ELEMENTS_PER_THREAD:
+            continue
+        padded = 1
+        for s in out.type.shape:
+            padded *= pow2_ceil(s)
+        fix = "use smaller tiles (loop over the data with tl.range)"
+        if num_threads < MAX_THREADS and padded <= MAX_ELEMENTS_PER_THREAD * MAX_THREADS:
+            fix += f", or more threads per block: @tl.tile_kernel(num_threads={padded // MAX_ELEMENTS_PER_THREAD})"
+        raise TileLimitError(
+            f"this {out.type.strong()} tile is {layout.num_regs} elements per thread with {num_threads} threads per "
+            f"block; a tile may hold at most {MAX_ELEMENTS_PER_THREAD} elements per thread (a tile of "
+            f"{MAX_ELEMENTS_PER_THREAD * num_threads} elements at {num_threads} threads, "
+            f"{MAX_ELEMENTS_PER_THREAD * MAX_THREADS} at {MAX_THREADS}): {fix}",
+            eqn.loc,
+        )
+
+
+def shared_bytes(shared: dict) -> int:
+    """A thread program's shared buffers laid out one after another at 16-byte aligned offsets
+    (as the CUDA backend places them)."""
+    at = 0
+    for d, size in shared.values():
+        at = -(-at // 16) * 16 + size * d.itemsize
+    return at
+
+
+def check_shared_memory(threads) -> None:
+    """The thread program's shared memory fits one block's; the largest buffer's op is blamed."""
+    total = shared_bytes(threads.shared)
+    if total <= SHARED_LIMIT:
+        return
+    name = max(threads.shared, key=lambda n: threads.shared[n][1] * threads.shared[n][0].itemsize)
+    d, size = threads.shared[name]
+    raise TileLimitError(
+        f"the kernel needs {total} bytes of shared memory per block ({size * d.itemsize} of them for this "
+        f"operation's {d.name} staging buffer), more than the {SHARED_LIMIT} bytes (227 KB) a block may have on "
+        "sm_90: use smaller tiles (for a tl.dot, a smaller K step of its tl.range loop)",
+        threads.shared_sites.get(name),
+    )
