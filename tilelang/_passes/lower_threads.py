@@ -15,6 +15,7 @@ memory with barriers (visible in the thread IR).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -216,14 +217,18 @@ class Lowering:
 
 
 def _fold(op, dtype, args, attr):
-    """Fold index arithmetic on immediates (keeps the thread IR readable)."""
-    if op == "convert" and isinstance(args[0], Imm) and attr.is_int and not args[0].dtype.is_float:
-        return Imm(int(args[0].value), attr)
-    if all(isinstance(a, Imm) for a in args) and op in _FOLDABLE:
-        return Imm(_FOLDABLE[op](*(a.value for a in args)), dtype)
-    if len(args) == 2 and op in ("add", "or", "sub", "shl", "shr") and isinstance(args[1], Imm) and args[1].value == 0:
+    """Fold index arithmetic on immediates (keeps the thread IR readable), computing what
+    running the op would: the interpreter's rule on values of the operands' dtypes."""
+    if all(isinstance(a, Imm) for a in args) and (op in _FOLDABLE or op == "convert"):
+        values = [np.asarray(_wrap(a.value, a.dtype), a.dtype.np) for a in args]
+        rule = PRIMITIVES[_FOLDABLE.get(op, op)].rule("interpret")
+        with np.errstate(all="ignore"):
+            (out,) = rule(None, *values, **({"dtype": attr} if op == "convert" else {}))
+        return Imm(_wrap(out[()], dtype), dtype)
+    # identities, only where exact: x + 0.0 is +0.0 for x = -0.0, x * 0 is NaN for x = inf
+    if len(args) == 2 and op in ("add", "or", "sub", "shl", "shr") and _is_zero(args[1], negative=op == "add"):
         return args[0]
-    if len(args) == 2 and op in ("add", "or") and isinstance(args[0], Imm) and args[0].value == 0:
+    if len(args) == 2 and op in ("add", "or") and _is_zero(args[0], negative=op == "add"):
         return args[1]
     if op == "mul" and any(isinstance(a, Imm) and a.value == 1 for a in args):
         return args[1] if isinstance(args[0], Imm) and args[0].value == 1 else args[0]
@@ -238,18 +243,26 @@ def _fold(op, dtype, args, attr):
     return None
 
 
-_FOLDABLE = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "and": lambda a, b: a & b,
-    "or": lambda a, b: a | b,
-    "shl": lambda a, b: a << b,
-    "shr": lambda a, b: a >> b,
-    "lt": lambda a, b: a < b,
-    "eq": lambda a, b: a == b,
-    "land": lambda a, b: bool(a and b),
-}
+def _wrap(value, dtype):
+    """``value`` as a register of ``dtype`` holds it: integers modulo 2**bits (two's
+    complement when signed), floats rounded to the dtype (16-bit ones held as floats)."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        value = int(value) & ((1 << dtype.bits) - 1)
+        return value - (1 << dtype.bits) if dtype.kind == "i" and value >> (dtype.bits - 1) else value
+    return float(np.asarray(value).astype(dtype.np))
+
+
+def _is_zero(x, negative):
+    """An integer zero, or a float zero of the given sign (x + -0.0 and x - 0.0 are x; the other signs are not)."""
+    if not isinstance(x, Imm) or x.value != 0:
+        return False
+    return not x.dtype.is_float or (math.copysign(1.0, x.value) < 0) == negative
+
+
+# thread op -> the primitive whose interpreter rule computes it
+_FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "shl", "shr", "lt", "eq")} | {"land": "and"}
 
 
 def scalar_reg_name(name):
