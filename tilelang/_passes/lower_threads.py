@@ -60,6 +60,7 @@ class Lowering:
         self.values: dict = {}  # Var -> operands, one per register slot
         self.remat: dict = {}  # Var -> how to recompute it in any layout (constants)
         self.shared: dict = {}
+        self.busy: set = set()  # scratch buffers holding data some thread has yet to read
         self.names = itertools.count()
         self.cache: dict = {}
         self.array_names: dict = {}  # array Var -> parameter name
@@ -199,14 +200,21 @@ class Lowering:
             self.stmts.append(SharedLoad(dst, buf, index))
             out.append(dst)
         self.stmts.append(Barrier())
+        self.release(buf)
         return out
 
-    def buffer(self, dtype, size, which=0) -> str:
-        """A shared scratch buffer; every use ends with a barrier, so uses share it."""
+    def buffer(self, dtype, size) -> str:
+        """A shared scratch buffer no live data is in, held until ``release`` (after the barrier
+        that follows its last read): uses one after another share a buffer, and a use nested
+        in another (a conversion between a store and its reads) gets its own."""
         d = smem_dtype(dtype)
-        name = f"smem_{d.name}_{which}"
+        name = next(n for k in itertools.count() if (n := f"smem_{d.name}_{k}") not in self.busy)
+        self.busy.add(name)
         self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))
         return name
+
+    def release(self, *names):
+        self.busy.difference_update(names)
 
     # ---------------------------------------------------------------- program
 
@@ -664,7 +672,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
     if warp_bits:
         groups = 1 << len(warp_bits)
         size = groups * _padded_size(out_layout)
-        bufs = [lw.buffer(a.dtype, size, which=k) for k, a in enumerate(red.identity())]
+        bufs = [lw.buffer(a.dtype, size) for a in red.identity()]
         group = Imm(0, i32)
         for j, t in enumerate(warp_bits):
             bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
@@ -689,6 +697,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
                 acc = tuple(item) if acc is None else red.combine(acc, tuple(item))
             partial[slot] = acc
         lw.stmts.append(Barrier())
+        lw.release(*bufs)
     _out(lw, eqn, [partial[s][-1 if red.arg else 0] for s in range(out_layout.num_regs)])
 
 
@@ -714,7 +723,7 @@ def _lower_scan(lw, eqn, x, *, axis):
     shape, dtype = x.type.shape, x.type.dtype
     values = list(lw.regs(x, layout))
     stride = int(np.prod(shape[axis + 1 :]))
-    bufs = [lw.buffer(dtype, x.type.size, which=k) for k in (0, 1)]
+    bufs = [lw.buffer(dtype, x.type.size) for _ in (0, 1)]
     write = [lw.land(lw.valid(layout, r), lw.owner(layout)) for r in range(layout.num_regs)]
     index = [lw.op(i32, "select", lw.valid(layout, r), lw.flat(lw.coords(layout, r), shape), Imm(0, i32))
              for r in range(layout.num_regs)]  # fmt: skip
@@ -733,6 +742,7 @@ def _lower_scan(lw, eqn, x, *, axis):
             lw.stmts.append(SharedStore(dst, index[r], values[r], write[r]))
         lw.stmts.append(Barrier())
         step, k = step * 2, k + 1
+    lw.release(*bufs)
     _out(lw, eqn, values)
 
 
@@ -746,6 +756,7 @@ def _lower_dot(lw, eqn, a, b, acc):
     out = eqn.outputs[0]
     layout = lw.layout(out)
     (m, k), (_, n) = a.type.shape, b.type.shape
+    init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
     buf = lw.buffer(a.type.dtype, m * k + k * n)
     for atom, shape, base in ((a, (m, k), 0), (b, (k, n), m * k)):
         src = lw.layout(atom)
@@ -762,7 +773,6 @@ def _lower_dot(lw, eqn, a, b, acc):
                 c = lw.coord(layout, d, r)
                 c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
                 cache[rc[d]] = lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32))
-    init = lw.regs(acc, layout)
     dtype = out.type.dtype
     params = [lw.reg(dtype, "acc") for _ in init]
     kk = lw.reg(i32, "k")
@@ -777,6 +787,7 @@ def _lower_dot(lw, eqn, a, b, acc):
     body, lw.stmts = lw.stmts, outer
     lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), params, list(init), body, results))
     lw.stmts.append(Barrier())
+    lw.release(buf)
     _out(lw, eqn, params)
 
 
