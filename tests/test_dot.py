@@ -159,3 +159,50 @@ def bad_dot_kernel(a, out, WHAT: tl.Constant):
 def test_dot_errors(what, error):
     with pytest.raises(error):
         bad_dot_kernel[1](np.ones((4, 4), np.float16), np.zeros((4, 4), np.float32), WHAT=what)
+
+
+# The interpreter is the reference; TILELANG_TEST_BACKENDS=interpret,cuda adds the GPU on a machine with one.
+BACKENDS = ("interpret", "cpu") + (("cuda",) if "cuda" in tlt.default_backends() else ())
+
+
+@tl.tile_kernel
+def dot_acc_kernel(a, b, c, out, SRC: tl.Constant, M: tl.Constant, N: tl.Constant, K: tl.Constant):
+    """out = a @ b + acc, with an acc that is not in the dot's result layout (it is converted
+    between the dot's staging of a and b in shared memory and their reads)."""
+    x, y = tl.load(a, index=(0, 0), shape=(M, K)), tl.load(b, index=(0, 0), shape=(K, N))
+    if SRC == "load":
+        acc = tl.load(c, index=(0, 0), shape=(M, N))
+    elif SRC == "transposed":  # c holds acc.T
+        acc = tl.load(c, index=(0, 0), shape=(N, M)).T
+    elif SRC == "row":
+        acc = tl.broadcast_to(tl.load(c, index=(0, 0), shape=(1, N)), (M, N))
+    else:  # a scan's result: its own layout, through shared memory
+        acc = tl.cumsum(tl.load(c, index=(0, 0), shape=(M, N)), axis=1)
+    tl.store(out, tl.dot(x, y, acc), index=(0, 0))
+
+
+@pytest.mark.parametrize(
+    "src, d, shape",
+    [
+        ("load", tl.float32, (16, 16, 16)),
+        ("load", tl.float16, (32, 16, 8)),
+        ("load", tl.int8, (16, 32, 16)),
+        ("transposed", tl.float32, (16, 8, 32)),
+        ("row", tl.float32, (8, 16, 16)),
+        ("cumsum", tl.float32, (16, 16, 16)),
+    ],
+)
+def test_dot_with_an_accumulator_in_another_layout(src, d, shape):
+    """The accumulator's conversion went through the shared buffer the operands were just
+    staged in and overwrote them (issue 19, item 16): 253 of 256 elements were wrong."""
+    m, n, k = shape
+    rng = np.random.default_rng(0)
+    acc_dtype = accumulator(d)
+    a, b = rng.integers(-3, 4, (m, k)).astype(d.np), rng.integers(-3, 4, (k, n)).astype(d.np)
+    c = rng.integers(-3, 4, (n, m) if src == "transposed" else (m, n)).astype(acc_dtype.np)
+    acc = {"load": c, "transposed": c.T, "row": c[:1], "cumsum": np.cumsum(c, axis=1)}[src]
+    expected = (a.astype(np.int64) @ b.astype(np.int64) + acc).astype(acc_dtype.np)
+    tlt.check_kernel(
+        dot_acc_kernel, 1, args=(a, b, c, np.zeros((m, n), acc_dtype.np)), reference=lambda *_: expected,
+        backends=BACKENDS, SRC=src, M=m, N=n, K=k,
+    )  # fmt: skip

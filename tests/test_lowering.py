@@ -798,3 +798,19 @@ def test_where_and_scalars_from_array_shapes(seed, shape):
         return out, np.stack([inside, m * n - inside], axis=1)
 
     check(where_kernel, (gm, gn), make, reference, ("out", "stats"), BM=3, BN=40)
+
+
+def test_a_scratch_buffer_holding_live_data_is_not_handed_out_again():
+    """A conversion between a shared store and its reads (a dot's accumulator, between the
+    staged operands and the k loop) got the same buffer and overwrote them (issue 19, item 16)."""
+    from tilelang._passes.lower_threads import Lowering
+
+    lw = Lowering({}, 32)
+    staged = lw.buffer(tl.float32, 64)
+    nested = lw.buffer(tl.float16, 16)  # 16-bit floats are held as float32 in shared memory too
+    assert nested != staged
+    lw.release(nested)
+    assert lw.buffer(tl.float32, 8) == nested  # released: uses one after another share it
+    lw.release(staged)
+    assert lw.buffer(tl.float32, 8) == staged
+    assert lw.shared[staged] == (tl.float32, 64)  # sized for its largest use

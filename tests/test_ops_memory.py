@@ -616,3 +616,64 @@ def test_runtime_array_shapes(data, tile):
         BM=tile[0],
         BN=tile[1],
     )
+
+
+# ---------------------------------------------- offsets and indices beyond int64 (issue 19, item 4)
+
+# The interpreter is the reference; TILELANG_TEST_BACKENDS=interpret,cuda adds the GPU on a machine with one.
+BACKENDS = ("interpret", "cpu") + (("cuda",) if "cuda" in tlt.default_backends() else ())
+
+
+@tl.tile_kernel
+def far_window_kernel(x, loaded, by_index, stored, off):
+    """Windows at ``off`` (elements) and at tile index ``off`` (``off * 4`` elements)."""
+    tl.store(loaded, tl.load(x, offset=(off,), shape=(8,), padding=-1.0), index=(0,))
+    tl.store(by_index, tl.load(x, index=(off,), shape=(4,), padding=-1.0), index=(0,))
+    tl.store(stored, tl.full((4,), 9.0, tl.float32), offset=(off,))
+
+
+def _far(dtype):
+    info = np.iinfo(dtype)
+    values = {0, 2, int(info.max), int(info.max) - 1, int(info.min), int(info.min) + 3, -2, 2**62, 2**61 + 1, 2**63}
+    return [dtype(v) for v in sorted(v for v in values if info.min <= v <= info.max)]
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64, np.uint32, np.int32, np.uint8])
+def test_windows_far_out_are_skipped_whatever_the_offset_dtype(dtype):
+    """uint64 offsets of 2**63 or more were converted to negative int64 (2**64 - 2 wrote out[0:2]),
+    an int64 tile index times the tile size wrapped: bounds are decided on the true value."""
+    x = np.arange(8, dtype=np.float32)
+    for off in _far(dtype):
+        true = int(off)
+        want = {
+            "loaded": np.array([x[true + i] if 0 <= true + i < 8 else -1.0 for i in range(8)], np.float32),
+            "by_index": np.array([x[4 * true + i] if 0 <= 4 * true + i < 8 else -1.0 for i in range(4)], np.float32),
+            "stored": np.array([9.0 if 0 <= i - true < 4 else 0.0 for i in range(8)], np.float32),
+        }
+        for backend in BACKENDS:
+            outs = [np.zeros(8, np.float32), np.zeros(4, np.float32), np.zeros(8, np.float32)]
+            far_window_kernel[1](x, *outs, off, backend=backend)
+            for (name, want_it), got in zip(want.items(), outs):
+                np.testing.assert_array_equal(got, want_it, err_msg=f"{name} at {dtype.__name__}({true}) on {backend}")
+
+
+@tl.tile_kernel
+def far_indices_kernel(x, idx, gathered, out):
+    ids = tl.load(idx, index=(0,), shape=(8,))
+    tl.store(gathered, tl.gather(x, ids, padding=-1.0), index=(0,))
+    tl.scatter(out, ids, tl.full((8,), 9.0, tl.float32))
+    tl.atomic_add(out, ids, tl.full((8,), 1.0, tl.float32))
+
+
+def test_uint64_indices_beyond_int64_are_out_of_bounds():
+    x = np.arange(8, dtype=np.float32)
+    idx = np.array([2**64 - 1, 2**63, 2**63 + 3, 3, 2**64 - 8, 0, 2**62, 7], np.uint64)
+    inside = idx < 8
+    want_gathered = np.where(inside, x[np.where(inside, idx, 0).astype(np.int64)], -1.0).astype(np.float32)
+    want_out = np.zeros(8, np.float32)
+    want_out[idx[inside].astype(np.int64)] = 10.0
+    for backend in BACKENDS:
+        gathered, out = np.zeros(8, np.float32), np.zeros(8, np.float32)
+        far_indices_kernel[1](x, idx, gathered, out, backend=backend)
+        np.testing.assert_array_equal(gathered, want_gathered, err_msg=backend)
+        np.testing.assert_array_equal(out, want_out, err_msg=backend)

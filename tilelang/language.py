@@ -238,12 +238,31 @@ def _offsets(array, index, offset, shape, op):
             raise located(TileTypeError(f"{op}: a bool is not a coordinate; convert it with .astype(tl.int32)"))
         if atom.type.shape != () or not atom.type.dtype.is_int:
             raise located(TileTypeError(f"{op}: coordinates must be integer scalars, got {atom.type}"))
-        atom = _convert(atom, int64)
-        if index is not None and n != 1:
-            scaled = int(atom.value) * n if isinstance(atom, Literal) else _elementwise("mul", atom, n).var
-            atom = literal(scaled, int64) if isinstance(atom, Literal) else scaled
-        out.append(atom)
+        out.append(_element_offset(atom, n if index is not None else 1))
     return out
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _element_offset(atom, scale):
+    """``atom * scale`` as int64, saturated at int64's ends instead of wrapping: a window that far
+    out lies beyond every array, so bounds are decided on the true value (a uint64 offset of
+    2**64 - 2 is not -2, an int64 tile index times the tile size does not wrap into range)."""
+    if isinstance(atom, Literal):
+        return literal(builtins.min(builtins.max(int(atom.value) * scale, _INT64_MIN), _INT64_MAX), int64)
+    wide = atom.type.dtype.bits == 64  # narrower ones times a tile size fit int64
+    if atom.type.dtype is _dt.uint64:
+        atom = minimum(Tile(atom), _INT64_MAX).var
+    atom = _convert(atom, int64)
+    if scale == 1:
+        return atom
+    scaled = _elementwise("mul", atom, scale)
+    if not wide:
+        return scaled.var
+    high, low = _INT64_MAX // scale, -(-_INT64_MIN // scale)  # the products that fit
+    x = Tile(atom)
+    return where(x > high, _INT64_MAX, where(x < low, _INT64_MIN, scaled)).var
 
 
 def _value_for(array, value, what):

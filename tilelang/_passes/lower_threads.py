@@ -15,6 +15,7 @@ memory with barriers (visible in the thread IR).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -61,6 +62,7 @@ class Lowering:
         self.shared: dict = {}
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
+        self.busy: set = set()  # scratch buffers holding data some thread has yet to read
         self.names = itertools.count()
         self.cache: dict = {}
         self.array_names: dict = {}  # array Var -> parameter name
@@ -200,16 +202,23 @@ class Lowering:
             self.stmts.append(SharedLoad(dst, buf, index))
             out.append(dst)
         self.stmts.append(Barrier())
+        self.release(buf)
         return out
 
-    def buffer(self, dtype, size, which=0) -> str:
-        """A shared scratch buffer; every use ends with a barrier, so uses share it."""
+    def buffer(self, dtype, size) -> str:
+        """A shared scratch buffer no live data is in, held until ``release`` (after the barrier
+        that follows its last read): uses one after another share a buffer, and a use nested
+        in another (a conversion between a store and its reads) gets its own."""
         d = smem_dtype(dtype)
-        name = f"smem_{d.name}_{which}"
+        name = next(n for k in itertools.count() if (n := f"smem_{d.name}_{k}") not in self.busy)
+        self.busy.add(name)
         if size > self.shared.get(name, (d, 0))[1]:
             self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
         self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))
         return name
+
+    def release(self, *names):
+        self.busy.difference_update(names)
 
     # ---------------------------------------------------------------- program
 
@@ -223,14 +232,18 @@ class Lowering:
 
 
 def _fold(op, dtype, args, attr):
-    """Fold index arithmetic on immediates (keeps the thread IR readable)."""
-    if op == "convert" and isinstance(args[0], Imm) and attr.is_int and not args[0].dtype.is_float:
-        return Imm(int(args[0].value), attr)
-    if all(isinstance(a, Imm) for a in args) and op in _FOLDABLE:
-        return Imm(_FOLDABLE[op](*(a.value for a in args)), dtype)
-    if len(args) == 2 and op in ("add", "or", "sub", "shl", "shr") and isinstance(args[1], Imm) and args[1].value == 0:
+    """Fold index arithmetic on immediates (keeps the thread IR readable), computing what
+    running the op would: the interpreter's rule on values of the operands' dtypes."""
+    if all(isinstance(a, Imm) for a in args) and (op in _FOLDABLE or op == "convert"):
+        values = [np.asarray(_wrap(a.value, a.dtype), a.dtype.np) for a in args]
+        rule = PRIMITIVES[_FOLDABLE.get(op, op)].rule("interpret")
+        with np.errstate(all="ignore"):
+            (out,) = rule(None, *values, **({"dtype": attr} if op == "convert" else {}))
+        return Imm(_wrap(out[()], dtype), dtype)
+    # identities, only where exact: x + 0.0 is +0.0 for x = -0.0, x * 0 is NaN for x = inf
+    if len(args) == 2 and op in ("add", "or", "sub", "shl", "shr") and _is_zero(args[1], negative=op == "add"):
         return args[0]
-    if len(args) == 2 and op in ("add", "or") and isinstance(args[0], Imm) and args[0].value == 0:
+    if len(args) == 2 and op in ("add", "or") and _is_zero(args[0], negative=op == "add"):
         return args[1]
     if op == "mul" and any(isinstance(a, Imm) and a.value == 1 for a in args):
         return args[1] if isinstance(args[0], Imm) and args[0].value == 1 else args[0]
@@ -245,18 +258,26 @@ def _fold(op, dtype, args, attr):
     return None
 
 
-_FOLDABLE = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "and": lambda a, b: a & b,
-    "or": lambda a, b: a | b,
-    "shl": lambda a, b: a << b,
-    "shr": lambda a, b: a >> b,
-    "lt": lambda a, b: a < b,
-    "eq": lambda a, b: a == b,
-    "land": lambda a, b: bool(a and b),
-}
+def _wrap(value, dtype):
+    """``value`` as a register of ``dtype`` holds it: integers modulo 2**bits (two's
+    complement when signed), floats rounded to the dtype (16-bit ones held as floats)."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        value = int(value) & ((1 << dtype.bits) - 1)
+        return value - (1 << dtype.bits) if dtype.kind == "i" and value >> (dtype.bits - 1) else value
+    return float(np.asarray(value).astype(dtype.np))
+
+
+def _is_zero(x, negative):
+    """An integer zero, or a float zero of the given sign (x + -0.0 and x - 0.0 are x; the other signs are not)."""
+    if not isinstance(x, Imm) or x.value != 0:
+        return False
+    return not x.dtype.is_float or (math.copysign(1.0, x.value) < 0) == negative
+
+
+# thread op -> the primitive whose interpreter rule computes it
+_FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "shl", "shr", "lt", "eq")} | {"land": "and"}
 
 
 def scalar_reg_name(name):
@@ -658,7 +679,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
     if warp_bits:
         groups = 1 << len(warp_bits)
         size = groups * _padded_size(out_layout)
-        bufs = [lw.buffer(a.dtype, size, which=k) for k, a in enumerate(red.identity())]
+        bufs = [lw.buffer(a.dtype, size) for a in red.identity()]
         group = Imm(0, i32)
         for j, t in enumerate(warp_bits):
             bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
@@ -683,6 +704,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
                 acc = tuple(item) if acc is None else red.combine(acc, tuple(item))
             partial[slot] = acc
         lw.stmts.append(Barrier())
+        lw.release(*bufs)
     _out(lw, eqn, [partial[s][-1 if red.arg else 0] for s in range(out_layout.num_regs)])
 
 
@@ -708,7 +730,7 @@ def _lower_scan(lw, eqn, x, *, axis):
     shape, dtype = x.type.shape, x.type.dtype
     values = list(lw.regs(x, layout))
     stride = int(np.prod(shape[axis + 1 :]))
-    bufs = [lw.buffer(dtype, x.type.size, which=k) for k in (0, 1)]
+    bufs = [lw.buffer(dtype, x.type.size) for _ in (0, 1)]
     write = [lw.land(lw.valid(layout, r), lw.owner(layout)) for r in range(layout.num_regs)]
     index = [lw.op(i32, "select", lw.valid(layout, r), lw.flat(lw.coords(layout, r), shape), Imm(0, i32))
              for r in range(layout.num_regs)]  # fmt: skip
@@ -727,6 +749,7 @@ def _lower_scan(lw, eqn, x, *, axis):
             lw.stmts.append(SharedStore(dst, index[r], values[r], write[r]))
         lw.stmts.append(Barrier())
         step, k = step * 2, k + 1
+    lw.release(*bufs)
     _out(lw, eqn, values)
 
 
@@ -745,6 +768,7 @@ def _lower_dot(lw, eqn, a, b, acc):
     out = eqn.outputs[0]
     layout = lw.layout(out)
     (m, k), (_, n) = a.type.shape, b.type.shape
+    init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
     buf = lw.buffer(a.type.dtype, m * k + k * n)
     for atom, shape, base in ((a, (m, k), 0), (b, (k, n), m * k)):
         src = lw.layout(atom)
@@ -761,7 +785,6 @@ def _lower_dot(lw, eqn, a, b, acc):
                 c = lw.coord(layout, d, r)
                 c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
                 cache[rc[d]] = lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32))
-    init = lw.regs(acc, layout)
     dtype = out.type.dtype
     params = [lw.reg(dtype, "acc") for _ in init]
     kk = lw.reg(i32, "k")
@@ -776,6 +799,7 @@ def _lower_dot(lw, eqn, a, b, acc):
     body, lw.stmts = lw.stmts, outer
     lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), params, list(init), body, results))
     lw.stmts.append(Barrier())
+    lw.release(buf)
     _out(lw, eqn, params)
 
 
