@@ -81,12 +81,12 @@ def expression(op: Op, ref=operand) -> str:
         bits = types[0].itemsize * 8
         if isinstance(op.args[1], Imm) and 0 <= op.args[1].value < bits:  # the usual case: no range check
             return f"{a} {'<<' if name == 'shl' else '>>'} {int(op.args[1].value)}"
+        # both arms of the select typed alike: `x if ok else 0` unifies uint64 with int64 as float64
         ok = f"uint64({b}) < {bits}"
-        if name == "shl":
-            return f"({a} << {b}) if {ok} else 0"
-        if types[0].kind == "i":
-            return f"{a} >> ({b} if {ok} else {bits - 1})"
-        return f"({a} >> {b}) if {ok} else 0"
+        if name == "shr" and types[0].kind == "i":
+            return f"{a} >> select({ok}, {b}, {code_type_name(types[1])}({bits - 1}))"
+        shifted = f"{a} {'<<' if name == 'shl' else '>>'} {b}"
+        return f"select({ok}, {t}({shifted}), {t}(0))"
     if name == "neg":
         return f"-{a}"
     if name == "invert":

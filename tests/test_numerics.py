@@ -1,0 +1,88 @@
+"""Numerical edge cases on every backend (issue 19): shifts by runtime counts, integer
+division at the extremes, narrowing conversions rounded once, signs of zero, and the
+accuracy contract of the math functions (docs/dtypes.md). References are computed here
+from the documented rules (Python ints, float64 or long double), not by the interpreter,
+and each test runs on ``tlt.default_backends()`` (the interpreter included), so
+``TILELANG_TEST_BACKENDS=interpret,cpu,cuda`` covers the GPU. Inputs are runtime arrays:
+constant folding is not what these tests check.
+"""
+
+import re
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang import testing as tlt
+from tilelang.dtypes import ALL_DTYPES
+
+N = 16  # elements per test tile
+INTS = [d for d in ALL_DTYPES if d.is_int]
+
+
+def backends():
+    return tlt.default_backends()
+
+
+def edge_ints(d, extra=()):
+    """Integers of dtype ``d``: its whole range, its extremes and small values more often."""
+    info = np.iinfo(d.np)
+    edges = [int(info.min), int(info.min) + 1, -1, 0, 1, 2, int(info.max) - 1, int(info.max), *extra]
+    edges = [v for v in edges if info.min <= v <= info.max]
+    return hnp.arrays(d.np, (N,), elements=st.sampled_from(edges) | st.integers(int(info.min), int(info.max)))
+
+
+def wrap(v, d):
+    bits = d.bits
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if d.kind == "i" and v >> (bits - 1) else v
+
+
+# ------------------------------------------------------------------- shifts
+
+
+@tl.tile_kernel
+def shifts(x, y, left, right):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(left, a << b, index=(0,))
+    tl.store(right, a >> b, index=(0,))
+
+
+def shift_reference(x, y, d):
+    """docs/dtypes.md: a count of ``bits`` or more, or a negative one, shifts every bit out."""
+    left, right = [], []
+    for a, b in zip(map(int, x), map(int, y)):
+        inside = 0 <= b < d.bits
+        left.append(wrap(a << b, d) if inside else 0)
+        right.append(a >> b if inside else (-1 if a < 0 else 0))
+    return np.array(left, d.np), np.array(right, d.np)
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+@given(data=st.data())
+def test_shifts_by_runtime_counts_keep_every_bit(d, data):
+    """uint64 shifts went through float64 on the numba backends (`x if ok else 0` unified
+    uint64 with int64): 2**64 - 2 << 0 gave 2**64 - 1."""
+    x = data.draw(edge_ints(d, [2**53 + 1, 2**63 + 1, 2**64 - 2]))
+    bits = d.bits
+    y = data.draw(edge_ints(d, [bits - 1, bits, bits + 1, -bits, 2 * bits]))
+    want = shift_reference(x, y, d)
+    for backend in backends():
+        left, right = np.zeros(N, d.np), np.zeros(N, d.np)
+        shifts[1](x, y, left, right, backend=backend)
+        np.testing.assert_array_equal(left, want[0], err_msg=f"<< on {backend}")
+        np.testing.assert_array_equal(right, want[1], err_msg=f">> on {backend}")
+
+
+def ptx_instructions(kernel, *signature, **constants):
+    ptx = tl.explain(kernel, *signature, backend="cuda", **constants)["ptx"]
+    return set(re.findall(r"^\s+(?:@%p\d+\s+)?([a-z][\w.]*)", ptx, re.M))
+
+
+def test_uint64_shifts_stay_integers_in_ptx():
+    ops = ptx_instructions(shifts, *["u64[:]"] * 4)
+    assert {"shl.b64", "shr.u64", "selp.b64"} <= ops, ops
+    assert not {op for op in ops if "f64" in op}, ops  # it was cvt.rn.f64.u64, cvt.rzi.u64.f64
