@@ -86,3 +86,35 @@ def test_uint64_shifts_stay_integers_in_ptx():
     ops = ptx_instructions(shifts, *["u64[:]"] * 4)
     assert {"shl.b64", "shr.u64", "selp.b64"} <= ops, ops
     assert not {op for op in ops if "f64" in op}, ops  # it was cvt.rn.f64.u64, cvt.rzi.u64.f64
+
+
+# ---------------------------------------------------------- integer division
+
+
+@tl.tile_kernel
+def divmod_kernel(x, y, q, r):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(q, a // b, index=(0,))
+    tl.store(r, a % b, index=(0,))
+
+
+def divmod_reference(x, y, d):
+    """Python's floor division and modulo, wrapped (``INT_MIN // -1`` is ``INT_MIN``); both 0 for a zero divisor."""
+    q = [wrap(a // b, d) if b else 0 for a, b in zip(map(int, x), map(int, y))]
+    r = [wrap(a % b, d) if b else 0 for a, b in zip(map(int, x), map(int, y))]
+    return np.array(q, d.np), np.array(r, d.np)
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+@given(data=st.data())
+def test_integer_floordiv_and_mod_at_the_extremes(d, data):
+    """``INT64_MIN // -1`` gave 0 on the CPU backend (numba's own ``//``); int32 was right."""
+    x, y = data.draw(edge_ints(d)), data.draw(edge_ints(d))
+    info = np.iinfo(d.np)
+    x[:4], y[:4] = info.min, (-1 if d.kind == "i" else 1, info.min or 1, info.max, 0)  # the overflowing quotient
+    want = divmod_reference(x, y, d)
+    for backend in backends():
+        q, r = np.zeros(N, d.np), np.zeros(N, d.np)
+        divmod_kernel[1](x, y, q, r, backend=backend)
+        np.testing.assert_array_equal(q, want[0], err_msg=f"// on {backend}")
+        np.testing.assert_array_equal(r, want[1], err_msg=f"% on {backend}")

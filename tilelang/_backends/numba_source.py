@@ -62,6 +62,8 @@ def expression(op: Op, ref=operand) -> str:
     a = args[0] if args else None
     b = args[1] if len(args) > 1 else None
     name = op.op
+    if name == "floordiv" and types[0].name == "int64":  # numba's INT64_MIN // -1 is 0 (narrower ints widen)
+        return f"select({b} == int64(-1), -{a}, {a} // {b})"
     if name in _INFIX:
         return f"{a} {_INFIX[name]} {b}"
     if name == "div":
