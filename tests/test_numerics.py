@@ -118,3 +118,53 @@ def test_integer_floordiv_and_mod_at_the_extremes(d, data):
         divmod_kernel[1](x, y, q, r, backend=backend)
         np.testing.assert_array_equal(q, want[0], err_msg=f"// on {backend}")
         np.testing.assert_array_equal(r, want[1], err_msg=f"% on {backend}")
+
+
+# ------------------------------------------------------------ signs of zero
+
+FLOATS = [d for d in ALL_DTYPES if d.is_float]
+
+
+@tl.tile_kernel
+def rounding(x, y, lo, hi, q, r):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(lo, tl.floor(a), index=(0,))
+    tl.store(hi, tl.ceil(a), index=(0,))
+    tl.store(q, a // b, index=(0,))
+    tl.store(r, a % b, index=(0,))
+
+
+def assert_same_floats(got, want, msg):
+    """Bit for bit up to NaN payloads: values, infinities and signs of zero."""
+    got, want = np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64)
+    np.testing.assert_array_equal(got, want, err_msg=msg)
+    assert np.array_equal(np.signbit(got) | np.isnan(got), np.signbit(want) | np.isnan(want)), f"{msg}: signs differ"
+
+
+SIGNED_ZERO_CASES = [0.0, -0.0, -0.5, 0.5, -1.0, 2.5, -2.5, 1e-30, -1e-30, np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_floor_ceil_and_floordiv_keep_the_sign_of_zero(d, data):
+    """floor(-0.0), ceil(-0.0), ceil(-0.5) and 0.0 // -1.0 gave +0.0 on the CPU backend (NumPy: -0.0)."""
+    values = st.sampled_from(SIGNED_ZERO_CASES) | st.floats(-1e6, 1e6, width=32)
+    x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=values))
+    x[:6], y[:6] = (0.0, -0.0, 0.0, -0.0, -2.0, 2.0), (-1.0, 1.0, 1.0, -1.0, 1.0, -1.0)  # the zero quotients
+    t = np.float32 if d.bits == 16 else d.np  # 16-bit floats compute in float32
+    with np.errstate(all="ignore"):  # 1e6 is inf in float16
+        x, y = x.astype(d.np), y.astype(d.np)
+        xt, yt = x.astype(t), y.astype(t)
+        want = [np.floor(xt), np.ceil(xt), np.floor_divide(xt, yt), np.mod(xt, yt)]
+    for backend in backends():
+        outs = [np.zeros(N, d.np) for _ in want]
+        rounding[1](x, y, *outs, backend=backend)
+        for name, got, w in zip(("floor", "ceil", "//", "%"), outs, want):
+            assert_same_floats(got, w.astype(d.np), f"{name} {d} on {backend}")
+
+
+def test_floor_and_ceil_are_single_instructions_in_ptx():
+    for d in ("f32", "f64"):
+        ops = ptx_instructions(rounding, *[f"{d}[:]"] * 6)
+        assert {f"cvt.rmi.{d}.{d}", f"cvt.rpi.{d}.{d}"} <= ops, ops  # floor, ceil: float results
+        assert not {op for op in ops if op.startswith("cvt.rzi.s64")}, ops  # no trip through int64

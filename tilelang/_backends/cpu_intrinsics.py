@@ -10,7 +10,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-from .numba_source import select_intrinsic
+from .numba_source import llvm_math_intrinsic, select_intrinsic
 
 
 class ZeroStep(Exception):
@@ -88,3 +88,5 @@ def round_bfloat16(x):
 
 
 select = intrinsic(select_intrinsic)
+floor = intrinsic(llvm_math_intrinsic("floor"))
+ceil = intrinsic(llvm_math_intrinsic("ceil"))

@@ -24,7 +24,7 @@ from numba.cuda.extending import intrinsic
 
 from ..dtypes import DType
 from .cuda import intrinsic_table
-from .numba_source import select_intrinsic
+from .numba_source import llvm_math_intrinsic, select_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -270,3 +270,5 @@ globals().update(INTRINSICS)
 
 if not config.ENABLE_CUDASIM:
     select = intrinsic(select_intrinsic)
+    floor = intrinsic(llvm_math_intrinsic("floor"))
+    ceil = intrinsic(llvm_math_intrinsic("ceil"))

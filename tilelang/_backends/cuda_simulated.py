@@ -110,3 +110,4 @@ def select(cond, a, b):
 
 
 INTRINSICS["select"] = select
+INTRINSICS["floor"], INTRINSICS["ceil"] = np.floor, np.ceil  # float results, signed zeros kept

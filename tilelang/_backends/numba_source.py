@@ -48,9 +48,8 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "eq"
           "lt": "<", "le": "<=", "gt": ">", "ge": ">="}  # fmt: skip
 _MATH = {"exp": "math.exp({a})", "log": "math.log({a})", "log2": "math.log2({a})", "sqrt": "math.sqrt({a})",
          "sin": "math.sin({a})", "cos": "math.cos({a})", "tanh": "math.tanh({a})", "erf": "math.erf({a})",
-         # numba's math.floor/ceil return int64: NaN, infinities and |x| >= 2**52 (already whole) pass through
-         "floor": "(math.floor({a}) if abs({a}) < 4503599627370496.0 else {a})",
-         "ceil": "(math.ceil({a}) if abs({a}) < 4503599627370496.0 else {a})"}  # fmt: skip
+         # LLVM's floor/ceil (numba's math.floor returns an int64, which loses the sign of -0.0)
+         "floor": "floor({a})", "ceil": "ceil({a})"}  # fmt: skip
 
 
 def expression(op: Op, ref=operand) -> str:
@@ -122,6 +121,24 @@ def select_intrinsic(typingctx, cond, a, b):
         return builder.select(*args)
 
     return a(types.boolean, a, b), codegen
+
+
+def llvm_math_intrinsic(name: str):
+    """An ``@intrinsic`` body calling ``llvm.<name>`` on a float (``floor``, ``ceil``): a float
+    result, signed zeros kept; on the GPU one ``cvt.rmi``/``cvt.rpi`` instruction."""
+    from numba import types
+
+    def typer(typingctx, x):
+        if not isinstance(x, types.Float):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.call(builder.module.declare_intrinsic(f"llvm.{name}", [args[0].type]), args)
+
+        return x(x), codegen
+
+    typer.__name__ = name
+    return typer
 
 
 def cast(op: Op, expr: str) -> str:
