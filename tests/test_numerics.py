@@ -7,7 +7,9 @@ and each test runs on ``tlt.default_backends()`` (the interpreter included), so
 constant folding is not what these tests check.
 """
 
+import math
 import re
+from fractions import Fraction
 
 import hypothesis.extra.numpy as hnp
 import numpy as np
@@ -78,8 +80,9 @@ def test_shifts_by_runtime_counts_keep_every_bit(d, data):
 
 
 def ptx_instructions(kernel, *signature, **constants):
+    """The instructions of the kernel's PTX (inline assembly's too, several to a line)."""
     ptx = tl.explain(kernel, *signature, backend="cuda", **constants)["ptx"]
-    return set(re.findall(r"^\s+(?:@%p\d+\s+)?([a-z][\w.]*)", ptx, re.M))
+    return set(re.findall(r"(?:^|[;{])\s*(?:@%?\w+\s+)?([a-z][a-z0-9]*\.[\w.]+)", ptx, re.M))
 
 
 def test_uint64_shifts_stay_integers_in_ptx():
@@ -168,3 +171,76 @@ def test_floor_and_ceil_are_single_instructions_in_ptx():
         ops = ptx_instructions(rounding, *[f"{d}[:]"] * 6)
         assert {f"cvt.rmi.{d}.{d}", f"cvt.rpi.{d}.{d}"} <= ops, ops  # floor, ceil: float results
         assert not {op for op in ops if op.startswith("cvt.rzi.s64")}, ops  # no trip through int64
+
+
+# ---------------------------------------------------- narrowing conversions
+
+# name: (significand bits, smallest normal exponent, largest exponent)
+FORMATS = {
+    "float16": (11, -14, 15), "bfloat16": (8, -126, 127), "float32": (24, -126, 127), "float64": (53, -1022, 1023),
+}  # fmt: skip
+
+
+def round_exactly(v, name):
+    """The exact value ``v`` (a Python int or float) rounded once to nearest even in format ``name``."""
+    if not isinstance(v, int) and not math.isfinite(v):
+        return v
+    mant, emin, emax = FORMATS[name]
+    a = abs(Fraction(v))
+    if a == 0:
+        return math.copysign(0.0, v) if isinstance(v, float) else 0.0
+    e = max(a.numerator.bit_length() - a.denominator.bit_length(), emin)  # floor(log2(a)), maybe one too big
+    if e > emin and a < Fraction(2) ** e:
+        e -= 1
+    step = Fraction(2) ** (e - mant + 1)  # the spacing of the format at a (subnormals: at emin)
+    n, rem = divmod(a, step)
+    n += rem > step / 2 or (rem == step / 2 and n % 2 == 1)
+    value = n * step
+    return math.copysign(math.inf if value >= Fraction(2) ** (emax + 1) else float(value), v)
+
+
+@tl.tile_kernel
+def narrow(x, h, b, f, g):
+    a = tl.load(x, index=(0,), shape=(N,))
+    tl.store(h, a.astype(tl.float16), index=(0,))
+    tl.store(b, a.astype(tl.bfloat16), index=(0,))
+    tl.store(f, a.astype(tl.float32), index=(0,))
+    tl.store(g, a.astype(tl.float64), index=(0,))
+
+
+TIES = [1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 1 + 2**-24 + 2**-50, 1 + 2**-11, -(1 + 2**-8 + 2**-30), 65519.99,
+        65520.0, 2**-25 + 2**-60, 2**-24 * 1.5, 3.4e38, 3.4028235677973366e38, 1e300, 2**-149 * 0.75, -1e-310,
+        0.0, -0.0, math.inf, -math.inf, math.nan]  # fmt: skip
+INT_TIES = [2**24 + 1, 2**30 + 2**22 + 1, 2**30 + 2**22, 2**31 - 1, 2**60 + 2**36 + 1, 2**60 + 2**52 + 1, 2**63 - 1,
+            2**63 + 2**39 + 1, 2**64 - 1, 65519, 65520, -(2**30 + 2**22 + 1), -(2**60 + 2**36 + 1)]  # fmt: skip
+SOURCES = ["float64", "float32", "int64", "uint64", "int32", "uint32", "int16", "uint16"]
+
+
+@pytest.mark.parametrize("src", SOURCES)
+@given(data=st.data())
+def test_narrowing_conversions_round_once(src, data):
+    """float64 → float16 went through float32 on the CPU backend (1 + 2**-11 + 2**-40 became
+    1.0), and float64 or 32/64-bit ints → bfloat16 everywhere (ml_dtypes rounds through float32)."""
+    d = np.dtype(src)
+    if d.kind == "f":
+        values = st.sampled_from(TIES) | st.floats(width=d.itemsize * 8)
+        x = data.draw(hnp.arrays(np.float64, (N,), elements=values))
+        with np.errstate(over="ignore"):
+            x = x.astype(d)
+    else:
+        x = data.draw(edge_ints(tl.dtypes.dtype(d), INT_TIES))
+    exact = [v.item() for v in x]  # Python ints or floats: exact values
+    outs = {name: np.zeros(N, tl.dtypes.dtype(name).np) for name in ("float16", "bfloat16", "float32", "float64")}
+    want = {name: np.array([round_exactly(v, name) for v in exact]) for name in outs}
+    for backend in backends():
+        narrow[1](x, *outs.values(), backend=backend)
+        for name, got in outs.items():
+            assert_same_floats(got, want[name], f"{src} → {name} on {backend}, from {x}")
+
+
+def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
+    """float32 rounded toward zero with a sticky last bit, then one cvt.rn to 16 bits: on every sm
+    (cvt.rn.bf16.f64 and cvt.rn.bf16.s64 are sm_90 only)."""
+    for src, steps in (("f64", {"cvt.rz.f32.f64", "setp.neu.f64"}), ("i64", {"cvt.rz.f32.s64", "cvt.rzi.s64.f32"})):
+        ops = ptx_instructions(narrow, f"{src}[:]", "f16[:]", "bf16[:]", "f32[:]", "f64[:]")
+        assert steps | {"or.b32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"} <= ops, (src, ops)

@@ -147,6 +147,10 @@ def cast(op: Op, expr: str) -> str:
         return f"({expr})" if op.op != "convert" else expr
     text = f"{code_type_name(d)}({expr})"
     if d.is_float and d.bits == 16 and op.op != "select":
+        src = op.args[0].dtype
+        if op.op == "convert" and (src.name == "float64" or (src.is_int and src.bits >= 32)):
+            # through float32 rounded to odd, so the 16-bit result is rounded once (float32(x) rounds twice)
+            text = f"float32_odd_{'float' if src.is_float else 'int'}({expr})"
         return f"round_{d.name}({text})"
     return text
 
