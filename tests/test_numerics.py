@@ -244,3 +244,80 @@ def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
     for src, steps in (("f64", {"cvt.rz.f32.f64", "setp.neu.f64"}), ("i64", {"cvt.rz.f32.s64", "cvt.rzi.s64.f32"})):
         ops = ptx_instructions(narrow, f"{src}[:]", "f16[:]", "bf16[:]", "f32[:]", "f64[:]")
         assert steps | {"or.b32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"} <= ops, (src, ops)
+
+
+# ------------------------------------------------------- math functions' accuracy
+
+# docs/dtypes.md's contract: |result - exact| <= ULPS * ulp(exact) for float32 and float64;
+# 16-bit floats are the float32 result rounded, so within 1 ulp of their own.
+ULPS = {"sqrt": 0.5, "div": 0.5, "exp": 2, "exp2": 2, "log": 2, "log2": 2, "sin": 2, "cos": 2, "rsqrt": 2,
+        "tanh": 3, "erf": 3, "sigmoid": 4, "pow": 4}  # fmt: skip
+UNARY_MATH = {"exp": tl.exp, "exp2": tl.exp2, "log": tl.log, "log2": tl.log2, "sqrt": tl.sqrt, "rsqrt": tl.rsqrt,
+              "sin": tl.sin, "cos": tl.cos, "tanh": tl.tanh, "erf": tl.erf, "sigmoid": tl.sigmoid}  # fmt: skip
+FUNCTIONS = [*UNARY_MATH, "pow", "div"]
+WIDE = np.longdouble if np.finfo(np.longdouble).nmant >= 63 else np.float64  # float64's reference
+
+
+@tl.tile_kernel
+def math_functions(x, y, out):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    for k, fn in enumerate(UNARY_MATH.values()):
+        tl.store(out, fn(a), index=(k,))  # tile k
+    tl.store(out, a**b, index=(len(UNARY_MATH),))
+    tl.store(out, a / b, index=(len(UNARY_MATH) + 1,))
+
+
+def math_reference(name, a, b):
+    """``name`` in float64 (float32 and 16-bit inputs) or long double (float64 inputs); erf in float64."""
+    with np.errstate(all="ignore"):
+        if name == "erf":
+            return np.array([math.erf(v) for v in a.astype(np.float64)])
+        return {"rsqrt": lambda: 1 / np.sqrt(a), "sigmoid": lambda: 1 / (1 + np.exp(-a)), "pow": lambda: a**b,
+                "div": lambda: a / b}.get(name, lambda: getattr(np, name)(a))()  # fmt: skip
+
+
+def ulp_errors(got, want, d):
+    """|got - want| in ulps of ``d`` at ``want``, inf where NaNs disagree. Infinities and values past
+    the range count as 2**(emax+1), so an overflow at the threshold is measured, not refused."""
+    info = tl.testing.ml_dtypes.finfo(d.np)
+    top = WIDE(2.0) ** (int(info.maxexp))
+    got, want = got.astype(WIDE), want.astype(WIDE)
+    nan = np.isnan(got) | np.isnan(want)
+    g, w = np.clip(got, -top, top), np.clip(want, -top, top)  # past the range: inf
+    _, e = np.frexp(np.abs(w))
+    ulp = np.ldexp(WIDE(1.0), np.maximum(e, int(info.minexp) + 1) - (int(info.nmant) + 1))
+    err = np.where(np.isinf(got) & np.isinf(want) & (got == want), 0, np.abs(g - w) / ulp)
+    return np.where(nan, np.where(np.isnan(got) & np.isnan(want), 0, np.inf), err)
+
+
+MATH_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-3, 3.0, 10.0, -10.0, 88.72283, 88.7229, -87.3, -103.9, 127.99, -149.5,
+              1e-7, 1e-30, 1e-40, 3.1415927, 1e4, -1e4, 1e30, 65504.0, np.inf, -np.inf, np.nan]  # fmt: skip
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_math_functions_meet_the_accuracy_contract(d, data):
+    """Each backend within docs/dtypes.md's ulps of the exact result (float64 or long double here):
+    the interpreter's NumPy float32 exp(1) was 1 ulp off the CPU backend's."""
+    t = np.float32 if d.bits == 16 else d.np
+    wide = WIDE if d.np == np.float64 else np.float64
+    elements = st.sampled_from(MATH_EDGES) | st.floats(allow_nan=True, allow_infinity=True, width=32)
+    if d.np == np.float64:
+        elements = elements | st.floats(allow_nan=False, width=64)
+    x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=elements))
+    with np.errstate(all="ignore"):
+        x, y = x.astype(d.np), y.astype(d.np)
+        exact = {name: math_reference(name, x.astype(t).astype(wide), y.astype(t).astype(wide)) for name in FUNCTIONS}
+    for backend in backends():
+        out = np.zeros(len(FUNCTIONS) * N, d.np)
+        math_functions[1](x, y, out, backend=backend)
+        for k, name in enumerate(FUNCTIONS):
+            got = out[k * N : (k + 1) * N]
+            rounded_reference = d.np == np.float64 and (wide is np.float64 or name == "erf")  # itself 1 ulp off
+            limit = 1.0 if d.bits == 16 else ULPS[name] + rounded_reference
+            err = ulp_errors(got, exact[name], d)
+            bad = err > limit
+            assert not bad.any(), (
+                f"{name} {d} on {backend}: {err[bad].max():.3g} ulps > {limit} at x={x[bad]}, y={y[bad]}, got "
+                f"{got[bad]}, exact {exact[name][bad]}"
+            )

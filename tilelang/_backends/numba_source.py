@@ -100,8 +100,9 @@ def expression(op: Op, ref=operand) -> str:
         return f"{t}(2.0) ** {a}"
     if name == "rsqrt":
         return f"{t}(1.0) / math.sqrt({a})"
-    if name == "sigmoid":
-        return f"{t}(1.0) / ({t}(1.0) + math.exp(-{a}))"
+    if name == "sigmoid":  # exp(x) / (1 + exp(x)) below 0: 1 / (1 + exp(-x)) is 0 once exp(-x) overflows
+        e = f"math.exp(-abs({a}))"
+        return f"select({a} >= 0, {t}(1.0), {e}) / ({t}(1.0) + {e})"
     if name == "convert":
         return f"{a} != 0" if op.attr.is_bool else a
     if name == "select":  # an LLVM select (an intrinsic): a branch would cost numba compile time
