@@ -10,7 +10,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-from .numba_source import select_intrinsic
+from .numba_source import llvm_math_intrinsic, select_intrinsic
 
 
 class ZeroStep(Exception):
@@ -78,6 +78,35 @@ def float16_value(h):
 
 
 @njit(cache=True)
+def float32_odd_float(x):
+    """float64 → float32 rounded to odd (toward zero, the last bit set if inexact): then rounding
+    that to a 16-bit float is correctly rounded, once (float32 keeps 2 bits more than needed)."""
+    r = np.float32(x)
+    back = np.float64(r)
+    if back != x and x == x:
+        u = f32_bits(r)
+        if abs(back) > abs(x):  # rounded away from zero: step back
+            u -= np.uint32(1)
+        r = f32_from_bits(u | np.uint32(1))
+    return r
+
+
+@njit(cache=True)
+def float32_odd_int(x):
+    """An integer of 32 or 64 bits → float32 rounded to odd (as :func:`float32_odd_float`)."""
+    hi = (x >> 11) << 11  # x = hi + lo, both exact in float64
+    lo = x - hi
+    r = np.float32(x)  # rounded once, to nearest
+    diff = (np.float64(r) - np.float64(hi)) - np.float64(lo)  # r - x, exact
+    if diff != 0:
+        u = f32_bits(r)
+        if (diff > 0) == (r > 0):
+            u -= np.uint32(1)
+        r = f32_from_bits(u | np.uint32(1))
+    return r
+
+
+@njit(cache=True)
 def round_float16(x):
     return float16_value(float16_bits(x))
 
@@ -88,3 +117,5 @@ def round_bfloat16(x):
 
 
 select = intrinsic(select_intrinsic)
+floor = intrinsic(llvm_math_intrinsic("floor"))
+ceil = intrinsic(llvm_math_intrinsic("ceil"))

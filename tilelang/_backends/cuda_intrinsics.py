@@ -24,7 +24,7 @@ from numba.cuda.extending import intrinsic
 
 from ..dtypes import DType
 from .cuda import intrinsic_table
-from .numba_source import select_intrinsic
+from .numba_source import llvm_math_intrinsic, select_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -180,6 +180,38 @@ def _round(d: DType):
     return round_
 
 
+def _odd_asm(ptx_type: str, constraint: str, back: str, differs: str):
+    """``x`` → float32 rounded to odd: toward zero (``cvt.rz``), the last bit set where that was
+    inexact. Rounding it to a 16-bit float is then correctly rounded, once, on every sm."""
+    return ir.InlineAsm(
+        ir.FunctionType(F32, [ir.IntType(int(ptx_type[1:])) if constraint in "lr" else F64]),
+        "{ .reg .pred p; .reg .b32 u; .reg ." + ptx_type + " b; "
+        f"cvt.rz.f32.{ptx_type} $0, $1; {back}.{ptx_type}.f32 b, $0; setp.{differs}.{ptx_type} p, b, $1; "
+        "mov.b32 u, $0; @p or.b32 u, u, 1; mov.b32 $0, u; }",
+        f"=f,{constraint}",
+    )
+
+
+@intrinsic
+def float32_odd_float(typingctx, x):
+    def codegen(context, builder, sig, args):  # (a NaN stays NaN: unordered counts as inexact)
+        return builder.call(_odd_asm("f64", "d", "cvt", "neu"), args)
+
+    return types.float32(types.float64), codegen
+
+
+@intrinsic
+def float32_odd_int(typingctx, x):
+    if not isinstance(x, types.Integer) or x.bitwidth not in (32, 64):
+        return None
+    ptx_type = f"{'s' if x.signed else 'u'}{x.bitwidth}"
+
+    def codegen(context, builder, sig, args):  # back to the integer exactly: |rz(x)| <= |x| fits
+        return builder.call(_odd_asm(ptx_type, "l" if x.bitwidth == 64 else "r", "cvt.rzi", "ne"), args)
+
+    return types.float32(x), codegen
+
+
 _ATOMIC_ADD_FLOAT = {"float32": nvvmutils.declare_atomic_add_float32, "float64": nvvmutils.declare_atomic_add_float64}
 
 
@@ -270,3 +302,5 @@ globals().update(INTRINSICS)
 
 if not config.ENABLE_CUDASIM:
     select = intrinsic(select_intrinsic)
+    floor = intrinsic(llvm_math_intrinsic("floor"))
+    ceil = intrinsic(llvm_math_intrinsic("ceil"))

@@ -48,9 +48,8 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "mod": "%", "eq"
           "lt": "<", "le": "<=", "gt": ">", "ge": ">="}  # fmt: skip
 _MATH = {"exp": "math.exp({a})", "log": "math.log({a})", "log2": "math.log2({a})", "sqrt": "math.sqrt({a})",
          "sin": "math.sin({a})", "cos": "math.cos({a})", "tanh": "math.tanh({a})", "erf": "math.erf({a})",
-         # numba's math.floor/ceil return int64: NaN, infinities and |x| >= 2**52 (already whole) pass through
-         "floor": "(math.floor({a}) if abs({a}) < 4503599627370496.0 else {a})",
-         "ceil": "(math.ceil({a}) if abs({a}) < 4503599627370496.0 else {a})"}  # fmt: skip
+         # LLVM's floor/ceil (numba's math.floor returns an int64, which loses the sign of -0.0)
+         "floor": "floor({a})", "ceil": "ceil({a})"}  # fmt: skip
 
 
 def expression(op: Op, ref=operand) -> str:
@@ -62,6 +61,8 @@ def expression(op: Op, ref=operand) -> str:
     a = args[0] if args else None
     b = args[1] if len(args) > 1 else None
     name = op.op
+    if name == "floordiv" and types[0].name == "int64":  # numba's INT64_MIN // -1 is 0 (narrower ints widen)
+        return f"select({b} == int64(-1), -{a}, {a} // {b})"
     if name in _INFIX:
         return f"{a} {_INFIX[name]} {b}"
     if name == "div":
@@ -81,12 +82,12 @@ def expression(op: Op, ref=operand) -> str:
         bits = types[0].itemsize * 8
         if isinstance(op.args[1], Imm) and 0 <= op.args[1].value < bits:  # the usual case: no range check
             return f"{a} {'<<' if name == 'shl' else '>>'} {int(op.args[1].value)}"
+        # both arms of the select typed alike: `x if ok else 0` unifies uint64 with int64 as float64
         ok = f"uint64({b}) < {bits}"
-        if name == "shl":
-            return f"({a} << {b}) if {ok} else 0"
-        if types[0].kind == "i":
-            return f"{a} >> ({b} if {ok} else {bits - 1})"
-        return f"({a} >> {b}) if {ok} else 0"
+        if name == "shr" and types[0].kind == "i":
+            return f"{a} >> select({ok}, {b}, {code_type_name(types[1])}({bits - 1}))"
+        shifted = f"{a} {'<<' if name == 'shl' else '>>'} {b}"
+        return f"select({ok}, {t}({shifted}), {t}(0))"
     if name == "neg":
         return f"-{a}"
     if name == "invert":
@@ -99,8 +100,9 @@ def expression(op: Op, ref=operand) -> str:
         return f"{t}(2.0) ** {a}"
     if name == "rsqrt":
         return f"{t}(1.0) / math.sqrt({a})"
-    if name == "sigmoid":
-        return f"{t}(1.0) / ({t}(1.0) + math.exp(-{a}))"
+    if name == "sigmoid":  # exp(x) / (1 + exp(x)) below 0: 1 / (1 + exp(-x)) is 0 once exp(-x) overflows
+        e = f"math.exp(-abs({a}))"
+        return f"select({a} >= 0, {t}(1.0), {e}) / ({t}(1.0) + {e})"
     if name == "convert":
         return f"{a} != 0" if op.attr.is_bool else a
     if name == "select":  # an LLVM select (an intrinsic): a branch would cost numba compile time
@@ -122,12 +124,34 @@ def select_intrinsic(typingctx, cond, a, b):
     return a(types.boolean, a, b), codegen
 
 
+def llvm_math_intrinsic(name: str):
+    """An ``@intrinsic`` body calling ``llvm.<name>`` on a float (``floor``, ``ceil``): a float
+    result, signed zeros kept; on the GPU one ``cvt.rmi``/``cvt.rpi`` instruction."""
+    from numba import types
+
+    def typer(typingctx, x):
+        if not isinstance(x, types.Float):
+            return None
+
+        def codegen(context, builder, sig, args):
+            return builder.call(builder.module.declare_intrinsic(f"llvm.{name}", [args[0].type]), args)
+
+        return x(x), codegen
+
+    typer.__name__ = name
+    return typer
+
+
 def cast(op: Op, expr: str) -> str:
     d = op.dst.dtype
     if d.is_bool:
         return f"({expr})" if op.op != "convert" else expr
     text = f"{code_type_name(d)}({expr})"
     if d.is_float and d.bits == 16 and op.op != "select":
+        src = op.args[0].dtype
+        if op.op == "convert" and (src.name == "float64" or (src.is_int and src.bits >= 32)):
+            # through float32 rounded to odd, so the 16-bit result is rounded once (float32(x) rounds twice)
+            text = f"float32_odd_{'float' if src.is_float else 'int'}({expr})"
         return f"round_{d.name}({text})"
     return text
 

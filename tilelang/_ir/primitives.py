@@ -40,11 +40,19 @@ def _is_float(a) -> bool:
     return dtype(a.dtype).is_float
 
 
-def _rounded(fn, out_dtype: DType, *args):
-    """Apply ``fn``; 16-bit floats are computed in float32 and rounded once, as the GPU does."""
+# Math functions whose float32 result is computed in float64 and rounded: NumPy's float32 loops
+# are a few ulps off and differ with the host's SIMD level, the reference should be neither.
+_WIDENED = {"exp", "exp2", "log", "log2", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "pow"}
+
+
+def _rounded(fn, out_dtype: DType, *args, widen=False):
+    """Apply ``fn``; 16-bit floats are computed in float32 and rounded once, as the GPU does
+    (``widen``: the float32 result is float64's rounded, so 16-bit floats round it again)."""
     with np.errstate(all="ignore"):
-        if out_dtype.is_float and out_dtype.bits == 16:
-            args = [a.astype(np.float32) if _is_float(a) else a for a in args]
+        if out_dtype.is_float and out_dtype.bits <= 32:
+            wide = np.float64 if widen else np.float32
+            out = np.asarray(fn(*(a.astype(wide) if _is_float(a) else a for a in args))).astype(np.float32)
+            return out.astype(out_dtype.np)
         return np.asarray(fn(*args)).astype(out_dtype.np)
 
 
@@ -75,7 +83,7 @@ UNARY = {
     "cos": (np.cos, "f"),
     "tanh": (np.tanh, "f"),
     "erf": (lambda x: _erf(x.astype(np.float64)).astype(np.float64), "f"),
-    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), "f"),
+    "sigmoid": (lambda x: np.where(x >= 0, 1, np.exp(-np.abs(x))) / (1 + np.exp(-np.abs(x))), "f"),  # no overflow
     "floor": (np.floor, "f"),
     "ceil": (np.ceil, "f"),
 }
@@ -118,7 +126,7 @@ def _def_unary(name, fn, kinds):
         out_dtype = dtype(x.dtype)
         if name == "invert" and x.dtype == np.bool_:
             return [np.logical_not(x)]
-        return [_rounded(fn, out_dtype, x)]
+        return [_rounded(fn, out_dtype, x, widen=name in _WIDENED)]
 
     p.rules.update(type=type_rule, interpret=interpret)
 
@@ -149,7 +157,7 @@ def _def_binary(name, fn, kinds, result_bool=False):
         if name in ("shl", "shr"):
             return [_shift(name, x, y)]
         out_dtype = dtype(x.dtype)
-        return [_rounded(fn, out_dtype, x, y)]
+        return [_rounded(fn, out_dtype, x, y, widen=name in _WIDENED)]
 
     p.rules.update(type=type_rule, interpret=interpret)
 
@@ -179,10 +187,28 @@ where.rules.update(type=_where_type, interpret=lambda ctx, c, x, y: [np.where(c,
 convert = primitive("convert")
 
 
+def float32_odd(x):
+    """float64 or integer values → float32 rounded to odd (toward zero, the last bit set where
+    inexact): rounding that to a 16-bit float rounds once. (ml_dtypes rounds float64 and int32 to
+    bfloat16 through float32, twice: 1 + 2**-8 + 2**-40 became 1.)"""
+    r = x.astype(np.float32)  # rounded to nearest, once
+    if _is_float(x):
+        back = r.astype(np.float64)
+        inexact, away = (back != x) & (x == x), np.abs(back) > np.abs(x)
+    else:
+        hi = (x >> 11) << 11  # x = hi + lo, both exact in float64
+        diff = (r.astype(np.float64) - hi.astype(np.float64)) - (x - hi).astype(np.float64)  # r - x, exact
+        inexact, away = diff != 0, (diff > 0) == (r > 0)
+    u = r.view(np.uint32)
+    return np.where(inexact, (u - away.astype(np.uint32)) | np.uint32(1), u).view(np.float32)
+
+
 def _convert_interpret(ctx, x, *, dtype, weak=False):
     with np.errstate(all="ignore"):
         if dtype.is_bool:
             return [x != 0]
+        if dtype.name == "bfloat16" and x.dtype.name in ("float64", "int32", "uint32", "int64", "uint64"):
+            x = float32_odd(np.asarray(x))  # (NumPy rounds float64 to float16 once by itself)
         if dtype.is_int and _is_float(x):  # truncate toward zero; NaN and overflow give 0
             x = np.trunc(x.astype(np.float64))
             info = np.iinfo(dtype.np)

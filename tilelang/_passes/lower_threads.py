@@ -346,7 +346,8 @@ def _float_divmod(lw, name, dtype, a, b):
         whole = f("select", f("lt", f("abs", div), c(integral)), whole, div)
         whole = f("select", f("gt", f("sub", div, whole), c(0.5)), f("add", whole, c(1.0)), whole)
         quotient = f("div", a, b)
-        zero = f("select", f("lt", quotient, c(0.0)), c(-0.0), c(0.0))  # a zero quotient keeps its sign
+        zero = f("select", f("lt", quotient, c(0.0)), c(-0.0), c(0.0))
+        zero = f("select", f("eq", quotient, c(0.0)), quotient, zero)  # a zero quotient keeps its sign (0 // -1 is -0)
         out = f("select", f("eq", div, c(0.0)), zero, whole)
         out = f("select", f("eq", b, c(0.0)), quotient, out)
     return out if dtype is t else lw.op(dtype, "convert", out, attr=dtype)

@@ -1,0 +1,323 @@
+"""Numerical edge cases on every backend (issue 19): shifts by runtime counts, integer
+division at the extremes, narrowing conversions rounded once, signs of zero, and the
+accuracy contract of the math functions (docs/dtypes.md). References are computed here
+from the documented rules (Python ints, float64 or long double), not by the interpreter,
+and each test runs on ``tlt.default_backends()`` (the interpreter included), so
+``TILELANG_TEST_BACKENDS=interpret,cpu,cuda`` covers the GPU. Inputs are runtime arrays:
+constant folding is not what these tests check.
+"""
+
+import math
+import re
+from fractions import Fraction
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang import testing as tlt
+from tilelang.dtypes import ALL_DTYPES
+
+N = 16  # elements per test tile
+INTS = [d for d in ALL_DTYPES if d.is_int]
+
+
+def backends():
+    return tlt.default_backends()
+
+
+def edge_ints(d, extra=()):
+    """Integers of dtype ``d``: its whole range, its extremes and small values more often."""
+    info = np.iinfo(d.np)
+    edges = [int(info.min), int(info.min) + 1, -1, 0, 1, 2, int(info.max) - 1, int(info.max), *extra]
+    edges = [v for v in edges if info.min <= v <= info.max]
+    return hnp.arrays(d.np, (N,), elements=st.sampled_from(edges) | st.integers(int(info.min), int(info.max)))
+
+
+def wrap(v, d):
+    bits = d.bits
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if d.kind == "i" and v >> (bits - 1) else v
+
+
+# ------------------------------------------------------------------- shifts
+
+
+@tl.tile_kernel
+def shifts(x, y, left, right):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(left, a << b, index=(0,))
+    tl.store(right, a >> b, index=(0,))
+
+
+def shift_reference(x, y, d):
+    """docs/dtypes.md: a count of ``bits`` or more, or a negative one, shifts every bit out."""
+    left, right = [], []
+    for a, b in zip(map(int, x), map(int, y)):
+        inside = 0 <= b < d.bits
+        left.append(wrap(a << b, d) if inside else 0)
+        right.append(a >> b if inside else (-1 if a < 0 else 0))
+    return np.array(left, d.np), np.array(right, d.np)
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+@given(data=st.data())
+def test_shifts_by_runtime_counts_keep_every_bit(d, data):
+    """uint64 shifts went through float64 on the numba backends (`x if ok else 0` unified
+    uint64 with int64): 2**64 - 2 << 0 gave 2**64 - 1."""
+    x = data.draw(edge_ints(d, [2**53 + 1, 2**63 + 1, 2**64 - 2]))
+    bits = d.bits
+    y = data.draw(edge_ints(d, [bits - 1, bits, bits + 1, -bits, 2 * bits]))
+    want = shift_reference(x, y, d)
+    for backend in backends():
+        left, right = np.zeros(N, d.np), np.zeros(N, d.np)
+        shifts[1](x, y, left, right, backend=backend)
+        np.testing.assert_array_equal(left, want[0], err_msg=f"<< on {backend}")
+        np.testing.assert_array_equal(right, want[1], err_msg=f">> on {backend}")
+
+
+def ptx_instructions(kernel, *signature, **constants):
+    """The instructions of the kernel's PTX (inline assembly's too, several to a line)."""
+    ptx = tl.explain(kernel, *signature, backend="cuda", **constants)["ptx"]
+    return set(re.findall(r"(?:^|[;{])\s*(?:@%?\w+\s+)?([a-z][a-z0-9]*\.[\w.]+)", ptx, re.M))
+
+
+def test_uint64_shifts_stay_integers_in_ptx():
+    ops = ptx_instructions(shifts, *["u64[:]"] * 4)
+    assert {"shl.b64", "shr.u64", "selp.b64"} <= ops, ops
+    assert not {op for op in ops if "f64" in op}, ops  # it was cvt.rn.f64.u64, cvt.rzi.u64.f64
+
+
+# ---------------------------------------------------------- integer division
+
+
+@tl.tile_kernel
+def divmod_kernel(x, y, q, r):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(q, a // b, index=(0,))
+    tl.store(r, a % b, index=(0,))
+
+
+def divmod_reference(x, y, d):
+    """Python's floor division and modulo, wrapped (``INT_MIN // -1`` is ``INT_MIN``); both 0 for a zero divisor."""
+    q = [wrap(a // b, d) if b else 0 for a, b in zip(map(int, x), map(int, y))]
+    r = [wrap(a % b, d) if b else 0 for a, b in zip(map(int, x), map(int, y))]
+    return np.array(q, d.np), np.array(r, d.np)
+
+
+@pytest.mark.parametrize("d", INTS, ids=str)
+@given(data=st.data())
+def test_integer_floordiv_and_mod_at_the_extremes(d, data):
+    """``INT64_MIN // -1`` gave 0 on the CPU backend (numba's own ``//``); int32 was right."""
+    x, y = data.draw(edge_ints(d)), data.draw(edge_ints(d))
+    info = np.iinfo(d.np)
+    x[:4], y[:4] = info.min, (-1 if d.kind == "i" else 1, info.min or 1, info.max, 0)  # the overflowing quotient
+    want = divmod_reference(x, y, d)
+    for backend in backends():
+        q, r = np.zeros(N, d.np), np.zeros(N, d.np)
+        divmod_kernel[1](x, y, q, r, backend=backend)
+        np.testing.assert_array_equal(q, want[0], err_msg=f"// on {backend}")
+        np.testing.assert_array_equal(r, want[1], err_msg=f"% on {backend}")
+
+
+# ------------------------------------------------------------ signs of zero
+
+FLOATS = [d for d in ALL_DTYPES if d.is_float]
+
+
+@tl.tile_kernel
+def rounding(x, y, lo, hi, q, r):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(lo, tl.floor(a), index=(0,))
+    tl.store(hi, tl.ceil(a), index=(0,))
+    tl.store(q, a // b, index=(0,))
+    tl.store(r, a % b, index=(0,))
+
+
+def assert_same_floats(got, want, msg):
+    """Bit for bit up to NaN payloads: values, infinities and signs of zero."""
+    got, want = np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64)
+    np.testing.assert_array_equal(got, want, err_msg=msg)
+    assert np.array_equal(np.signbit(got) | np.isnan(got), np.signbit(want) | np.isnan(want)), f"{msg}: signs differ"
+
+
+SIGNED_ZERO_CASES = [0.0, -0.0, -0.5, 0.5, -1.0, 2.5, -2.5, 1e-30, -1e-30, np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_floor_ceil_and_floordiv_keep_the_sign_of_zero(d, data):
+    """floor(-0.0), ceil(-0.0), ceil(-0.5) and 0.0 // -1.0 gave +0.0 on the CPU backend (NumPy: -0.0)."""
+    values = st.sampled_from(SIGNED_ZERO_CASES) | st.floats(-1e6, 1e6, width=32)
+    x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=values))
+    x[:6], y[:6] = (0.0, -0.0, 0.0, -0.0, -2.0, 2.0), (-1.0, 1.0, 1.0, -1.0, 1.0, -1.0)  # the zero quotients
+    t = np.float32 if d.bits == 16 else d.np  # 16-bit floats compute in float32
+    with np.errstate(all="ignore"):  # 1e6 is inf in float16
+        x, y = x.astype(d.np), y.astype(d.np)
+        xt, yt = x.astype(t), y.astype(t)
+        want = [np.floor(xt), np.ceil(xt), np.floor_divide(xt, yt), np.mod(xt, yt)]
+    for backend in backends():
+        outs = [np.zeros(N, d.np) for _ in want]
+        rounding[1](x, y, *outs, backend=backend)
+        for name, got, w in zip(("floor", "ceil", "//", "%"), outs, want):
+            assert_same_floats(got, w.astype(d.np), f"{name} {d} on {backend}")
+
+
+def test_floor_and_ceil_are_single_instructions_in_ptx():
+    for d in ("f32", "f64"):
+        ops = ptx_instructions(rounding, *[f"{d}[:]"] * 6)
+        assert {f"cvt.rmi.{d}.{d}", f"cvt.rpi.{d}.{d}"} <= ops, ops  # floor, ceil: float results
+        assert not {op for op in ops if op.startswith("cvt.rzi.s64")}, ops  # no trip through int64
+
+
+# ---------------------------------------------------- narrowing conversions
+
+# name: (significand bits, smallest normal exponent, largest exponent)
+FORMATS = {
+    "float16": (11, -14, 15), "bfloat16": (8, -126, 127), "float32": (24, -126, 127), "float64": (53, -1022, 1023),
+}  # fmt: skip
+
+
+def round_exactly(v, name):
+    """The exact value ``v`` (a Python int or float) rounded once to nearest even in format ``name``."""
+    if not isinstance(v, int) and not math.isfinite(v):
+        return v
+    mant, emin, emax = FORMATS[name]
+    a = abs(Fraction(v))
+    if a == 0:
+        return math.copysign(0.0, v) if isinstance(v, float) else 0.0
+    e = max(a.numerator.bit_length() - a.denominator.bit_length(), emin)  # floor(log2(a)), maybe one too big
+    if e > emin and a < Fraction(2) ** e:
+        e -= 1
+    step = Fraction(2) ** (e - mant + 1)  # the spacing of the format at a (subnormals: at emin)
+    n, rem = divmod(a, step)
+    n += rem > step / 2 or (rem == step / 2 and n % 2 == 1)
+    value = n * step
+    return math.copysign(math.inf if value >= Fraction(2) ** (emax + 1) else float(value), v)
+
+
+@tl.tile_kernel
+def narrow(x, h, b, f, g):
+    a = tl.load(x, index=(0,), shape=(N,))
+    tl.store(h, a.astype(tl.float16), index=(0,))
+    tl.store(b, a.astype(tl.bfloat16), index=(0,))
+    tl.store(f, a.astype(tl.float32), index=(0,))
+    tl.store(g, a.astype(tl.float64), index=(0,))
+
+
+TIES = [1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 1 + 2**-24 + 2**-50, 1 + 2**-11, -(1 + 2**-8 + 2**-30), 65519.99,
+        65520.0, 2**-25 + 2**-60, 2**-24 * 1.5, 3.4e38, 3.4028235677973366e38, 1e300, 2**-149 * 0.75, -1e-310,
+        0.0, -0.0, math.inf, -math.inf, math.nan]  # fmt: skip
+INT_TIES = [2**24 + 1, 2**30 + 2**22 + 1, 2**30 + 2**22, 2**31 - 1, 2**60 + 2**36 + 1, 2**60 + 2**52 + 1, 2**63 - 1,
+            2**63 + 2**39 + 1, 2**64 - 1, 65519, 65520, -(2**30 + 2**22 + 1), -(2**60 + 2**36 + 1)]  # fmt: skip
+SOURCES = ["float64", "float32", "int64", "uint64", "int32", "uint32", "int16", "uint16"]
+
+
+@pytest.mark.parametrize("src", SOURCES)
+@given(data=st.data())
+def test_narrowing_conversions_round_once(src, data):
+    """float64 → float16 went through float32 on the CPU backend (1 + 2**-11 + 2**-40 became
+    1.0), and float64 or 32/64-bit ints → bfloat16 everywhere (ml_dtypes rounds through float32)."""
+    d = np.dtype(src)
+    if d.kind == "f":
+        values = st.sampled_from(TIES) | st.floats(width=d.itemsize * 8)
+        x = data.draw(hnp.arrays(np.float64, (N,), elements=values))
+        with np.errstate(over="ignore"):
+            x = x.astype(d)
+    else:
+        x = data.draw(edge_ints(tl.dtypes.dtype(d), INT_TIES))
+    exact = [v.item() for v in x]  # Python ints or floats: exact values
+    outs = {name: np.zeros(N, tl.dtypes.dtype(name).np) for name in ("float16", "bfloat16", "float32", "float64")}
+    want = {name: np.array([round_exactly(v, name) for v in exact]) for name in outs}
+    for backend in backends():
+        narrow[1](x, *outs.values(), backend=backend)
+        for name, got in outs.items():
+            assert_same_floats(got, want[name], f"{src} → {name} on {backend}, from {x}")
+
+
+def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
+    """float32 rounded toward zero with a sticky last bit, then one cvt.rn to 16 bits: on every sm
+    (cvt.rn.bf16.f64 and cvt.rn.bf16.s64 are sm_90 only)."""
+    for src, steps in (("f64", {"cvt.rz.f32.f64", "setp.neu.f64"}), ("i64", {"cvt.rz.f32.s64", "cvt.rzi.s64.f32"})):
+        ops = ptx_instructions(narrow, f"{src}[:]", "f16[:]", "bf16[:]", "f32[:]", "f64[:]")
+        assert steps | {"or.b32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"} <= ops, (src, ops)
+
+
+# ------------------------------------------------------- math functions' accuracy
+
+# docs/dtypes.md's contract: |result - exact| <= ULPS * ulp(exact) for float32 and float64;
+# 16-bit floats are the float32 result rounded, so within 1 ulp of their own.
+ULPS = {"sqrt": 0.5, "div": 0.5, "exp": 2, "exp2": 2, "log": 2, "log2": 2, "sin": 2, "cos": 2, "rsqrt": 2,
+        "tanh": 3, "erf": 3, "sigmoid": 4, "pow": 4}  # fmt: skip
+UNARY_MATH = {"exp": tl.exp, "exp2": tl.exp2, "log": tl.log, "log2": tl.log2, "sqrt": tl.sqrt, "rsqrt": tl.rsqrt,
+              "sin": tl.sin, "cos": tl.cos, "tanh": tl.tanh, "erf": tl.erf, "sigmoid": tl.sigmoid}  # fmt: skip
+FUNCTIONS = [*UNARY_MATH, "pow", "div"]
+WIDE = np.longdouble if np.finfo(np.longdouble).nmant >= 63 else np.float64  # float64's reference
+
+
+@tl.tile_kernel
+def math_functions(x, y, out):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    for k, fn in enumerate(UNARY_MATH.values()):
+        tl.store(out, fn(a), index=(k,))  # tile k
+    tl.store(out, a**b, index=(len(UNARY_MATH),))
+    tl.store(out, a / b, index=(len(UNARY_MATH) + 1,))
+
+
+def math_reference(name, a, b):
+    """``name`` in float64 (float32 and 16-bit inputs) or long double (float64 inputs); erf in float64."""
+    with np.errstate(all="ignore"):
+        if name == "erf":
+            return np.array([math.erf(v) for v in a.astype(np.float64)])
+        return {"rsqrt": lambda: 1 / np.sqrt(a), "sigmoid": lambda: 1 / (1 + np.exp(-a)), "pow": lambda: a**b,
+                "div": lambda: a / b}.get(name, lambda: getattr(np, name)(a))()  # fmt: skip
+
+
+def ulp_errors(got, want, d):
+    """|got - want| in ulps of ``d`` at ``want``, inf where NaNs disagree. Infinities and values past
+    the range count as 2**(emax+1), so an overflow at the threshold is measured, not refused."""
+    info = tl.testing.ml_dtypes.finfo(d.np)
+    top = WIDE(2.0) ** (int(info.maxexp))
+    got, want = got.astype(WIDE), want.astype(WIDE)
+    nan = np.isnan(got) | np.isnan(want)
+    g, w = np.clip(got, -top, top), np.clip(want, -top, top)  # past the range: inf
+    _, e = np.frexp(np.abs(w))
+    ulp = np.ldexp(WIDE(1.0), np.maximum(e, int(info.minexp) + 1) - (int(info.nmant) + 1))
+    err = np.where(np.isinf(got) & np.isinf(want) & (got == want), 0, np.abs(g - w) / ulp)
+    return np.where(nan, np.where(np.isnan(got) & np.isnan(want), 0, np.inf), err)
+
+
+MATH_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-3, 3.0, 10.0, -10.0, 88.72283, 88.7229, -87.3, -103.9, 127.99, -149.5,
+              1e-7, 1e-30, 1e-40, 3.1415927, 1e4, -1e4, 1e30, 65504.0, np.inf, -np.inf, np.nan]  # fmt: skip
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_math_functions_meet_the_accuracy_contract(d, data):
+    """Each backend within docs/dtypes.md's ulps of the exact result (float64 or long double here):
+    the interpreter's NumPy float32 exp(1) was 1 ulp off the CPU backend's."""
+    t = np.float32 if d.bits == 16 else d.np
+    wide = WIDE if d.np == np.float64 else np.float64
+    elements = st.sampled_from(MATH_EDGES) | st.floats(allow_nan=True, allow_infinity=True, width=32)
+    if d.np == np.float64:
+        elements = elements | st.floats(allow_nan=False, width=64)
+    x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=elements))
+    with np.errstate(all="ignore"):
+        x, y = x.astype(d.np), y.astype(d.np)
+        exact = {name: math_reference(name, x.astype(t).astype(wide), y.astype(t).astype(wide)) for name in FUNCTIONS}
+    for backend in backends():
+        out = np.zeros(len(FUNCTIONS) * N, d.np)
+        math_functions[1](x, y, out, backend=backend)
+        for k, name in enumerate(FUNCTIONS):
+            got = out[k * N : (k + 1) * N]
+            rounded_reference = d.np == np.float64 and (wide is np.float64 or name == "erf")  # itself 1 ulp off
+            limit = 1.0 if d.bits == 16 else ULPS[name] + rounded_reference
+            err = ulp_errors(got, exact[name], d)
+            bad = err > limit
+            assert not bad.any(), (
+                f"{name} {d} on {backend}: {err[bad].max():.3g} ulps > {limit} at x={x[bad]}, y={y[bad]}, got "
+                f"{got[bad]}, exact {exact[name][bad]}"
+            )
