@@ -125,6 +125,7 @@ def test_a_failed_launch_raises_through_the_callback():
 def test_launches_from_threads_keep_their_own_parameters():
     """The buffer is per call (on the C stack): a thread switch while one call is read
     (a tensor's Python methods) cannot mix another call's values into it."""
+
     class Slow:  # a tensor whose methods let other threads run mid-read
         dtype = "f32"
 
