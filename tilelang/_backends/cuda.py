@@ -278,8 +278,10 @@ class CudaKernel:
     def __init__(self, program: ThreadProgram):
         self.program = program
         self.source = CudaWriter(program).source()
-        # what the compiled code depends on: the generated source and the toolchain
-        self.digest = hashlib.sha256("\n".join([self.source, *toolchain_versions()]).encode()).hexdigest()[:32]
+        # what the compiled code depends on: the generated source, the parameters' types (an int32
+        # and a uint32 scalar can give the same source) and the toolchain
+        key = [self.source, param_codes(program), *toolchain_versions()]
+        self.digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:32]
         self._function = None
         self._ptx = {}
         self.dynamic_shared = dynamic_shared_bytes(program)
