@@ -8,11 +8,12 @@ export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tilelang-cache} PYTHONUNBUF
 python3 -c "import tilelang._launch" 2>/dev/null || gcc -O2 -shared -fPIC \
   -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" tilelang/_launch.c \
   -o "tilelang/_launch$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
-echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py 2>&1 | tail -4
+echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_limits.py 2>&1 | tail -4
 echo "== op suites on cuda"
 TILELANG_TEST_BACKENDS=interpret,cuda timeout 240 python3 -m pytest -q -n 8 -p no:cacheprovider \
   tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_shape.py tests/test_ops_memory.py \
-  tests/test_dot.py tests/test_loops.py tests/test_examples.py > "$out/suites.log" 2>&1
+  tests/test_dot.py tests/test_loops.py tests/test_examples.py tests/test_folding.py tests/test_numerics.py \
+  tests/test_memory_order.py tests/test_dtypes.py tests/test_regressions.py tests/test_limits.py > "$out/suites.log" 2>&1
 grep -E "passed|failed|FAILED" "$out/suites.log" | head -20
 for tool in memcheck racecheck; do
   for ex in examples/*.py; do
@@ -21,6 +22,7 @@ for tool in memcheck racecheck; do
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error" "$out/san.log" | tail -1
   done
 done
+echo "== demo"; timeout 60 python3 examples/vector_add.py 2>&1 | tail -5
 echo "== benchmarks"; timeout 200 python3 benchmarks/run.py --out "$out/bench.md" > "$out/bench.log" 2>&1; tail -20 "$out/bench.log"
 echo "== launch"; timeout 120 python3 benchmarks/launch.py 2>&1 | grep -v Warning | tail -8
 echo "== launch, piece by piece"; timeout 120 python3 benchmarks/launch_breakdown.py 2>&1 | grep -v Warning | tail -3
