@@ -21,13 +21,13 @@ from .._lower.thread_ir import (
     Imm,
     Load,
     Loop,
-    Op,
     Reg,
     SharedLoad,
     SharedStore,
     Shuffle,
     Store,
     ThreadProgram,
+    registers,
     walk_statements,
 )
 from ..errors import TileCompilerError, TileValueError
@@ -70,28 +70,12 @@ def _split(stmts):
 
 
 def _registers(stmts):
-    """Every register a statement list mentions."""
+    """Every register a statement list mentions (what each statement defines and reads)."""
     for s in stmts:
-        if isinstance(s, Op):
-            yield s.dst
-            yield from s.args
-        elif isinstance(s, Load):
-            yield from (*s.dsts, s.offset, s.mask, s.pad)
-        elif isinstance(s, Store):
-            yield from (s.offset, s.mask, *s.values)
-        elif isinstance(s, Atomic):
-            yield from (s.offset, s.mask, s.value)
-        elif isinstance(s, SharedLoad):
-            yield from (s.dst, s.index)
-        elif isinstance(s, SharedStore):
-            yield from (s.index, s.value, s.mask)
-        elif isinstance(s, Shuffle):
-            yield from (s.dst, s.src)
-        elif isinstance(s, If):
-            yield s.cond
+        yield from registers(s, s.DEFS + s.USES)
+        if isinstance(s, If):
             yield from _registers(s.then + s.orelse)
         elif isinstance(s, Loop):
-            yield from (s.index, s.start, s.stop, s.step, *s.params, *s.inits, *s.results)
             yield from _registers(s.body)
 
 

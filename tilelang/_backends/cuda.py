@@ -36,6 +36,7 @@ from .._lower.thread_ir import (
     Shuffle,
     Store,
     ThreadProgram,
+    shared_offsets,
     walk_statements,
 )
 from ..errors import TileCompilerError
@@ -148,19 +149,15 @@ def shared_layout(program: ThreadProgram):
     """Where each shared buffer lives when they exceed the static limit: one dynamic
     allocation, buffers at 16-byte aligned offsets (in elements of their own type), and
     whether that is needed. Below the limit buffers are plain static arrays."""
-    offsets, at = {}, 0
-    for name, (d, size) in program.shared.items():
-        at = -(-at // 16) * 16
-        offsets[name] = (d, at // d.itemsize)
-        at += size * d.itemsize
-    return (offsets, True) if at > STATIC_SHARED_LIMIT else ({}, False)
+    starts, total = shared_offsets(program.shared)
+    if total <= STATIC_SHARED_LIMIT:
+        return {}, False
+    return {name: (d, starts[name] // d.itemsize) for name, (d, _) in program.shared.items()}, True
 
 
 def dynamic_shared_bytes(program: ThreadProgram) -> int:
-    offsets, dynamic = shared_layout(program)
-    if not dynamic:
-        return 0
-    return max(d.itemsize * (start + program.shared[name][1]) for name, (d, start) in offsets.items())
+    total = shared_offsets(program.shared)[1]
+    return total if total > STATIC_SHARED_LIMIT else 0
 
 
 def cache_dir() -> str:

@@ -26,6 +26,7 @@ import threading
 
 import numpy as np
 
+from .._ir import primitives
 from ..dtypes import DType
 from .cuda import intrinsic_table
 
@@ -114,13 +115,7 @@ INTRINSICS["select"] = select
 
 def float32_odd(x):
     """``x`` (a float64 or an integer) → float32 rounded to odd, as the GPU's ``cvt.rz`` sequence."""
-    with np.errstate(over="ignore"):
-        r = np.asarray(x).astype(np.float32)[()]  # rounded once, to nearest
-    exact = x.item() if isinstance(x, np.generic) else x  # Python compares int with float exactly
-    if float(r) != exact and exact == exact:
-        u = int(r.view(np.uint32)) - (abs(float(r)) > abs(exact))
-        r = np.uint32(u | 1).view(np.float32)
-    return r
+    return primitives.float32_odd(np.asarray(x))[()]
 
 
 INTRINSICS["float32_odd_float"] = INTRINSICS["float32_odd_int"] = float32_odd

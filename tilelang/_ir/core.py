@@ -152,6 +152,16 @@ def sub_blocks(eqn: Eqn):
     return [v for v in eqn.params.values() if isinstance(v, Block)]
 
 
+def tile_outputs(block: Block):
+    """``(eqn, var)`` for every tile value an equation of ``block`` (or of a body in it) defines."""
+    for eqn in block.eqns:
+        for out in eqn.outputs:
+            if isinstance(out.type, TileType):
+                yield eqn, out
+        for sub in sub_blocks(eqn):
+            yield from tile_outputs(sub)
+
+
 def array_accesses(program: Program) -> tuple[set, set]:
     """Names of the array arguments the kernel reads (loads, gathers) and writes (stores,
     scatters, atomics)."""

@@ -28,6 +28,14 @@ def pow2_ceil(n: int) -> int:
     return 1 << (n - 1).bit_length() if n > 1 else 1
 
 
+def padded_size(shape) -> int:
+    """Elements of a tile of ``shape`` with each dimension padded to a power of two."""
+    size = 1
+    for s in shape:
+        size *= pow2_ceil(s)
+    return size
+
+
 def log2(n: int) -> int:
     return n.bit_length() - 1
 

@@ -3,7 +3,9 @@
 Values are scalar registers (tiles are unrolled into one register per element a thread
 holds). Statements: scalar operations, global loads and stores (scalar or vector, with a
 mask), atomics, shared-memory loads and stores, barriers, warp shuffles, and structured
-``If`` / ``Loop``. Every backend (numba-cuda, CPU) emits from this form.
+``If`` / ``Loop``. Every backend (numba-cuda, CPU) emits from this form. Each statement
+names the fields holding the registers it reads (``USES``) and defines (``DEFS``), so passes
+and backends that only follow registers need not dispatch on statement classes.
 
 Registers of 16-bit float type hold float32 values that are exactly representable in
 that type: backends compute each operation producing one in float32 and round it once,
@@ -48,6 +50,7 @@ class Op:
     args: tuple
     attr: object = None
     USES: ClassVar = ("args",)
+    DEFS: ClassVar = ("dst",)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Load:
     mask: object
     pad: object
     USES: ClassVar = ("offset", "mask", "pad")
+    DEFS: ClassVar = ("dsts",)
 
 
 @dataclass
@@ -70,6 +74,7 @@ class Store:
     values: tuple
     mask: object
     USES: ClassVar = ("offset", "values", "mask")
+    DEFS: ClassVar = ()
 
 
 @dataclass
@@ -80,6 +85,7 @@ class Atomic:
     op: str
     mask: object
     USES: ClassVar = ("offset", "value", "mask")
+    DEFS: ClassVar = ()
 
 
 @dataclass
@@ -88,6 +94,7 @@ class SharedLoad:
     buffer: str
     index: object
     USES: ClassVar = ("index",)
+    DEFS: ClassVar = ("dst",)
 
 
 @dataclass
@@ -97,11 +104,13 @@ class SharedStore:
     value: object
     mask: object
     USES: ClassVar = ("index", "value", "mask")
+    DEFS: ClassVar = ()
 
 
 @dataclass
 class Barrier:
     USES: ClassVar = ()
+    DEFS: ClassVar = ()
 
 
 @dataclass
@@ -112,6 +121,7 @@ class Shuffle:
     src: object
     xor: int
     USES: ClassVar = ("src",)
+    DEFS: ClassVar = ("dst",)
 
 
 @dataclass
@@ -123,6 +133,7 @@ class If:
     then: list
     orelse: list = field(default_factory=list)
     USES: ClassVar = ("cond",)
+    DEFS: ClassVar = ()
 
 
 @dataclass
@@ -141,6 +152,7 @@ class Loop:
     results: list
     loc: object = None  # the user's tl.range line, for errors raised at run time
     USES: ClassVar = ("start", "stop", "step", "inits", "results")
+    DEFS: ClassVar = ("index", "params")
 
 
 @dataclass
@@ -191,6 +203,24 @@ OPS = {
     "block_id": 0,
     "num_blocks": 0,
 }
+
+
+def shared_offsets(shared: dict) -> tuple[dict, int]:
+    """Byte offset of each shared buffer laid out one after another at 16-byte aligned offsets
+    (as the CUDA backend places them past the static limit), and the bytes they take in all."""
+    offsets, at = {}, 0
+    for name, (d, size) in shared.items():
+        at = -(-at // 16) * 16
+        offsets[name] = at
+        at += size * d.itemsize
+    return offsets, at
+
+
+def registers(s, fields):
+    """The registers (and immediates) in ``s``'s ``fields`` (``USES``, ``DEFS``), flattened."""
+    for name in fields:
+        x = getattr(s, name)
+        yield from (x if isinstance(x, (tuple, list)) else (x,))
 
 
 def replace_uses(s, rename: dict):

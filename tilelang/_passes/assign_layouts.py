@@ -11,8 +11,8 @@ its carried values every iteration.
 
 from __future__ import annotations
 
-from .._ir.core import Block, Program, TileType, Var
-from .._lower.layout import Layout, blocked, matmul_result, pow2_ceil, reshaped, sliced
+from .._ir.core import Block, Program, TileType, Var, tile_outputs
+from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, sliced
 
 
 def default_num_threads(program: Program) -> int:
@@ -20,28 +20,11 @@ def default_num_threads(program: Program) -> int:
     loads in flight per thread, few warps to combine in reductions), at least 4 warps
     once a tile has 1024 elements, between 32 and 512. Measured on the H200: a 4096-wide
     softmax row is fastest with 128 threads, a 1024-element vector add with 128."""
-    largest = max((_padded_size(v.type.shape) for v in _tile_vars(program.body)), default=1)
+    largest = max((padded_size(v.type.shape) for _, v in tile_outputs(program.body)), default=1)
     t = 32
     while t < 512 and t * 32 < largest:
         t *= 2
     return max(t, 128) if largest >= 1024 else t
-
-
-def _padded_size(shape) -> int:
-    size = 1
-    for s in shape:
-        size *= pow2_ceil(s)
-    return size
-
-
-def _tile_vars(block: Block):
-    for eqn in block.eqns:
-        for o in eqn.outputs:
-            if isinstance(o.type, TileType):
-                yield o
-        for sub in eqn.params.values():
-            if isinstance(sub, Block):
-                yield from _tile_vars(sub)
 
 
 def scalar_layout(num_threads: int) -> Layout:

@@ -12,8 +12,9 @@ sizes", states the limits for users.
 
 from __future__ import annotations
 
-from .._ir.core import Block, Program, TileType
-from .._lower.layout import pow2_ceil
+from .._ir.core import Program, tile_outputs
+from .._lower.layout import padded_size
+from .._lower.thread_ir import shared_offsets
 from ..errors import TileLimitError
 
 MAX_ELEMENTS_PER_THREAD = 64  # of one tile value under its layout (padded to powers of two)
@@ -21,27 +22,14 @@ MAX_THREADS = 1024  # what num_threads may be
 SHARED_LIMIT = 227 * 1024  # bytes of shared memory per block (sm_90's opt-in maximum)
 
 
-def _tile_values(block: Block):
-    """``(eqn, output)`` for every tile produced in ``block`` and the loop bodies in it."""
-    for eqn in block.eqns:
-        for out in eqn.outputs:
-            if isinstance(out.type, TileType) and out.type.shape:
-                yield eqn, out
-        for sub in eqn.params.values():
-            if isinstance(sub, Block):
-                yield from _tile_values(sub)
-
-
 def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
     """Every tile holds at most MAX_ELEMENTS_PER_THREAD elements per thread (the first one past
     it is reported, at the line that makes it)."""
-    for eqn, out in _tile_values(program.body):
+    for eqn, out in tile_outputs(program.body):
         layout = layouts.get(out)
-        if layout is None or layout.num_regs <= MAX_ELEMENTS_PER_THREAD:
+        if not out.type.shape or layout is None or layout.num_regs <= MAX_ELEMENTS_PER_THREAD:
             continue
-        padded = 1
-        for s in out.type.shape:
-            padded *= pow2_ceil(s)
+        padded = padded_size(out.type.shape)
         fix = "use smaller tiles (loop over the data with tl.range)"
         if num_threads < MAX_THREADS and padded <= MAX_ELEMENTS_PER_THREAD * MAX_THREADS:
             fix += f", or more threads per block: @tl.tile_kernel(num_threads={padded // MAX_ELEMENTS_PER_THREAD})"
@@ -54,18 +42,9 @@ def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
         )
 
 
-def shared_bytes(shared: dict) -> int:
-    """A thread program's shared buffers laid out one after another at 16-byte aligned offsets
-    (as the CUDA backend places them)."""
-    at = 0
-    for d, size in shared.values():
-        at = -(-at // 16) * 16 + size * d.itemsize
-    return at
-
-
 def check_shared_memory(threads) -> None:
     """The thread program's shared memory fits one block's; the largest buffer's op is blamed."""
-    total = shared_bytes(threads.shared)
+    total = shared_offsets(threads.shared)[1]  # as the CUDA backend lays them out
     if total <= SHARED_LIMIT:
         return
     name = max(threads.shared, key=lambda n: threads.shared[n][1] * threads.shared[n][0].itemsize)
