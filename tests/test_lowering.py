@@ -546,7 +546,7 @@ def test_load_store_windows_at_edges(dtype, tile, strides, width, seed, data):
 
     consts = dict(BM=tile[0], BN=tile[1])
     ir = thread_ir(kernel, make, **consts)
-    widest = max(len(m.group(1).split(",")) for m in re.finditer(r"\(([^()]*)\) = load ", ir))
+    widest = max(int(m.group(1) or 1) for m in re.finditer(r"= load [^\n]*?(?:lanes=(\d+)[^\n]*)?$", ir, re.M))
     assert widest == width
     check(kernel, grid, make, reference, ("out",), **consts)
 

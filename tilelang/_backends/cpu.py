@@ -17,7 +17,6 @@ from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
     Barrier,
-    If,
     Imm,
     Load,
     Loop,
@@ -33,17 +32,13 @@ from .._lower.thread_ir import (
 from ..errors import TileCompilerError, TileValueError
 from .cpu_intrinsics import ZeroStep
 from .cuda import write_module
-from .numba_source import SourceWriter, code_type_name, operand
+from .numba_source import SourceWriter, code_type_name, lane_slot, operand
 
 
 def _synchronises(s) -> bool:
     if isinstance(s, (Barrier, Shuffle)):
         return True
-    if isinstance(s, Loop):
-        return any(map(_synchronises, s.body))
-    if isinstance(s, If):
-        return any(map(_synchronises, s.then + s.orelse))
-    return False
+    return isinstance(s, Loop) and any(map(_synchronises, s.body))
 
 
 def _split(stmts):
@@ -60,8 +55,6 @@ def _split(stmts):
                 out.append(("shuffle", [s]))
             elif isinstance(s, Loop):
                 out.append(("loop", s))
-            elif not isinstance(s, Barrier):
-                raise TileCompilerError("a barrier or shuffle under a condition cannot run on the CPU")
         else:
             run.append(s)
     if run:
@@ -73,9 +66,7 @@ def _registers(stmts):
     """Every register a statement list mentions (what each statement defines and reads)."""
     for s in stmts:
         yield from registers(s, s.DEFS + s.USES)
-        if isinstance(s, If):
-            yield from _registers(s.then + s.orelse)
-        elif isinstance(s, Loop):
+        if isinstance(s, Loop):
             yield from _registers(s.body)
 
 
@@ -87,11 +78,12 @@ class CpuWriter(SourceWriter):
         self.parallel = parallel
         self.loops: list = []  # loops with a runtime step, in ZeroStep numbering
         self.uniform: set = set()  # indices of block-level loops: plain scalars
-        self.shared_regs: set = set()  # registers living across phases: arrays
+        self.thread = "t"  # the thread whose registers code refers to
         self._classify(program.body)
 
     def _classify(self, stmts):
         seen: dict = {}
+        shared = set()  # one-slot registers living across phases
         counter = iter(range(10**9))
 
         def visit(stmts):
@@ -102,28 +94,32 @@ class CpuWriter(SourceWriter):
                         if isinstance(r, Reg):
                             seen.setdefault(r, set()).add(phase)
                 elif kind == "shuffle":
-                    self.shared_regs.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
+                    shared.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
                 else:
                     self.uniform.add(item.index)
-                    self.shared_regs.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
-                    self.shared_regs.update(item.params)
-                    self.shared_regs.update(r for r in (*item.inits, *item.results) if isinstance(r, Reg))
+                    shared.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
+                    shared.update(item.params)
+                    shared.update(r for r in (*item.inits, *item.results) if isinstance(r, Reg))
                     visit(item.body)
 
         visit(stmts)
         params = {r for p in self.program.params for r in (p.regs() if isinstance(p, ArrayParam) else [p.reg])}
-        self.shared_regs.update(r for r, phases in seen.items() if len(phases) > 1)
-        self.shared_regs -= params | self.uniform
-        # registers living across phases: one row each of a (count, threads) array per type
+        shared.update(r for r, phases in seen.items() if len(phases) > 1)
+        shared.update(r for r in seen if r.slots > 1)
+        shared -= params | self.uniform | self.local
+        # register arrays and registers living across phases: rows of a (threads, rows) table per type
         self.rows: dict = {}
-        for r in sorted(self.shared_regs, key=lambda r: r.name):
+        for r in sorted(shared, key=lambda r: r.name):
             table = self.rows.setdefault(code_type_name(r.dtype), {})
-            table[r] = len(table)
+            table[r] = sum(x.slots for x in table)
 
-    def ref(self, x, thread="t") -> str:
-        if isinstance(x, Reg) and x in self.shared_regs:
+    def ref(self, x, at=None) -> str:
+        if isinstance(x, Reg) and x in self.rows.get(code_type_name(x.dtype), ()):
             name = code_type_name(x.dtype)
-            return f"regs_{name}[{self.rows[name][x]}, {thread}]"
+            base = self.rows[name][x]
+            at = self.at if at is None else at
+            row = base if x.slots == 1 else (base + at if isinstance(at, int) else f"{base} + {at}")
+            return f"regs_{name}[{self.thread}, {row}]"
         return operand(x)
 
     # -- rendering with per-thread registers -------------------------------------
@@ -146,7 +142,7 @@ class CpuWriter(SourceWriter):
         for name, (d, size) in p.shared.items():
             self.emit(f"{name} = np.zeros({size}, np.{code_type_name(d).replace('boolean', 'bool_')})", 8)
         for name, table in self.rows.items():
-            shape = f"({len(table)}, {p.num_threads})"
+            shape = f"({p.num_threads}, {sum(x.slots for x in table)})"
             self.emit(f"regs_{name} = np.zeros({shape}, np.{name.replace('boolean', 'bool_')})", 8)
         self.phases(p.body, 8)
         return "\n".join(self.lines) + "\n"
@@ -160,7 +156,15 @@ class CpuWriter(SourceWriter):
             elif kind == "shuffle":
                 self.emit(f"for t in range({threads}):", indent)
                 for s in item:
-                    self.emit(f"{self.ref(s.dst)} = {self.ref(s.src, f't ^ {s.xor}')}", indent + 4)
+                    inner = indent + 4
+                    if s.dst.slots > 1:
+                        self.emit(f"for r in range({s.dst.slots}):", inner)
+                        self.at, inner = "r", inner + 8 - 4
+                    self.thread = f"t ^ {s.xor}"
+                    source = self.ref(s.src)
+                    self.thread = "t"
+                    self.emit(f"{self.ref(s.dst)} = {source}", inner)
+                    self.at = 0
             else:
                 self.loop(item, indent)
 
@@ -168,16 +172,14 @@ class CpuWriter(SourceWriter):
         threads = self.program.num_threads
         if s.params:
             self.emit(f"for t in range({threads}):", indent)
-            for p, init in zip(s.params, s.inits):
-                self.emit(f"{self.ref(p)} = {self.ref(init)}", indent + 4)
+            self.copy(s.params, s.inits, indent + 4)
         bounds = ", ".join(self.uniform_ref(x) for x in (s.start, s.stop, s.step))
         self.before_loop(s, indent, self.uniform_ref)
         self.emit(f"for {s.index.name} in range({bounds}):", indent)
         self.phases(s.body, indent + 4)
         if s.params:
             self.emit(f"for t in range({threads}):", indent + 4)
-            targets = ", ".join(self.ref(p) for p in s.params)
-            self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 8)
+            self.copy(s.params, s.results, indent + 8)
 
     def before_loop(self, loop: Loop, indent, ref=None):
         """A zero step raises ``ZeroStep(i)``, ``i`` naming the loop (numba raises constants only)."""
@@ -186,13 +188,12 @@ class CpuWriter(SourceWriter):
             self.emit(f"if {(ref or self.ref)(loop.step)} == 0:", indent)
             self.emit(f"raise ZeroStep({len(self.loops) - 1})", indent + 4)
 
-    def branch(self, s: If, indent):
-        """The CPU has no wide accesses: the element-by-element way alone (half the code
-        for numba to compile)."""
-        self.body(s.orelse, indent)
-
     def uniform_ref(self, x):
-        return self.ref(x, "0")
+        self.thread = "0"
+        try:
+            return self.ref(x)
+        finally:
+            self.thread = "t"
 
     def special(self, op):
         if op.op == "thread_id":
@@ -207,20 +208,21 @@ class CpuWriter(SourceWriter):
         return f"{array}__buf[{array}__origin + {self.ref(offset)}{f' + {i}' if i else ''}]"
 
     def statement(self, s, indent):
-        if isinstance(s, Load):
+        if isinstance(s, (Load, Store)):
             d = self.arrays[s.array].dtype
-            for i, dst in enumerate(s.dsts):
-                value = _from_memory(d, self.element(s.array, s.offset, i))
-                if s.mask is None or (isinstance(s.mask, Imm) and s.mask.value):
-                    self.emit(f"{self.ref(dst)} = {value}", indent)
-                else:
-                    self.emit(f"{self.ref(dst)} = {value} if {self.ref(s.mask)} else {self.ref(s.pad)}", indent)
-        elif isinstance(s, Store):
-            d = self.arrays[s.array].dtype
-            lines = [
-                f"{self.element(s.array, s.offset, i)} = {_to_memory(d, self.ref(v))}" for i, v in enumerate(s.values)
-            ]
-            self.masked(s.mask, lines, indent)
+            lane = "i" if s.lanes > 1 else 0
+            ok = self.ref(s.mask) if s.lanes == 1 else f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
+            if s.lanes > 1:
+                self.emit(f"for i in range({s.lanes}):", indent)
+                indent += 4
+            target = self.element(s.array, s.offset, lane)
+            if isinstance(s, Load):
+                value = f"{_from_memory(d, target)} if {ok} else {self.ref(s.pad)}"
+                self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes, lane))} = {value}", indent)
+            else:
+                value = _to_memory(d, self.ref(s.values, lane_slot(self.at, s.lanes, lane)))
+                self.emit(f"if {ok}:", indent)
+                self.emit(f"{target} = {value}", indent + 4)
         elif isinstance(s, Atomic):
             d = self.arrays[s.array].dtype
             target, v = self.element(s.array, s.offset), self.ref(s.value)

@@ -41,15 +41,15 @@ from .._lower.thread_ir import (
 )
 from ..errors import TileCompilerError
 from .cuda_driver import PARAM_CODES, kernel_launcher
-from .numba_source import SourceWriter, code_type_name, operand
+from .numba_source import SourceWriter, code_type_name, lane_slot
 
 DEFAULT_CC = (9, 0)
 
 
 def intrinsic_table(load, store, atomic, round_) -> dict:
     """The functions generated kernels call, by name, made by a target's factories:
-    ``ld[N]_<dtype>``/``st[N]_<dtype>`` for accesses of up to 16 bytes, ``atomic_<op>_<dtype>``
-    and ``round_<16-bit float>``."""
+    ``ld[N]_<dtype>``/``st[N]_<dtype>`` for masked accesses of up to 16 bytes,
+    ``atomic_<op>_<dtype>`` and ``round_<16-bit float>``."""
     from ..dtypes import ALL_DTYPES
 
     table = {}
@@ -68,7 +68,8 @@ def intrinsic_table(load, store, atomic, round_) -> dict:
 
 
 class CudaWriter(SourceWriter):
-    """numba-cuda: raw-pointer intrinsics, shared arrays, ``syncthreads``, ``shfl_xor_sync``."""
+    """numba-cuda: raw-pointer intrinsics, shared arrays, ``syncthreads``, ``shfl_xor_sync``;
+    tile values in ``cuda.local.array`` register arrays."""
 
     def source(self) -> str:
         p = self.program
@@ -80,14 +81,16 @@ class CudaWriter(SourceWriter):
                 self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)})", 4)
         for d in sorted({code_type_name(d) for d, _ in p.shared.values()} if dynamic else ()):
             self.emit(f"dynamic_{d} = cuda.shared.array(0, {d})", 4)  # all start at the same base
+        for x in self.array_registers():  # one per tile value: LLVM unrolls the slot loops into registers
+            self.emit(f"{x.name} = cuda.local.array({x.slots}, {code_type_name(x.dtype)})", 4)
         self.body(p.body, 4)
         return "\n".join(self.lines) + "\n"
 
     def shared_ref(self, buffer, index) -> str:
         if buffer not in self.offsets:
-            return f"{buffer}[{operand(index)}]"
+            return f"{buffer}[{self.ref(index)}]"
         d, start = self.offsets[buffer]
-        return f"dynamic_{code_type_name(d)}[{start} + {operand(index)}]"
+        return f"dynamic_{code_type_name(d)}[{start} + {self.ref(index)}]"
 
     def special(self, op):
         axis = "xyz"[op.attr] if op.op in ("block_id", "num_blocks") else None
@@ -100,31 +103,34 @@ class CudaWriter(SourceWriter):
         return super().special(op)
 
     def statement(self, s, indent):
+        ref = self.ref
         if isinstance(s, Load):
             d = self.arrays[s.array].dtype
-            lanes = "" if len(s.dsts) == 1 else str(len(s.dsts))
-            targets = ", ".join(r.name for r in s.dsts) + ("," if len(s.dsts) > 1 else "")
-            call = f"ld{lanes}_{d.name}({s.array}__ptr, {operand(s.offset)})"
-            if s.mask is None or (isinstance(s.mask, Imm) and s.mask.value):
-                self.emit(f"{targets} = {call}", indent)
+            if s.lanes == 1:
+                call = f"ld_{d.name}({s.array}__ptr, {ref(s.offset)}, {ref(s.mask)}, {ref(s.pad)})"
+                self.emit(f"{ref(s.dst)} = {call}", indent)
             else:
-                self.emit(f"{targets} = {', '.join(operand(s.pad) for _ in s.dsts)}", indent)
-                self.masked(s.mask, f"{targets} = {call}", indent)
+                targets = ", ".join(ref(s.dst, lane_slot(self.at, s.lanes, i)) for i in range(s.lanes))
+                args = ", ".join(ref(x) for x in (s.offset, s.mask, s.first, s.last, s.pad))
+                self.emit(f"{targets}, = ld{s.lanes}_{d.name}({s.array}__ptr, {args})", indent)
         elif isinstance(s, Store):
             d = self.arrays[s.array].dtype
-            lanes = "" if len(s.values) == 1 else str(len(s.values))
-            values = ", ".join(operand(v) for v in s.values)
-            values = values if len(s.values) == 1 else f"({values})"
-            self.masked(s.mask, f"st{lanes}_{d.name}({s.array}__ptr, {operand(s.offset)}, {values})", indent)
+            if s.lanes == 1:
+                args = ", ".join(ref(x) for x in (s.offset, s.mask, s.values))
+                self.emit(f"st_{d.name}({s.array}__ptr, {args})", indent)
+            else:
+                values = ", ".join(ref(s.values, lane_slot(self.at, s.lanes, i)) for i in range(s.lanes))
+                args = ", ".join(ref(x) for x in (s.offset, s.mask, s.first, s.last))
+                self.emit(f"st{s.lanes}_{d.name}({s.array}__ptr, {args}, ({values}))", indent)
         elif isinstance(s, Atomic):
             d = self.arrays[s.array].dtype
-            call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {operand(s.offset)}, {operand(s.value)})"
+            call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {ref(s.offset)}, {ref(s.value)})"
             self.masked(s.mask, call, indent)
         elif isinstance(s, SharedLoad):
             value = self.shared_ref(s.buffer, s.index)
-            self.emit(f"{s.dst.name} = {value} != 0" if s.dst.dtype.is_bool else f"{s.dst.name} = {value}", indent)
+            self.emit(f"{ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{ref(s.dst)} = {value}", indent)
         elif isinstance(s, SharedStore):
-            value = f"uint8({operand(s.value)})" if s.value.dtype.is_bool else operand(s.value)
+            value = f"uint8({ref(s.value)})" if s.value.dtype.is_bool else ref(s.value)
             self.masked(s.mask, f"{self.shared_ref(s.buffer, s.index)} = {value}", indent)
         elif isinstance(s, Barrier):
             self.emit("cuda.syncthreads()", indent)
@@ -132,12 +138,16 @@ class CudaWriter(SourceWriter):
             d = s.dst.dtype
             native = d.name in ("int32", "int64", "float32", "float64") or (d.is_float and d.bits == 16)
             wide = "int64" if d.bits == 64 else "int32"
-            src = operand(s.src) if native else f"{wide}({operand(s.src)})"
+            if s.dst.slots > 1:
+                self.emit(f"for r in range({s.dst.slots}):", indent)
+                self.at, indent = "r", indent + 4
+            src = ref(s.src) if native else f"{wide}({ref(s.src)})"
             value = f"cuda.shfl_xor_sync(0xFFFFFFFF, {src}, {s.xor})"
             if d.is_bool:
-                self.emit(f"{s.dst.name} = {value} != 0", indent)
+                self.emit(f"{ref(s.dst)} = {value} != 0", indent)
             else:
-                self.emit(f"{s.dst.name} = {code_type_name(d)}({value})", indent)
+                self.emit(f"{ref(s.dst)} = {code_type_name(d)}({value})", indent)
+            self.at = 0
         else:
             raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
 

@@ -1,5 +1,6 @@
-"""numba-cuda intrinsics the generated kernels call: global loads and stores through raw
-pointers (scalar and 16-byte vector), atomics, and 16-bit float conversions.
+"""numba-cuda intrinsics the generated kernels call: masked global loads and stores through
+raw pointers (scalar and 16-byte vector, with their lane-by-lane fallback in LLVM), atomics,
+and 16-bit float conversions.
 
 Arrays reach a kernel as a ``uint64`` data pointer plus int64 shapes and strides, so
 every access is ``ptr + offset * itemsize``, loaded through the global address space
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.cuda import nvvmutils
+from numba.cuda import cgutils, nvvmutils
 from numba.cuda.core import config
 from numba.cuda.extending import intrinsic
 
@@ -116,45 +117,111 @@ def _narrow(builder, value, d: DType):
     return value
 
 
+def _lane_ok(builder, ok, first, last, i: int):
+    """Whether lane ``i`` of a group is accessed: ``ok and first <= i < last``."""
+    lane = ir.Constant(I32, i)
+    inside = builder.and_(builder.icmp_signed("<=", first, lane), builder.icmp_signed("<", lane, last))
+    return builder.and_(ok, inside)
+
+
+def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
+    """Whether a group moves in one access: every lane in and the address aligned to its bytes."""
+    byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
+    aligned = builder.icmp_unsigned("==", builder.and_(byte, ir.Constant(I64, d.itemsize * lanes - 1)), ir.Constant(I64, 0))
+    inside = builder.and_(builder.icmp_signed("<=", first, ir.Constant(I32, 0)), builder.icmp_signed(">=", last, ir.Constant(I32, lanes)))
+    return builder.and_(builder.and_(ok, inside), aligned)
+
+
 def _load(d: DType, lanes: int):
+    """``ld_<dtype>(ptr, offset, ok, pad)``: the element, or ``pad`` where not ``ok``;
+    ``ld<N>_<dtype>(ptr, offset, ok, first, last, pad)``: a tuple of ``N``, lane ``i`` loaded
+    where ``ok and first <= i < last`` — in one access when all are and it is aligned."""
     reg = code_type(d)
 
+    def element(builder, ptr, offset, i, slot):
+        at = builder.add(offset, ir.Constant(I64, i)) if i else offset
+        builder.store(_widen(builder, builder.load(_address(builder, ptr, at, d), align=d.itemsize), d), slot)
+
+    if lanes == 1:
+
+        @intrinsic
+        def load(typingctx, ptr, offset, ok, pad):
+            def codegen(context, builder, sig, args):
+                ptr, offset, ok, pad = args
+                slot = cgutils.alloca_once_value(builder, pad)
+                with builder.if_then(ok):
+                    element(builder, ptr, offset, 0, slot)
+                return builder.load(slot)
+
+            return reg(types.uint64, types.int64, types.boolean, reg), codegen
+
+        return load
+
     @intrinsic
-    def load(typingctx, ptr, offset):
-        ret = reg if lanes == 1 else types.UniTuple(reg, lanes)
+    def load_vector(typingctx, ptr, offset, ok, first, last, pad):
+        ret = types.UniTuple(reg, lanes)
 
         def codegen(context, builder, sig, args):
-            raw = builder.load(_address(builder, *args, d, lanes), align=d.itemsize * lanes)
-            if lanes == 1:
-                return _widen(builder, raw, d)
-            items = [_widen(builder, element, d) for element in _elements(builder, raw, d, lanes)]
-            return context.make_tuple(builder, ret, items)
+            ptr, offset, ok, first, last, pad = args
+            slots = [cgutils.alloca_once_value(builder, pad) for _ in range(lanes)]
+            with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
+                with whole:
+                    raw = builder.load(_address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+                    for slot, item in zip(slots, _elements(builder, raw, d, lanes)):
+                        builder.store(_widen(builder, item, d), slot)
+                with lanewise:
+                    for i, slot in enumerate(slots):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
+                            element(builder, ptr, offset, i, slot)
+            return context.make_tuple(builder, ret, [builder.load(slot) for slot in slots])
 
-        return ret(types.uint64, types.int64), codegen
+        return ret(types.uint64, types.int64, types.boolean, types.int32, types.int32, reg), codegen
 
-    return load
+    return load_vector
 
 
 def _store(d: DType, lanes: int):
-    """``st_<dtype>(ptr, offset, value)``; vector stores take a tuple of ``lanes`` values."""
+    """``st_<dtype>(ptr, offset, ok, value)``; ``st<N>_<dtype>(ptr, offset, ok, first, last,
+    values)`` stores the lanes of a tuple of ``N`` as ``ld<N>`` loads them."""
     reg = code_type(d)
-    value_type = reg if lanes == 1 else types.UniTuple(reg, lanes)
+
+    def element(builder, ptr, offset, i, value):
+        at = builder.add(offset, ir.Constant(I64, i)) if i else offset
+        builder.store(_narrow(builder, value, d), _address(builder, ptr, at, d), align=d.itemsize)
+
+    if lanes == 1:
+
+        @intrinsic
+        def store(typingctx, ptr, offset, ok, value):
+            def codegen(context, builder, sig, args):
+                ptr, offset, ok, value = args
+                with builder.if_then(ok):
+                    element(builder, ptr, offset, 0, value)
+                return context.get_dummy_value()
+
+            return types.void(types.uint64, types.int64, types.boolean, reg), codegen
+
+        return store
 
     @intrinsic
-    def store(typingctx, ptr, offset, values):
+    def store_vector(typingctx, ptr, offset, ok, first, last, values):
         def codegen(context, builder, sig, args):
-            ptr, offset, vals = args
-            if lanes == 1:
-                value = _narrow(builder, vals, d)
-            else:
-                items = [_narrow(builder, builder.extract_value(vals, i), d) for i in range(lanes)]
-                value = _words(builder, items, d, lanes)
-            builder.store(value, _address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+            ptr, offset, ok, first, last, vals = args
+            items = [builder.extract_value(vals, i) for i in range(lanes)]
+            with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
+                with whole:
+                    value = _words(builder, [_narrow(builder, x, d) for x in items], d, lanes)
+                    builder.store(value, _address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+                with lanewise:
+                    for i, item in enumerate(items):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
+                            element(builder, ptr, offset, i, item)
             return context.get_dummy_value()
 
-        return types.void(types.uint64, types.int64, value_type), codegen
+        sig = types.void(types.uint64, types.int64, types.boolean, types.int32, types.int32, types.UniTuple(reg, lanes))
+        return sig, codegen
 
-    return store
+    return store_vector
 
 
 _ROUND = {

@@ -6,7 +6,9 @@ are host memory: the ``uint64`` pointers the generated code receives are address
 NumPy arrays. So every access reads or writes ``itemsize * lanes`` bytes at
 ``ptr + offset * itemsize`` through a NumPy view of that memory, with the same names,
 arguments and results as the GPU intrinsics: ``ld_<dtype>`` returns one register value,
-``ld<N>_<dtype>`` a tuple; ``st_<dtype>`` takes one value, ``st<N>_<dtype>`` a tuple.
+``ld<N>_<dtype>`` a tuple; ``st_<dtype>`` takes one value, ``st<N>_<dtype>`` a tuple; lanes
+that are masked off are not touched, and a group moves at once only when it is whole and
+aligned, as on the GPU.
 16-bit floats live in float32 registers as on the GPU: loads widen, stores narrow (exact),
 and ``round_float16``/``round_bfloat16`` round a float32 to the nearest 16-bit value, ties
 to even (``np.float16`` and ``ml_dtypes.bfloat16`` convert from float32 as ``cvt.rn``
@@ -52,28 +54,52 @@ def _view(ptr, offset, memory: np.dtype, lanes: int) -> np.ndarray:
     return np.frombuffer((ctypes.c_char * (memory.itemsize * lanes)).from_address(address), memory)
 
 
+def _whole(ptr, offset, ok, first, last, memory: np.dtype, lanes: int) -> bool:
+    """As the GPU decides: one access when every lane is in and the address is aligned."""
+    aligned = (int(ptr) + int(offset) * memory.itemsize) % (memory.itemsize * lanes) == 0
+    return bool(ok) and first <= 0 and last >= lanes and aligned
+
+
 def _load(d: DType, lanes: int):
     memory, reg = _memory(d), _register(d)
 
     if lanes == 1:
 
-        def load(ptr, offset):
-            return reg(_view(ptr, offset, memory, 1)[0])
-    else:
+        def load(ptr, offset, ok, pad):
+            return reg(_view(ptr, offset, memory, 1)[0]) if ok else pad
 
-        def load(ptr, offset):
+        return load
+
+    def load_vector(ptr, offset, ok, first, last, pad):
+        if _whole(ptr, offset, ok, first, last, memory, lanes):
             return tuple(reg(x) for x in _view(ptr, offset, memory, lanes))
+        return tuple(
+            reg(_view(ptr, offset + i, memory, 1)[0]) if ok and first <= i < last else pad for i in range(lanes)
+        )
 
-    return load
+    return load_vector
 
 
 def _store(d: DType, lanes: int):
     memory = _memory(d)
 
-    def store(ptr, offset, values):
-        _view(ptr, offset, memory, lanes)[:] = values
+    if lanes == 1:
 
-    return store
+        def store(ptr, offset, ok, value):
+            if ok:
+                _view(ptr, offset, memory, 1)[:] = value
+
+        return store
+
+    def store_vector(ptr, offset, ok, first, last, values):
+        if _whole(ptr, offset, ok, first, last, memory, lanes):
+            _view(ptr, offset, memory, lanes)[:] = values
+            return
+        for i in range(lanes):
+            if ok and first <= i < last:
+                _view(ptr, offset + i, memory, 1)[:] = values[i]
+
+    return store_vector
 
 
 def _round(d: DType):

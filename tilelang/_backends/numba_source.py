@@ -13,12 +13,21 @@ import math
 
 from .._lower.thread_ir import (
     ArrayParam,
-    If,
+    Atomic,
+    Barrier,
     Imm,
+    Load,
     Loop,
     Op,
     Reg,
+    SharedStore,
+    Shuffle,
+    SlotMap,
+    Store,
     ThreadProgram,
+    extent,
+    registers,
+    walk_statements,
 )
 from ..errors import TileCompilerError
 
@@ -164,13 +173,106 @@ def loop_bounds(loop, ref) -> str:
     return f"{start}, {stop} if {step} != 0 else {start}, {step} if {step} != 0 else 1"
 
 
+def slot_groups(stmts) -> list[list]:
+    """``stmts`` in runs one loop over slots can apply: consecutive statements applying to
+    the same number of slots (more than one), none reading through ``pick`` or a vector
+    store what an earlier one of the run defines (it may not be computed yet), none
+    touching memory an earlier one writes (or writing what it reads); every other statement
+    (barriers, shuffles, loops, one-slot statements) alone."""
+    runs, defined, touched = [], set(), {}
+    for s in stmts:
+        n = extent(s) if _per_slot(s) else 1
+        place = getattr(s, "array", None) or getattr(s, "buffer", None)
+        writes = isinstance(s, (Store, SharedStore, Atomic))
+        joins = (
+            n > 1
+            and runs
+            and runs[-1][0] == n
+            and not any(x in defined for x in _shifted_reads(s))
+            and (place is None or (place not in touched or not (writes or touched[place])))
+        )
+        if not joins:
+            runs.append((n, []))
+            defined, touched = set(), {}
+        runs[-1][1].append(s)
+        defined.update(registers(s, s.DEFS))
+        if place is not None:
+            touched[place] = touched.get(place, False) or writes
+    return [run for _, run in runs]
+
+
+def _per_slot(s) -> bool:
+    return not isinstance(s, (Barrier, Shuffle, Loop))
+
+
+def _shifted_reads(s):
+    """Registers a statement reads at other slots than its own (``pick``; a vector store's values)."""
+    if isinstance(s, Op) and s.op == "pick":
+        return s.args
+    if isinstance(s, Store) and s.lanes > 1:
+        return (s.values,)
+    return ()
+
+
+def slot_expr(m: SlotMap, at) -> str:
+    """``m`` applied to the slot ``at`` (a number, or the loop's variable)."""
+    if isinstance(at, int):
+        return str(m(at))
+    parts = []
+    for shift, mask, left in m.terms:
+        term = f"({at} >> {shift}) & {mask}" if shift else f"{at} & {mask}"
+        parts.append(f"(({term}) << {left})" if left else f"({term})")
+    return " + ".join(parts + ([str(m.const)] if m.const or not parts else []))
+
+
+def lane_slot(at, lanes: int, i: int):
+    """Slot ``i`` of the group ``at`` of ``lanes`` slots."""
+    if isinstance(at, int) and isinstance(i, int):
+        return at * lanes + i
+    return f"{at} * {lanes} + {i}" if at != 0 else str(i)
+
+
 class SourceWriter:
-    """Renders a thread program; targets override the target-specific parts."""
+    """Renders a thread program; targets override the target-specific parts.
+
+    A statement over ``n`` slots becomes ``for r in range(n):`` with its registers indexed
+    by ``r``, consecutive ones sharing the loop (:func:`slot_groups`); a register read only
+    inside the loop defining it is a plain variable there, others are register arrays."""
 
     def __init__(self, program: ThreadProgram):
         self.program = program
         self.lines: list[str] = []
         self.arrays = {p.name: p for p in program.params if isinstance(p, ArrayParam)}
+        self.groups: dict = {}  # id of a statement list -> its runs
+        self.local: set = set()  # registers living inside one slot loop
+        self.at = 0  # the slot the statement being rendered applies to
+        self._plan(program.body)
+
+    def _plan(self, body):
+        home, uses = {}, {}
+        carried = set()
+
+        def visit(stmts):
+            self.groups[id(stmts)] = runs = slot_groups(stmts)
+            for k, run in enumerate(runs):
+                key = (id(stmts), k) if _per_slot(run[0]) and extent(run[0]) > 1 else None
+                for s in run:
+                    shifted = set(_shifted_reads(s))
+                    for x in registers(s, s.USES):
+                        if isinstance(x, Reg):
+                            uses.setdefault(x, set()).add(None if x in shifted else key)
+                    for x in registers(s, s.DEFS):
+                        if isinstance(x, Reg) and not (isinstance(s, Load) and s.lanes > 1):
+                            home[x] = key
+                    if isinstance(s, Loop):
+                        carried.update(s.params)
+                        visit(s.body)
+
+        visit(body)
+        self.local = {
+            x for x, key in home.items()
+            if key is not None and x.slots > 1 and x not in carried and uses.get(x, {key}) == {key}
+        }  # fmt: skip
 
     def emit(self, line: str, indent: int):
         self.lines.append(" " * indent + line)
@@ -185,9 +287,24 @@ class SourceWriter:
         self.emit("inf, nan = math.inf, math.nan", 0)
         self.emit("", 0)
 
-    def ref(self, x) -> str:
-        """How code refers to a register or immediate (the CPU backend indexes some by thread)."""
+    def ref(self, x, at=None) -> str:
+        """How code refers to a register or immediate at a slot (that being rendered by default)."""
+        if isinstance(x, Reg) and x.slots > 1 and x not in self.local:
+            return self.element(x, self.at if at is None else at)
         return operand(x)
+
+    def element(self, x: Reg, at) -> str:
+        """Slot ``at`` of the register array ``x``."""
+        return f"{x.name}[{at}]"
+
+    def array_registers(self):
+        """The registers held as arrays (not plain variables), in the order defined."""
+        seen = {}
+        for s in walk_statements(self.program.body):
+            for x in registers(s, s.DEFS):
+                if isinstance(x, Reg) and x.slots > 1 and x not in self.local:
+                    seen.setdefault(x, None)
+        return list(seen)
 
     def signature(self) -> list[str]:
         names = []
@@ -198,31 +315,48 @@ class SourceWriter:
     def body(self, stmts, indent):
         if not stmts:
             self.emit("pass", indent)
-        for s in stmts:
-            if isinstance(s, Op):
-                special = self.special(s)
-                value = special if special is not None else cast(s, expression(s, self.ref))
-                self.emit(f"{self.ref(s.dst)} = {value}", indent)
-            elif isinstance(s, If):
-                self.branch(s, indent)
-            elif isinstance(s, Loop):
-                for p, init in zip(s.params, s.inits):
-                    self.emit(f"{self.ref(p)} = {self.ref(init)}", indent)
-                self.before_loop(s, indent)
-                self.emit(f"for {self.ref(s.index)} in range({loop_bounds(s, self.ref)}):", indent)
-                self.body(s.body, indent + 4)
-                if s.params:
-                    targets = ", ".join(self.ref(p) for p in s.params)
-                    self.emit(f"{targets}, = {', '.join(self.ref(r) for r in s.results)},", indent + 4)
+        for run in self.groups.get(id(stmts)) or slot_groups(stmts):
+            n = extent(run[0]) if _per_slot(run[0]) else 1
+            if n > 1:
+                self.emit(f"for r in range({n}):", indent)
+                self.at = "r"
+                for s in run:
+                    self.one(s, indent + 4)
+                self.at = 0
             else:
-                self.statement(s, indent)
+                for s in run:
+                    self.one(s, indent)
 
-    def branch(self, s: If, indent):
-        self.emit(f"if {self.ref(s.cond)}:", indent)
-        self.body(s.then, indent + 4)
-        if s.orelse:
-            self.emit("else:", indent)
-            self.body(s.orelse, indent + 4)
+    def one(self, s, indent):
+        if isinstance(s, Op):
+            self.emit(f"{self.ref(s.dst)} = {self.value(s)}", indent)
+        elif isinstance(s, Loop):
+            self.copy(s.params, s.inits, indent)
+            self.before_loop(s, indent)
+            self.emit(f"for {self.ref(s.index)} in range({loop_bounds(s, self.ref)}):", indent)
+            self.body(s.body, indent + 4)
+            self.copy(s.params, s.results, indent + 4)
+        else:
+            self.statement(s, indent)
+
+    def value(self, op: Op) -> str:
+        if op.op == "pick":
+            return self.ref(op.args[0], slot_expr(op.attr, self.at))
+        if op.op == "slot":
+            return f"int32({slot_expr(op.attr, self.at)})"
+        special = self.special(op)
+        return special if special is not None else cast(op, expression(op, self.ref))
+
+    def copy(self, targets, sources, indent):
+        """``targets = sources`` at once (a source may be another target), a loop per slot count."""
+        for n in sorted({t.slots for t in targets}):
+            pairs = [(t, v) for t, v in zip(targets, sources) if t.slots == n]
+            if n > 1:
+                self.emit(f"for r in range({n}):", indent)
+                self.at = "r"
+            lhs = ", ".join(self.ref(t) for t, _ in pairs)
+            self.emit(f"{lhs}, = {', '.join(self.ref(v) for _, v in pairs)},", indent + (4 if n > 1 else 0))
+            self.at = 0
 
     def before_loop(self, loop: Loop, indent):
         """Target-specific checks before a loop (the CPU backend raises on a zero step)."""
@@ -245,10 +379,6 @@ class SourceWriter:
         args = [self.ref(a) for a in op.args]
         if op.op == "fmod":
             return f"{code_type_name(op.dst.dtype)}({self.FMOD}({args[0]}, {args[1]}))"
-        if op.op == "aligned":
-            name, nbytes = op.attr
-            size = self.arrays[name].dtype.itemsize
-            return f"((uint64({name}__ptr) + uint64({args[0]}) * {size}) & {nbytes - 1}) == 0"
         return None
 
     def statement(self, s, indent):

@@ -1,11 +1,17 @@
 """The thread IR: what one thread of a block does, target-neutral.
 
-Values are scalar registers (tiles are unrolled into one register per element a thread
-holds). Statements: scalar operations, global loads and stores (scalar or vector, with a
-mask), atomics, shared-memory loads and stores, barriers, warp shuffles, and structured
-``If`` / ``Loop``. Every backend (numba-cuda, CPU) emits from this form. Each statement
-names the fields holding the registers it reads (``USES``) and defines (``DEFS``), so passes
-and backends that only follow registers need not dispatch on statement classes.
+A tile value is one register *array*: a ``Reg`` with one slot per element the thread holds
+(``slots``; a scalar has one). Every statement applies to each slot of its destination (or
+of its widest operand), reading one-slot operands as the same value for all: code does not
+grow with the tile, and backends emit a loop over the slots that LLVM unrolls into
+registers. Two ops move between slots: ``slot`` (each slot's own number mapped by a
+``SlotMap``, where coordinates come from) and ``pick`` (``dst[r] = src[map(r)]``).
+Statements: operations, global loads and stores (masked, in vectors of up to 16 bytes whose
+fallback lives in the backend's intrinsic), atomics, shared-memory loads and stores,
+barriers, warp shuffles and structured ``Loop``. Every backend (numba-cuda, CPU) emits from
+this form. Each statement names the fields holding the registers it reads (``USES``) and
+defines (``DEFS``), so passes and backends that only follow registers need not dispatch on
+statement classes.
 
 Registers of 16-bit float type hold float32 values that are exactly representable in
 that type: backends compute each operation producing one in float32 and round it once,
@@ -27,6 +33,7 @@ from ..errors import TileCompilerError
 class Reg:
     name: str
     dtype: DType
+    slots: int = 1  # a register array of this many slots
 
     def __str__(self):
         return self.name
@@ -41,9 +48,44 @@ class Imm:
         return f"{self.value!r}:{self.dtype.short}"
 
 
+def slots(x) -> int:
+    """How many slots an operand has (an immediate: one, the same for every slot)."""
+    return x.slots if isinstance(x, Reg) else 1
+
+
+@dataclass(frozen=True)
+class SlotMap:
+    """A map of slot numbers: ``map(r) = const + sum(((r >> shift) & mask) << left)`` over
+    ``terms`` — register bits moved, dropped or fixed, as layouts move index bits."""
+
+    terms: tuple = ()
+    const: int = 0
+
+    @staticmethod
+    def of_bits(pairs, const: int = 0) -> SlotMap:
+        """The map sending bit ``a`` of ``r`` to bit ``b`` for each ``(a, b)`` in ``pairs``,
+        runs of consecutive bits merged into one term."""
+        terms = []
+        for a, b in sorted(pairs):
+            if terms and terms[-1][0] + terms[-1][1].bit_length() == a and terms[-1][2] + terms[-1][1].bit_length() == b:
+                shift, mask, left = terms[-1]
+                terms[-1] = (shift, mask * 2 + 1, left)
+            else:
+                terms.append((a, 1, b))
+        return SlotMap(tuple(terms), const)
+
+    def __call__(self, r: int) -> int:
+        return self.const + sum(((r >> shift) & mask) << left for shift, mask, left in self.terms)
+
+    def __str__(self):
+        parts = [f"(r>>{s}&{m})<<{left}" for s, m, left in self.terms] + ([str(self.const)] if self.const else [])
+        return "+".join(parts) or "0"
+
+
 @dataclass
 class Op:
-    """``dst = op(args)`` for an op of ``OPS`` (params such as a dtype in ``attr``)."""
+    """``dst = op(args)`` for an op of ``OPS`` (params such as a dtype in ``attr``; the
+    ``SlotMap`` of ``slot`` and ``pick``)."""
 
     dst: Reg
     op: str
@@ -55,25 +97,36 @@ class Op:
 
 @dataclass
 class Load:
-    """``dsts = array[offset : offset+len(dsts)]`` where ``mask``; else ``pad``.
-    Several destinations make a vector load: the caller guarantees alignment."""
+    """Global memory in groups of ``lanes`` consecutive slots: for group ``g``, slot
+    ``g * lanes + i`` of ``dst`` is ``array[offset[g] + i]`` where ``mask[g]`` and (for
+    vectors) ``first[g] <= i < last[g]``, else ``pad``. A backend moves a group in one access
+    when all its lanes are in and the address is aligned to the group's bytes, else lane by
+    lane: the fallback lives in the intrinsic, not in the program."""
 
-    dsts: tuple
+    dst: Reg
     array: str
     offset: object
     mask: object
     pad: object
-    USES: ClassVar = ("offset", "mask", "pad")
-    DEFS: ClassVar = ("dsts",)
+    lanes: int = 1
+    first: object = None
+    last: object = None
+    USES: ClassVar = ("offset", "mask", "pad", "first", "last")
+    DEFS: ClassVar = ("dst",)
 
 
 @dataclass
 class Store:
+    """``values`` to global memory, in groups of ``lanes`` slots as ``Load`` reads them."""
+
     array: str
     offset: object
-    values: tuple
+    values: object
     mask: object
-    USES: ClassVar = ("offset", "values", "mask")
+    lanes: int = 1
+    first: object = None
+    last: object = None
+    USES: ClassVar = ("offset", "values", "mask", "first", "last")
     DEFS: ClassVar = ()
 
 
@@ -122,18 +175,6 @@ class Shuffle:
     xor: int
     USES: ClassVar = ("src",)
     DEFS: ClassVar = ("dst",)
-
-
-@dataclass
-class If:
-    """Two ways to compute the same values, e.g. a 16-byte access and its element-by-element
-    fallback: a backend without the fast way may emit ``orelse`` alone."""
-
-    cond: object
-    then: list
-    orelse: list = field(default_factory=list)
-    USES: ClassVar = ("cond",)
-    DEFS: ClassVar = ()
 
 
 @dataclass
@@ -197,8 +238,9 @@ OPS = {
     **dict.fromkeys(["land", "lor", "fmod"], 2),
     **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos"], 1),
     **dict.fromkeys(["tanh", "erf", "sigmoid", "floor", "ceil", "convert"], 1),
-    "aligned": 1,  # attr (array, bytes): whether the element at this offset is so aligned
     "select": 3,
+    "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
+    "pick": 1,  # dst[r] = arg[attr(r)]
     "thread_id": 0,
     "block_id": 0,
     "num_blocks": 0,
@@ -235,13 +277,23 @@ def replace_uses(s, rename: dict):
 
 
 def walk_statements(stmts):
-    """Every statement, those inside ``If`` and ``Loop`` bodies included."""
+    """Every statement, those inside ``Loop`` bodies included."""
     for s in stmts:
         yield s
-        if isinstance(s, If):
-            yield from walk_statements(s.then + s.orelse)
-        elif isinstance(s, Loop):
+        if isinstance(s, Loop):
             yield from walk_statements(s.body)
+
+
+def extent(s) -> int:
+    """How many times a statement applies: once per slot of what it defines or reads (per
+    group of ``lanes`` slots for global loads and stores)."""
+    if isinstance(s, Load):
+        return s.dst.slots // s.lanes
+    if isinstance(s, (Op, SharedLoad, Shuffle)):
+        return s.dst.slots
+    if isinstance(s, Store):  # (the values may be one, stored everywhere)
+        return max(slots(s.values) // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
+    return max((slots(x) for x in registers(s, s.DEFS + s.USES)), default=1)
 
 
 def _text(x):
@@ -250,34 +302,37 @@ def _text(x):
     return "-" if x is None else str(x)
 
 
+def _typed(r: Reg) -> str:
+    return f"{r}:{r.dtype.short}" + (f"x{r.slots}" if r.slots > 1 else "")
+
+
+def _lanes(s) -> str:
+    return "" if s.lanes == 1 else f" lanes={s.lanes} in [{_text(s.first)}, {_text(s.last)})"
+
+
 def _lines(stmts, indent):
     pad = " " * indent
     for s in stmts:
         if isinstance(s, Op):
             attr = f"[{getattr(s.attr, 'name', s.attr)}]" if s.attr is not None else ""
-            yield f"{pad}{s.dst}:{s.dst.dtype.short} = {s.op}{attr} {' '.join(map(_text, s.args))}".rstrip()
+            yield f"{pad}{_typed(s.dst)} = {s.op}{attr} {' '.join(map(_text, s.args))}".rstrip()
         elif isinstance(s, Load):
-            yield f"{pad}{_text(s.dsts)} = load {s.array}[{_text(s.offset)}] mask={_text(s.mask)} pad={_text(s.pad)}"
+            mask = f"mask={_text(s.mask)} pad={_text(s.pad)}{_lanes(s)}"
+            yield f"{pad}{_typed(s.dst)} = load {s.array}[{_text(s.offset)}] {mask}"
         elif isinstance(s, Store):
-            yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}"
+            yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}"
         elif isinstance(s, Atomic):
             yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}"
         elif isinstance(s, SharedLoad):
-            yield f"{pad}{s.dst} = shared {s.buffer}[{_text(s.index)}]"
+            yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]"
         elif isinstance(s, SharedStore):
             yield f"{pad}shared {s.buffer}[{_text(s.index)}] = {_text(s.value)} mask={_text(s.mask)}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
         elif isinstance(s, Shuffle):
-            yield f"{pad}{s.dst} = shuffle_xor {_text(s.src)} {s.xor}"
-        elif isinstance(s, If):
-            yield f"{pad}if {_text(s.cond)}:"
-            yield from _lines(s.then, indent + 4)
-            if s.orelse:
-                yield f"{pad}else:"
-                yield from _lines(s.orelse, indent + 4)
+            yield f"{pad}{_typed(s.dst)} = shuffle_xor {_text(s.src)} {s.xor}"
         elif isinstance(s, Loop):
-            carried = ", ".join(f"{p}={_text(i)}" for p, i in zip(s.params, s.inits))
+            carried = ", ".join(f"{_typed(p)}={_text(i)}" for p, i in zip(s.params, s.inits))
             yield f"{pad}for {s.index} in range({_text(s.start)}, {_text(s.stop)}, {_text(s.step)}) carry({carried}):"
             yield from _lines(s.body, indent + 4)
             yield f"{pad}    next {_text(s.results)}"
@@ -298,52 +353,40 @@ def format_thread_program(prog: ThreadProgram) -> str:
 
 
 def verify_thread_program(prog: ThreadProgram) -> None:
-    """Every register is assigned before it is read; ops are known with the right arity."""
+    """Every register is assigned before it is read; ops are known with the right arity;
+    operands have one slot or as many as the statement applies to."""
     defined = {p.reg for p in prog.params if isinstance(p, ScalarParam)}
     defined.update(r for p in prog.params if isinstance(p, ArrayParam) for r in p.regs())
     arrays = {p.name for p in prog.params if isinstance(p, ArrayParam)}
 
-    def use(x, where):
-        if isinstance(x, Reg) and x not in defined:
-            raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({where})")
-
     def walk(stmts):
         for s in stmts:
-            if isinstance(s, Op):
-                if OPS.get(s.op) != len(s.args):
-                    raise TileCompilerError(f"thread IR: bad op {s.op} with {len(s.args)} operands")
-                for a in s.args:
-                    use(a, s.op)
-                defined.add(s.dst)
-            elif isinstance(s, Load):
-                if s.array not in arrays:
-                    raise TileCompilerError(f"thread IR: load from unknown array {s.array}")
-                use(s.offset, "load"), use(s.mask, "load"), use(s.pad, "load")
-                defined.update(s.dsts)
-            elif isinstance(s, (Store, Atomic)):
-                if s.array not in arrays:
-                    raise TileCompilerError(f"thread IR: store to unknown array {s.array}")
-                for v in (s.offset, s.mask, *(s.values if isinstance(s, Store) else (s.value,))):
-                    use(v, "store")
-            elif isinstance(s, SharedLoad):
-                use(s.index, "shared load")
-                defined.add(s.dst)
-            elif isinstance(s, SharedStore):
-                use(s.index, "shared store"), use(s.value, "shared store"), use(s.mask, "shared store")
-            elif isinstance(s, Shuffle):
-                use(s.src, "shuffle")
-                defined.add(s.dst)
-            elif isinstance(s, If):
-                use(s.cond, "if")
-                walk(s.then)
-                walk(s.orelse)
-            elif isinstance(s, Loop):
+            name = type(s).__name__
+            if isinstance(s, Op) and OPS.get(s.op) != len(s.args):
+                raise TileCompilerError(f"thread IR: bad op {s.op} with {len(s.args)} operands")
+            if isinstance(s, (Load, Store, Atomic)) and s.array not in arrays:
+                raise TileCompilerError(f"thread IR: {name} of unknown array {s.array}")
+            n = extent(s)
+            group = ("values",) if isinstance(s, Store) else ()
+            for field in s.USES + s.DEFS:
+                for x in registers(s, (field,)):
+                    if isinstance(x, Reg) and field in s.USES and x not in defined and not isinstance(s, Loop):
+                        raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({name})")
+                    wide = n * getattr(s, "lanes", 1) if field in group + ("dst",) else n
+                    exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op == "pick")
+                    if slots(x) not in (1, wide) and not exempt:
+                        raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {name} over {wide}")
+            if isinstance(s, Loop):
                 for x in (s.start, s.stop, s.step, *s.inits):
-                    use(x, "loop")
+                    if isinstance(x, Reg) and x not in defined:
+                        raise TileCompilerError(f"thread IR: register {x} read before it is assigned (loop)")
                 defined.add(s.index)
                 defined.update(s.params)
                 walk(s.body)
                 for r in s.results:
-                    use(r, "loop result")
+                    if isinstance(r, Reg) and r not in defined:
+                        raise TileCompilerError(f"thread IR: loop result {r} read before it is assigned")
+            else:
+                defined.update(x for x in registers(s, s.DEFS) if isinstance(x, Reg))
 
     walk(prog.body)

@@ -6,13 +6,13 @@ for each access that needs it); every duplicate is a statement numba must compil
 and its register renamed to the earlier one. Ops are pure (thread and block ids
 included), registers are assigned once (loop-carried ones are assigned by their loop
 only), and memory reads, shuffles and other statements are never merged. Scopes follow
-the structure: a value computed inside an ``If`` branch or a ``Loop`` body is not
-available after it (the branch may not run; a loop's operands change per iteration).
+the structure: a value computed inside a ``Loop`` body is not available after it (a
+loop's operands change per iteration).
 """
 
 from __future__ import annotations
 
-from .._lower.thread_ir import If, Imm, Loop, Op, ThreadProgram, replace_uses
+from .._lower.thread_ir import Imm, Loop, Op, ThreadProgram, replace_uses
 
 
 def eliminate_common_subexpressions(program: ThreadProgram) -> ThreadProgram:
@@ -30,13 +30,10 @@ def _block(stmts: list, available: dict, rename: dict) -> list:
             s = replace_uses(s, rename)  # (results too: they are read where the body ends)
             s.body = _block(s.body, available, rename)
             s = replace_uses(s, rename)
-        elif isinstance(s, If):
-            s = replace_uses(s, rename)
-            s.then, s.orelse = _block(s.then, available, rename), _block(s.orelse, available, rename)
         else:
             s = replace_uses(s, rename)
         if isinstance(s, Op):
-            key = (s.op, tuple(map(_operand_key, s.args)), s.attr, s.dst.dtype)
+            key = (s.op, tuple(map(_operand_key, s.args)), s.attr, s.dst.dtype, s.dst.slots)
             if key in available:
                 rename[s.dst] = available[key]
                 continue

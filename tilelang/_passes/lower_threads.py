@@ -21,12 +21,11 @@ import numpy as np
 
 from .. import dtypes as D
 from .._ir.core import PRIMITIVES, ArrayType, Block, Literal, Program, Var
-from .._lower.layout import Layout, broadcast_source_ok, reshaped
+from .._lower.layout import Layout, broadcast_source_ok, log2, reshaped
 from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
     Barrier,
-    If,
     Imm,
     Load,
     Loop,
@@ -36,9 +35,11 @@ from .._lower.thread_ir import (
     SharedLoad,
     SharedStore,
     Shuffle,
+    SlotMap,
     Store,
     ThreadProgram,
     array_reg,
+    slots,
 )
 from .assign_layouts import scalar_layout
 
@@ -57,7 +58,7 @@ class Lowering:
         self.layouts = layouts
         self.t = num_threads
         self.stmts: list = []
-        self.values: dict = {}  # Var -> operands, one per register slot
+        self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
         self.remat: dict = {}  # Var -> how to recompute it in any layout (constants)
         self.shared: dict = {}
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
@@ -72,14 +73,20 @@ class Lowering:
 
     # ------------------------------------------------------------ registers and ops
 
-    def reg(self, dtype, hint="r") -> Reg:
-        return Reg(f"{hint}{next(self.names)}", dtype)
+    def reg(self, dtype, n=1, hint="r") -> Reg:
+        return Reg(f"{hint}{next(self.names)}", dtype, n)
 
-    def op(self, dtype, op, *args, attr=None):
+    def op(self, dtype, op, *args, attr=None, n=None):
+        """``op`` on each slot: the result has as many slots as the widest operand (or ``n``)."""
+        n = n or max(map(slots, args), default=1)
+        if op == "pick" and slots(args[0]) == 1:  # a uniform value is the same in every slot
+            return args[0]
+        if op == "slot" and n == 1:
+            return Imm(attr(0), i32)
         folded = _fold(op, dtype, args, attr)
         if folded is not None:
             return folded
-        dst = self.reg(dtype, "v" if dtype.is_float else "i")
+        dst = self.reg(dtype, n, "v" if dtype.is_float else "i")
         self.stmts.append(Op(dst, op, tuple(args), attr))
         return dst
 
@@ -88,6 +95,13 @@ class Lowering:
         for c in conds:
             out = self.op(b1, "land", out, c)
         return out
+
+    def pick(self, x, pairs, n, const=0):
+        """``x`` with slot ``r`` taken from slot ``map(r)``, the map sending bit ``a`` of ``r``
+        to bit ``b`` for each ``(a, b)`` in ``pairs`` (plus ``const``), over ``n`` slots."""
+        if slots(x) == n and const == 0 and all(a == b for a, b in pairs) and len(pairs) == log2(n):
+            return x
+        return self.op(x.dtype, "pick", x, attr=SlotMap.of_bits(pairs, const), n=n)
 
     def cached(self, key, make):
         """Thread-invariant values (coordinates, masks) computed once per kernel, in the
@@ -112,19 +126,24 @@ class Lowering:
 
         return self.cached(("tc", layout.lane, layout.warp, tuple(layout.dim_bits(d)), d), make)
 
-    def coord(self, layout: Layout, d: int, r: int):
-        """Coordinate along ``d`` of register slot ``r`` (int32)."""
-        return self.op(i32, "add", self.thread_coord(layout, d), Imm(layout.reg_coords(r)[d], i32))
+    def coord(self, layout: Layout, d: int, lanes: int = 1):
+        """Coordinate along ``d`` of each slot (int32), or of the first slot of each group of
+        ``lanes``: the thread's coordinate plus the slot's register bits of ``d``."""
+        bits, low = layout.dim_bits(d), log2(lanes)
+        pairs = [(i - low, b - bits.start) for i, b in enumerate(layout.reg) if b in bits and i >= low]
+        offset = self.op(i32, "slot", attr=SlotMap.of_bits(pairs), n=layout.num_regs // lanes)
+        return self.op(i32, "add", self.thread_coord(layout, d), offset)
 
-    def coords(self, layout, r):
-        return [self.coord(layout, d, r) for d in range(len(layout.shape))]
+    def coords(self, layout, lanes=1):
+        return [self.coord(layout, d, lanes) for d in range(len(layout.shape))]
 
-    def valid(self, layout: Layout, r: int):
-        """Whether slot ``r`` holds a real element (not padding up to a power of two)."""
+    def valid(self, layout: Layout, dims=None, lanes=1):
+        """Whether each slot holds a real element (not padding up to a power of two), looking
+        at ``dims`` (all by default)."""
         checks = [
-            self.op(b1, "lt", self.coord(layout, d, r), Imm(s, i32))
+            self.op(b1, "lt", self.coord(layout, d, lanes), Imm(s, i32))
             for d, (s, p) in enumerate(zip(layout.shape, layout.padded))
-            if s != p
+            if s != p and (dims is None or d in dims)
         ]
         return self.land(*checks)
 
@@ -156,12 +175,12 @@ class Lowering:
         """The operand of a 0-d value (held by every thread)."""
         if isinstance(atom, Literal):
             return Imm(atom.value.item() if hasattr(atom.value, "item") else atom.value, atom.type.dtype)
-        return self.values[atom][0]
+        return self.values[atom]
 
     def regs(self, atom, layout: Layout, broadcast_axes=()):
-        """``atom``'s operands in ``layout`` (which may broadcast size-1 ``broadcast_axes``)."""
+        """``atom``'s operand in ``layout`` (which may broadcast size-1 ``broadcast_axes``)."""
         if isinstance(atom, Literal) or atom.type.shape == ():
-            return [self.scalar(atom)] * layout.num_regs
+            return self.scalar(atom)
         src = self.layout(atom)
         if src == layout:
             return self.values[atom]
@@ -177,33 +196,28 @@ class Lowering:
         return self.through_shared(atom, layout, source_index)
 
     def rename(self, atom, src: Layout, dst: Layout, axes):
-        """Same threads, other register order: pick each destination slot's source slot."""
-        out = []
-        for r in range(dst.num_regs):
-            coords = [0 if d in axes else c for d, c in enumerate(dst.reg_coords(r))]
-            flat = sum(c << src.dim_bits(d).start for d, c in enumerate(coords))
-            slot = sum(1 << i for i, b in enumerate(src.reg) if flat >> b & 1)
-            out.append(self.values[atom][slot])
-        return out
+        """Same threads, other register order: each destination slot picks its source slot."""
+        pairs = []
+        for i, b in enumerate(dst.reg):
+            d = next(d for d in range(len(dst.shape)) if b in dst.dim_bits(d))
+            if d not in axes:
+                pairs.append((i, src.reg.index(src.dim_bits(d).start + b - dst.dim_bits(d).start)))
+        return self.pick(self.values[atom], pairs, dst.num_regs)
 
     def through_shared(self, atom, layout: Layout, source_index):
         """Convert through shared memory: owners write, barrier, everyone reads, barrier."""
         src = self.layout(atom)
         dtype = atom.type.dtype
         buf = self.buffer(dtype, atom.type.size)
-        for r, v in enumerate(self.values[atom]):
-            index = self.flat(self.coords(src, r), atom.type.shape)
-            self.stmts.append(SharedStore(buf, index, v, self.land(self.valid(src, r), self.owner(src))))
+        index = self.flat(self.coords(src), atom.type.shape)
+        self.stmts.append(SharedStore(buf, index, self.values[atom], self.land(self.valid(src), self.owner(src))))
         self.stmts.append(Barrier())
-        out = []
-        for r in range(layout.num_regs):
-            index = self.op(i32, "select", self.valid(layout, r), source_index(self.coords(layout, r)), Imm(0, i32))
-            dst = self.reg(dtype, "v")
-            self.stmts.append(SharedLoad(dst, buf, index))
-            out.append(dst)
+        at = self.op(i32, "select", self.valid(layout), source_index(self.coords(layout)), Imm(0, i32))
+        dst = self.reg(dtype, max(slots(at), layout.num_regs), "v")
+        self.stmts.append(SharedLoad(dst, buf, at))
         self.stmts.append(Barrier())
         self.release(buf)
-        return out
+        return dst
 
     def buffer(self, dtype, size) -> str:
         """A shared scratch buffer no live data is in, held until ``release`` (after the barrier
@@ -314,8 +328,8 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
     name = "select" if eqn.prim.name == "where" else eqn.prim.name
     attr = params.get("dtype")
     if name in ("floordiv", "mod") and out.type.dtype.is_float:
-        return _out(lw, eqn, [_float_divmod(lw, name, out.type.dtype, *args) for args in zip(*operands)])
-    _out(lw, eqn, [lw.op(out.type.dtype, name, *args, attr=attr) for args in zip(*operands)])
+        return _out(lw, eqn, _float_divmod(lw, name, out.type.dtype, *operands))
+    _out(lw, eqn, lw.op(out.type.dtype, name, *operands, attr=attr))
 
 
 def _float_divmod(lw, name, dtype, a, b):
@@ -356,9 +370,8 @@ def _float_divmod(lw, name, dtype, a, b):
 @rule("full")
 def _lower_full(lw, eqn, value, *, shape, dtype):
     v = lw.scalar(value)
-    out = eqn.outputs[0]
-    lw.remat[out] = lambda layout: [v] * layout.num_regs
-    _out(lw, eqn, [v] * lw.layout(out).num_regs)
+    lw.remat[eqn.outputs[0]] = lambda layout: v
+    _out(lw, eqn, v)  # one value, the same in every slot of every thread
 
 
 @rule("iota")
@@ -366,7 +379,7 @@ def _lower_iota(lw, eqn, *, start, stop):
     out = eqn.outputs[0]
 
     def make(layout):
-        return [lw.op(i32, "add", lw.coord(layout, 0, r), Imm(start, i32)) for r in range(layout.num_regs)]
+        return lw.op(i32, "add", lw.coord(layout, 0), Imm(start, i32))
 
     lw.remat[out] = make
     _out(lw, eqn, make(lw.layout(out)))
@@ -374,12 +387,12 @@ def _lower_iota(lw, eqn, *, start, stop):
 
 @rule("block_id", "num_blocks")
 def _lower_grid(lw, eqn, *, axis):
-    _out(lw, eqn, [lw.cached((eqn.prim.name, axis), lambda: lw.op(i32, eqn.prim.name, attr=axis))])
+    _out(lw, eqn, lw.cached((eqn.prim.name, axis), lambda: lw.op(i32, eqn.prim.name, attr=axis)))
 
 
 @rule("array_dim")
 def _lower_array_dim(lw, eqn, array, *, axis):
-    _out(lw, eqn, [array_reg(lw.array_names[array], "shape", axis)])
+    _out(lw, eqn, array_reg(lw.array_names[array], "shape", axis))
 
 
 # ------------------------------------------------------------------- shape ops
@@ -434,9 +447,10 @@ class _Window:
 
     Once per window: the base offset (int64) and, per dimension, the range of tile
     coordinates in bounds, clamped to int32 (exact for coordinates in [0, 2**31-2], so
-    masks are int32 compares whatever the array's size). Per register slot: the element
-    offset and the mask. A run of slots is one wide access when the window's base address
-    is aligned to the run's bytes and the other dimensions' strides keep it so."""
+    masks are int32 compares whatever the array's size). Slots go in groups of ``lanes``
+    consecutive elements of a unit-stride last dimension (up to 16 bytes): per group the
+    element offset, the mask of the other dimensions and the range of lanes inside the last
+    one; the backend moves a whole group in one access when it is in and aligned."""
 
     def __init__(self, lw, array, layout, starts):
         self.lw, self.array, self.layout = lw, array, layout
@@ -449,56 +463,29 @@ class _Window:
             self.low.append(_clamp32(lw, lw.op(i64, "neg", start)))
             self.high.append(_clamp32(lw, lw.op(i64, "sub", array_reg(self.name, "shape", d), start)))
         self.base = base
+        itemsize = array.type.dtype.itemsize
+        self.lanes = min(layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last and starts else 1
 
     def scaled(self, coord, d):
         if d == self.array.type.ndim - 1 and self.unit_last:
             return coord
         return self.lw.op(i64, "mul", coord, array_reg(self.name, "stride", d))
 
-    def offset(self, r):
-        lw, out = self.lw, self.base
-        for d, c in enumerate(lw.coords(self.layout, r)):
-            out = lw.op(i64, "add", out, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
-        return out
-
-    def mask(self, r):
-        lw = self.lw
-        checks = []
-        for c, low, high in zip(lw.coords(self.layout, r), self.low, self.high):
-            checks += [lw.op(b1, "ge", c, low), lw.op(b1, "lt", c, high)]
-        return lw.land(*checks, lw.valid(self.layout, r))
-
-    def groups(self):
-        """Register slots in runs that one access of up to 16 bytes can move."""
-        itemsize = self.array.type.dtype.itemsize
-        width = min(self.layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last else 1
-        return [list(range(r, r + width)) for r in range(0, self.layout.num_regs, width)]
-
-    def wide_ok(self, group):
-        lw, width = self.lw, len(group)
-        aligned = lw.op(b1, "aligned", self.base, attr=(self.name, width * self.array.type.dtype.itemsize))
-        strides = [
-            lw.op(b1, "eq", lw.op(i64, "mod", array_reg(self.name, "stride", d), Imm(width, i64)), Imm(0, i64))
-            for d in range(self.array.type.ndim - 1)
-        ]
-        return lw.land(aligned, *strides, self.mask(group[0]), self.mask(group[-1]))
-
-    def access(self, group, wide, scalar):
-        """Emit ``wide(offset)`` for the run when allowed, else ``scalar(i, offset, mask)`` for
-        each slot ``group[i]``."""
-        lw = self.lw
-        if len(group) == 1:
-            lw.stmts.append(scalar(0, self.offset(group[0]), self.mask(group[0])))
-            return
-        cond = self.wide_ok(group)
-        outer = lw.stmts
-        lw.stmts = []
-        lw.stmts.append(wide(self.offset(group[0])))  # the offset's ops land first, inside the branch
-        fast, lw.stmts = lw.stmts, []
-        for i, r in enumerate(group):
-            lw.stmts.append(scalar(i, self.offset(r), self.mask(r)))
-        slow, lw.stmts = lw.stmts, outer
-        lw.stmts.append(If(cond, fast, slow))
+    def access(self):
+        """(offset, mask, first, last) of each group of slots."""
+        lw, lanes, last = self.lw, self.lanes, len(self.low) - 1
+        coords = lw.coords(self.layout, lanes)
+        offset = self.base
+        for d, c in enumerate(coords):
+            offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
+        inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
+        checks = [lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))]
+        mask = lw.land(*checks, lw.valid(self.layout, inner, lanes))
+        if lanes == 1:
+            return offset, mask, None, None
+        size, padded = self.layout.shape[last], self.layout.padded[last]
+        high = self.high[last] if size == padded else lw.op(i32, "minimum", self.high[last], Imm(size, i32))
+        return offset, mask, lw.op(i32, "sub", self.low[last], coords[last]), lw.op(i32, "sub", high, coords[last])
 
 
 def _clamp32(lw, x):
@@ -511,18 +498,12 @@ def _clamp32(lw, x):
 def _lower_load(lw, eqn, array, *rest, shape):
     *starts, padding = rest
     out = eqn.outputs[0]
-    window = _Window(lw, array, lw.layout(out), [lw.scalar(s) for s in starts])
-    pad = lw.scalar(padding)
-    values = []
-    for group in window.groups():
-        dsts = tuple(lw.reg(out.type.dtype, "v") for _ in group)
-        window.access(
-            group,
-            lambda offset, dsts=dsts: Load(dsts, window.name, offset, None, pad),
-            lambda i, offset, mask, dsts=dsts: Load((dsts[i],), window.name, offset, mask, pad),
-        )
-        values.extend(dsts)
-    _out(lw, eqn, values)
+    layout = lw.layout(out)
+    window = _Window(lw, array, layout, [lw.scalar(s) for s in starts])
+    offset, mask, first, last = window.access()
+    dst = lw.reg(out.type.dtype, layout.num_regs, "v")
+    lw.stmts.append(Load(dst, window.name, offset, mask, lw.scalar(padding), window.lanes, first, last))
+    _out(lw, eqn, dst)
 
 
 @rule("store")
@@ -530,36 +511,19 @@ def _lower_store(lw, eqn, array, tile, *starts):
     layout = lw.layout(tile)
     values = lw.regs(tile, layout)
     window = _Window(lw, array, layout, [lw.scalar(s) for s in starts])
-    owner = lw.owner(layout)
-    for group in window.groups():
-        window.access(
-            group,
-            lambda offset, group=group: Store(window.name, offset, tuple(values[r] for r in group), owner),
-            lambda i, offset, mask, group=group: Store(window.name, offset, (values[group[i]],), lw.land(mask, owner)),
-        )
-
-
-def _branch(lw, cond, then, orelse):
-    if isinstance(cond, Imm):
-        lw.stmts.extend(then if cond.value else orelse)
-    else:
-        lw.stmts.append(If(cond, then, orelse))
+    offset, mask, first, last = window.access()
+    lw.stmts.append(Store(window.name, offset, values, lw.land(mask, lw.owner(layout)), window.lanes, first, last))
 
 
 def _indexed(lw, eqn, array, rest, masked, has_values, layout):
+    """(offset, in-bounds-and-masked, values) of each slot of a gather, scatter or atomic."""
     rest = list(rest)
     mask = rest.pop() if masked else None
     values = rest.pop() if has_values else None
-    indices = [lw.regs(a, layout) for a in rest[: array.type.ndim]]
-    mask_regs = lw.regs(mask, layout) if masked else [Imm(True, b1)] * layout.num_regs
-    value_regs = lw.regs(values, layout) if has_values else None
-    out = []
-    for r in range(layout.num_regs):
-        coords = [lw.op(i64, "convert", idx[r], attr=i64) for idx in indices]
-        offset, inside = _element_offsets(lw, array, coords)
-        ok = lw.land(inside, mask_regs[r], lw.valid(layout, r))
-        out.append((offset, ok, value_regs[r] if has_values else None))
-    return out
+    coords = [lw.op(i64, "convert", lw.regs(a, layout), attr=i64) for a in rest[: array.type.ndim]]
+    offset, inside = _element_offsets(lw, array, coords)
+    ok = lw.land(inside, lw.regs(mask, layout) if masked else Imm(True, b1), lw.valid(layout))
+    return offset, ok, lw.regs(values, layout) if has_values else None
 
 
 @rule("gather")
@@ -567,13 +531,10 @@ def _lower_gather(lw, eqn, array, *rest, masked):
     *rest, padding = rest
     out = eqn.outputs[0]
     layout = lw.layout(out)
-    pad = lw.scalar(padding)
-    values = []
-    for offset, ok, _ in _indexed(lw, eqn, array, rest, masked, False, layout):
-        dst = lw.reg(out.type.dtype, "v")
-        lw.stmts.append(Load((dst,), lw.array_names[array], offset, ok, pad))
-        values.append(dst)
-    _out(lw, eqn, values)
+    offset, ok, _ = _indexed(lw, eqn, array, rest, masked, False, layout)
+    dst = lw.reg(out.type.dtype, layout.num_regs, "v")
+    lw.stmts.append(Load(dst, lw.array_names[array], offset, ok, lw.scalar(padding)))
+    _out(lw, eqn, dst)
 
 
 def _effect_layout(lw, atoms):
@@ -584,17 +545,15 @@ def _effect_layout(lw, atoms):
 @rule("scatter")
 def _lower_scatter(lw, eqn, array, *rest, masked):
     layout = _effect_layout(lw, rest)
-    owner = lw.owner(layout)
-    for offset, ok, value in _indexed(lw, eqn, array, rest, masked, True, layout):
-        lw.stmts.append(Store(lw.array_names[array], offset, (value,), lw.land(ok, owner)))
+    offset, ok, value = _indexed(lw, eqn, array, rest, masked, True, layout)
+    lw.stmts.append(Store(lw.array_names[array], offset, value, lw.land(ok, lw.owner(layout))))
 
 
 @rule("atomic")
 def _lower_atomic(lw, eqn, array, *rest, op, masked):
     layout = _effect_layout(lw, rest)
-    owner = lw.owner(layout)
-    for offset, ok, value in _indexed(lw, eqn, array, rest, masked, True, layout):
-        lw.stmts.append(Atomic(lw.array_names[array], offset, value, op, lw.land(ok, owner)))
+    offset, ok, value = _indexed(lw, eqn, array, rest, masked, True, layout)
+    lw.stmts.append(Atomic(lw.array_names[array], offset, value, op, lw.land(ok, lw.owner(layout))))
 
 
 # ------------------------------------------------------------------ reductions
@@ -655,69 +614,67 @@ def _lower_reduce(lw, eqn, x, *, axis):
     out_layout = lw.layout(eqn.outputs[0])
     red = _Reducer(lw, eqn.prim.name, x.type.dtype)
     bits = src.dim_bits(axis)
-    values = lw.regs(x, src)
+    item = (lw.regs(x, src), lw.coord(src, axis)) if red.arg else (lw.regs(x, src),)
+    valid = lw.valid(src)
+    partial = tuple(lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, red.identity()))
 
-    # 1. inside each thread: register slots that differ only in the axis's bits
-    keep = [i for i, b in enumerate(src.reg) if b not in bits]
-    partial = {}
-    for r, v in enumerate(values):
-        item = (v, lw.coord(src, axis, r)) if red.arg else (v,)
-        masked = tuple(lw.op(a.dtype, "select", lw.valid(src, r), a, ident) for a, ident in zip(item, red.identity()))
-        slot = sum(((r >> i) & 1) << k for k, i in enumerate(keep))
-        partial[slot] = red.combine(partial[slot], masked) if slot in partial else masked
+    # 1. inside each thread: halve the slots along each register bit of the axis (a tree)
+    reg = list(src.reg)
+    for i in reversed(range(len(reg))):
+        if reg[i] in bits:
+            n = 1 << (len(reg) - 1)
+            pairs = [(k, k) for k in range(i)] + [(k, k + 1) for k in range(i, len(reg) - 1)]
+            halves = [[lw.pick(a, pairs, n, const) for a in partial] for const in (0, 1 << i)]
+            partial = red.combine(*halves)
+            del reg[i]
 
     # 2. across lanes: butterfly shuffles over the lane bits of the axis
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
-    for t in lane_bits:  # all of a step's shuffles first: one exchange for the CPU backend
-        others = {}
-        for slot, item in partial.items():
-            others[slot] = tuple(lw.reg(a.dtype, "s") for a in item)
-            lw.stmts.extend(Shuffle(dst, a, 1 << t) for dst, a in zip(others[slot], item))
-        partial = {slot: red.combine(item, others[slot]) for slot, item in partial.items()}
+    for t in lane_bits:
+        others = tuple(lw.reg(a.dtype, slots(a), "s") for a in partial)
+        lw.stmts.extend(Shuffle(dst, a, 1 << t) for dst, a in zip(others, partial))
+        partial = red.combine(partial, others)
 
     # 3. across warps: through shared memory, every thread combining all partials
     warp_bits = [t for t, b in src.hardware() if b is not None and b in bits and t >= 5]
     if warp_bits:
-        groups = 1 << len(warp_bits)
-        size = groups * _padded_size(out_layout)
-        bufs = [lw.buffer(a.dtype, size) for a in red.identity()]
+        groups, size = 1 << len(warp_bits), _padded_size(out_layout)
+        bufs = [lw.buffer(a.dtype, groups * size) for a in red.identity()]
         group = Imm(0, i32)
         for j, t in enumerate(warp_bits):
             bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
             group = lw.op(i32, "or", group, lw.op(i32, "shl", bit, Imm(j, i32)))
         writer_mask = sum(1 << t for t in src.replicated_bits() + lane_bits)
         writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(writer_mask, i32)), Imm(0, i32))
-        index = {slot: _padded_flat(lw, out_layout, slot) for slot in partial}
-        for slot, item in partial.items():
-            at = lw.op(i32, "add", lw.op(i32, "mul", group, Imm(_padded_size(out_layout), i32)), index[slot])
-            for buf, a in zip(bufs, item):
-                lw.stmts.append(SharedStore(buf, at, a, writer))
+        index = _padded_flat(lw, out_layout)
+        at = lw.op(i32, "add", lw.op(i32, "mul", group, Imm(size, i32)), index)
+        for buf, a in zip(bufs, partial):
+            lw.stmts.append(SharedStore(buf, at, a, writer))
         lw.stmts.append(Barrier())
-        for slot in partial:
-            acc = None
-            for g in range(groups):
-                at = lw.op(i32, "add", index[slot], Imm(g * _padded_size(out_layout), i32))
-                item = []
-                for buf, a in zip(bufs, red.identity()):
-                    dst = lw.reg(a.dtype, "w")
-                    lw.stmts.append(SharedLoad(dst, buf, at))
-                    item.append(dst)
-                acc = tuple(item) if acc is None else red.combine(acc, tuple(item))
-            partial[slot] = acc
+        acc = None
+        for g in range(groups):
+            at = lw.op(i32, "add", index, Imm(g * size, i32))
+            item = []
+            for buf, a in zip(bufs, red.identity()):
+                dst = lw.reg(a.dtype, max(slots(at), out_layout.num_regs), "w")
+                lw.stmts.append(SharedLoad(dst, buf, at))
+                item.append(dst)
+            acc = tuple(item) if acc is None else red.combine(acc, tuple(item))
+        partial = acc
         lw.stmts.append(Barrier())
         lw.release(*bufs)
-    _out(lw, eqn, [partial[s][-1 if red.arg else 0] for s in range(out_layout.num_regs)])
+    _out(lw, eqn, partial[-1 if red.arg else 0])
 
 
 def _padded_size(layout):
     return int(np.prod(layout.padded)) if layout.shape else 1
 
 
-def _padded_flat(lw, layout, r):
-    """The padded row-major index of slot ``r`` (distinct for distinct elements)."""
+def _padded_flat(lw, layout):
+    """The padded row-major index of each slot (distinct for distinct elements)."""
     out, stride = Imm(0, i32), 1
     for d in reversed(range(len(layout.shape))):
-        out = lw.op(i32, "add", out, lw.op(i32, "mul", lw.coord(layout, d, r), Imm(stride, i32)))
+        out = lw.op(i32, "add", out, lw.op(i32, "mul", lw.coord(layout, d), Imm(stride, i32)))
         stride *= layout.padded[d]
     return out
 
@@ -729,29 +686,28 @@ def _lower_scan(lw, eqn, x, *, axis):
     layout = lw.layout(eqn.outputs[0])
     combine = "add" if eqn.prim.name == "cumsum" else "mul"
     shape, dtype = x.type.shape, x.type.dtype
-    values = list(lw.regs(x, layout))
+    value = lw.regs(x, layout)
     stride = int(np.prod(shape[axis + 1 :]))
     bufs = [lw.buffer(dtype, x.type.size) for _ in (0, 1)]
-    write = [lw.land(lw.valid(layout, r), lw.owner(layout)) for r in range(layout.num_regs)]
-    index = [lw.op(i32, "select", lw.valid(layout, r), lw.flat(lw.coords(layout, r), shape), Imm(0, i32))
-             for r in range(layout.num_regs)]  # fmt: skip
-    for r, v in enumerate(values):
-        lw.stmts.append(SharedStore(bufs[0], index[r], v, write[r]))
+    valid = lw.valid(layout)
+    write = lw.land(valid, lw.owner(layout))
+    index = lw.op(i32, "select", valid, lw.flat(lw.coords(layout), shape), Imm(0, i32))
+    n = layout.num_regs
+    lw.stmts.append(SharedStore(bufs[0], index, value, write))
     lw.stmts.append(Barrier())
     step, k = 1, 0
     while step < shape[axis]:
         src, dst = bufs[k % 2], bufs[(k + 1) % 2]
-        for r in range(layout.num_regs):
-            has = lw.land(lw.valid(layout, r), lw.op(b1, "ge", lw.coord(layout, axis, r), Imm(step, i32)))
-            at = lw.op(i32, "select", has, lw.op(i32, "sub", index[r], Imm(step * stride, i32)), Imm(0, i32))
-            prev = lw.reg(dtype, "v")
-            lw.stmts.append(SharedLoad(prev, src, at))
-            values[r] = lw.op(dtype, "select", has, lw.op(dtype, combine, prev, values[r]), values[r])
-            lw.stmts.append(SharedStore(dst, index[r], values[r], write[r]))
+        has = lw.land(valid, lw.op(b1, "ge", lw.coord(layout, axis), Imm(step, i32)))
+        at = lw.op(i32, "select", has, lw.op(i32, "sub", index, Imm(step * stride, i32)), Imm(0, i32))
+        prev = lw.reg(dtype, max(n, slots(at)), "v")
+        lw.stmts.append(SharedLoad(prev, src, at))
+        value = lw.op(dtype, "select", has, lw.op(dtype, combine, prev, value), value)
+        lw.stmts.append(SharedStore(dst, index, value, write))
         lw.stmts.append(Barrier())
         step, k = step * 2, k + 1
     lw.release(*bufs)
-    _out(lw, eqn, values)
+    _out(lw, eqn, value)
 
 
 @rule("barrier")
@@ -773,39 +729,37 @@ def _lower_dot(lw, eqn, a, b, acc):
     buf = lw.buffer(a.type.dtype, m * k + k * n)
     for atom, shape, base in ((a, (m, k), 0), (b, (k, n), m * k)):
         src = lw.layout(atom)
-        for r, v in enumerate(lw.regs(atom, src)):
-            at = lw.op(i32, "add", lw.flat(lw.coords(src, r), shape), Imm(base, i32))
-            lw.stmts.append(SharedStore(buf, at, v, lw.land(lw.valid(src, r), lw.owner(src))))
+        at = lw.op(i32, "add", lw.flat(lw.coords(src), shape), Imm(base, i32))
+        lw.stmts.append(SharedStore(buf, at, lw.regs(atom, src), lw.land(lw.valid(src), lw.owner(src))))
     lw.stmts.append(Barrier())
 
-    rows, cols = {}, {}
-    for r in range(layout.num_regs):
-        rc = layout.reg_coords(r)
-        for cache, d, size, scale, base in ((rows, 0, m, k, 0), (cols, 1, n, 1, m * k)):
-            if rc[d] not in cache:
-                c = lw.coord(layout, d, r)
-                c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
-                cache[rc[d]] = lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32))
+    # each thread's rows (and columns): the register bits of that dimension, as their own slots
+    bases, picks = [], []
+    for d, size, scale, base in ((0, m, k, 0), (1, n, 1, m * k)):
+        bits = layout.dim_bits(d)
+        own = [(i, b - bits.start) for i, b in enumerate(layout.reg) if b in bits]
+        c = lw.op(i32, "add", lw.thread_coord(layout, d), lw.op(i32, "slot", attr=SlotMap.of_bits(
+            [(j, pos) for j, (_, pos) in enumerate(own)]), n=1 << len(own)))  # fmt: skip
+        c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
+        bases.append(lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32)))
+        picks.append([(i, j) for j, (i, _) in enumerate(own)])
     dtype = out.type.dtype
-    params = [lw.reg(dtype, "acc") for _ in init]
-    kk = lw.reg(i32, "k")
+    param = lw.reg(dtype, layout.num_regs, "acc")
+    kk = lw.reg(i32, 1, "k")
     outer, lw.stmts = lw.stmts, []
-    a_vals = {key: _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", base, kk)) for key, base in rows.items()}
-    kn = lw.op(i32, "mul", kk, Imm(n, i32))
-    b_vals = {key: _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", base, kn)) for key, base in cols.items()}
-    results = []
-    for r, p in enumerate(params):
-        rc = layout.reg_coords(r)
-        results.append(lw.op(dtype, "add", p, lw.op(dtype, "mul", a_vals[rc[0]], b_vals[rc[1]])))
+    a_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[0], kk))
+    b_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[1], lw.op(i32, "mul", kk, Imm(n, i32))))
+    products = lw.op(dtype, "mul", *(lw.pick(v, p, layout.num_regs) for v, p in zip((a_vals, b_vals), picks)))
+    result = lw.op(dtype, "add", param, products)
     body, lw.stmts = lw.stmts, outer
-    lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), params, list(init), body, results))
+    lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), [param], [init], body, [result]))
     lw.stmts.append(Barrier())
     lw.release(buf)
-    _out(lw, eqn, params)
+    _out(lw, eqn, param)
 
 
 def _shared_at(lw, buf, dtype, acc_dtype, index):
-    dst = lw.reg(dtype, "v")
+    dst = lw.reg(dtype, slots(index), "v")
     lw.stmts.append(SharedLoad(dst, buf, index))
     return dst if dtype is acc_dtype else lw.op(acc_dtype, "convert", dst, attr=acc_dtype)
 
@@ -816,19 +770,17 @@ def _shared_at(lw, buf, dtype, acc_dtype, index):
 @rule("range_loop")
 def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     index, *carried = body.params
-    index_reg = lw.reg(index.type.dtype, "k")
-    lw.values[index] = [index_reg]
+    index_reg = lw.reg(index.type.dtype, 1, "k")
+    lw.values[index] = index_reg
     params, init_regs = [], []
     for p, init in zip(carried, inits):
         layout = lw.layout(p)
-        lw.values[p] = [lw.reg(p.type.dtype, "c") for _ in range(layout.num_regs)]
-        params.extend(lw.values[p])
-        init_regs.extend(lw.regs(init, layout))
+        lw.values[p] = lw.reg(p.type.dtype, layout.num_regs, "c")
+        params.append(lw.values[p])
+        init_regs.append(lw.regs(init, layout))
     outer, lw.stmts = lw.stmts, []
     lw.lower_block(body)
-    results = []
-    for p, res in zip(carried, body.results):
-        results.extend(lw.regs(res, lw.layout(p)))
+    results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     loop_body, lw.stmts = lw.stmts, outer
     bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results, eqn.loc))
@@ -849,7 +801,7 @@ def lower_to_threads(program: Program, layouts: dict, num_threads: int) -> Threa
             params.append(ArrayParam(name, var.type.dtype, var.type.ndim))
         else:
             reg = Reg(scalar_reg_name(name), var.type.dtype)
-            lw.values[var] = [reg]
+            lw.values[var] = reg
             params.append(ScalarParam(reg))
     main = []
     lw.stmts = main
