@@ -32,7 +32,7 @@ from .._lower.thread_ir import (
 from ..errors import TileCompilerError, TileValueError
 from .cpu_intrinsics import ZeroStep
 from .cuda import write_module
-from .numba_source import SourceWriter, code_type_name, lane_slot, operand
+from .numba_source import SourceWriter, code_type_name, lane_slot
 
 
 def _synchronises(s) -> bool:
@@ -120,7 +120,7 @@ class CpuWriter(SourceWriter):
             at = self.at if at is None else at
             row = base if x.slots == 1 else (base + at if isinstance(at, int) else f"{base} + {at}")
             return f"regs_{name}[{self.thread}, {row}]"
-        return operand(x)
+        return super().ref(x, at)
 
     # -- rendering with per-thread registers -------------------------------------
 
@@ -145,7 +145,7 @@ class CpuWriter(SourceWriter):
             shape = f"({p.num_threads}, {sum(x.slots for x in table)})"
             self.emit(f"regs_{name} = np.zeros({shape}, np.{name.replace('boolean', 'bool_')})", 8)
         self.phases(p.body, 8)
-        return "\n".join(self.lines) + "\n"
+        return self.module()
 
     def phases(self, stmts, indent):
         threads = self.program.num_threads

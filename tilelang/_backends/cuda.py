@@ -84,7 +84,7 @@ class CudaWriter(SourceWriter):
         for x in self.array_registers():  # one per tile value: LLVM unrolls the slot loops into registers
             self.emit(f"{x.name} = cuda.local.array({x.slots}, {code_type_name(x.dtype)})", 4)
         self.body(p.body, 4)
-        return "\n".join(self.lines) + "\n"
+        return self.module()
 
     def shared_ref(self, buffer, index) -> str:
         if buffer not in self.offsets:

@@ -151,10 +151,17 @@ def llvm_math_intrinsic(name: str):
     return typer
 
 
+# ops whose numba result, on operands of the register's own type, already has that type
+_SAME_TYPE = {"add", "sub", "mul", "div", "neg", "select", "maximum", "minimum"}
+
+
 def cast(op: Op, expr: str) -> str:
     d = op.dst.dtype
     if d.is_bool:
         return f"({expr})" if op.op != "convert" else expr
+    wide = d.name in ("float32", "float64", "int64", "uint64") and not (op.op == "div" and d.is_int)
+    if wide and op.op in _SAME_TYPE and all(a.dtype is d for a in op.args[-2:]):
+        return expr
     text = f"{code_type_name(d)}({expr})"
     if d.is_float and d.bits == 16 and op.op != "select":
         src = op.args[0].dtype
@@ -242,6 +249,7 @@ class SourceWriter:
     def __init__(self, program: ThreadProgram):
         self.program = program
         self.lines: list[str] = []
+        self.constants: dict = {}  # rendered immediate -> the module global holding it
         self.arrays = {p.name: p for p in program.params if isinstance(p, ArrayParam)}
         self.groups: dict = {}  # id of a statement list -> its runs
         self.local: set = set()  # registers living inside one slot loop
@@ -285,13 +293,27 @@ class SourceWriter:
         self.emit("from numba import uint64, float32, float64", 0)
         self.emit(f"from tilelang._backends.{intrinsics} import *  # noqa: F403", 0)
         self.emit("inf, nan = math.inf, math.nan", 0)
-        self.emit("", 0)
+        self.body_start = len(self.lines)
 
     def ref(self, x, at=None) -> str:
         """How code refers to a register or immediate at a slot (that being rendered by default)."""
         if isinstance(x, Reg) and x.slots > 1 and x not in self.local:
             return self.element(x, self.at if at is None else at)
-        return operand(x)
+        return self.constant(x) if isinstance(x, Imm) else operand(x)
+
+    def constant(self, x: Imm) -> str:
+        """A typed immediate as a module global (numba freezes it: no typed call per use)."""
+        text = operand(x)
+        if x.dtype.is_bool:
+            return text
+        value = text[text.index("(") + 1 : -1].replace("-", "m").replace(".", "p").replace("+", "")
+        return self.constants.setdefault(text, f"{x.dtype.short}_{value}")
+
+    def module(self) -> str:
+        """The source: the header, the constants, the kernel."""
+        header = self.lines[: self.body_start]
+        constants = [f"{name} = {text}" for text, name in self.constants.items()]
+        return "\n".join(header + constants + [""] + self.lines[self.body_start :]) + "\n"
 
     def element(self, x: Reg, at) -> str:
         """Slot ``at`` of the register array ``x``."""

@@ -291,7 +291,8 @@ def _is_zero(x, negative):
 
 
 # thread op -> the primitive whose interpreter rule computes it
-_FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "shl", "shr", "lt", "eq")} | {"land": "and"}
+_FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "xor", "shl", "shr", "neg", "maximum", "minimum")}
+_FOLDABLE |= {op: op for op in ("lt", "le", "gt", "ge", "eq", "ne")} | {"land": "and"}
 
 
 def scalar_reg_name(name):
@@ -489,9 +490,8 @@ class _Window:
 
 
 def _clamp32(lw, x):
-    low = lw.op(i64, "select", lw.op(b1, "lt", x, Imm(-1, i64)), Imm(-1, i64), x)
-    high = lw.op(i64, "select", lw.op(b1, "gt", low, Imm(2**31 - 1, i64)), Imm(2**31 - 1, i64), low)
-    return lw.op(i32, "convert", high, attr=i32)
+    low = lw.op(i64, "maximum", x, Imm(-1, i64))
+    return lw.op(i32, "convert", lw.op(i64, "minimum", low, Imm(2**31 - 1, i64)), attr=i32)
 
 
 @rule("load")
