@@ -447,6 +447,9 @@ class CudaRunner:
                 host, zero_copy = _host_view(value)
                 if name in self.written:
                     _check_writable(name, host, zero_copy)
+                if host.size == 0:  # nothing to copy (numba's to_device refuses some empty shapes)
+                    flat += [0, *host.shape, *_c_strides(host.shape)]
+                    continue
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
                 with cuda.gpus[device]:  # allocated on the GPU the kernel runs on

@@ -3,7 +3,10 @@
 The lowering asks for the same value many times over (a coordinate, a mask, an offset
 for each access that needs it); every duplicate is a statement numba must compile. An
 ``Op`` whose operation, operands and attribute match an earlier one in scope is dropped
-and its register renamed to the earlier one. Ops are pure (thread and block ids
+and its register renamed to the earlier one; a register array (a value per slot: index
+arithmetic, mostly) is only shared until the next memory access or barrier, since holding
+a tile's worth of offsets and masks across a kernel costs more registers than recomputing
+them (a softmax went from 55 to 72 registers). Ops are pure (thread and block ids
 included), registers are assigned once (loop-carried ones are assigned by their loop
 only), and memory reads, shuffles and other statements are never merged. Scopes follow
 the structure: a value computed inside a ``Loop`` body is not available after it (a
@@ -38,6 +41,8 @@ def _block(stmts: list, available: dict, rename: dict) -> list:
                 rename[s.dst] = available[key]
                 continue
             available[key] = s.dst
+        else:  # past a memory access, register arrays are recomputed (cheap) rather than held (registers)
+            available = {k: r for k, r in available.items() if r.slots == 1}
         out.append(s)
     return out
 
