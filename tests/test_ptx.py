@@ -126,3 +126,74 @@ def test_atomics_of_every_kind_compile(dtype, op, instruction):
 
     ptx = explain(scatter_combine, f"{dtype}[:]", "i32[:]", f"{dtype}[:]", BN=64, OP=op)["ptx"]
     assert {line.split()[0] for line in ptx.splitlines() if "atom." in line} == {instruction}
+
+
+@tl.tile_kernel(num_threads=128)
+def layernorm(x, w, out, N, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
+    d = tl.where(tl.arange(0, BLOCK)[None, :] < N, t - tl.sum(t, axis=1, keepdims=True) / N, 0.0)
+    rstd = tl.rsqrt(tl.sum(d * d, axis=1, keepdims=True) / N + 1e-5)
+    tl.store(out, (d * rstd * tl.load(w, index=(0,), shape=(BLOCK,))[None, :]).astype(out.dtype), index=(i, 0))
+
+
+@tl.tile_kernel(num_threads=128)
+def chain(x, out, T: tl.Constant, K: tl.Constant):
+    """K rounds of elementwise math on T elements: one long loop over each thread's slots."""
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i,), shape=(T,))
+    for _ in range(K):
+        t = tl.exp(t * 1.5 + 0.25) - tl.sqrt(tl.abs(t)) / (t + 3.0)
+    tl.store(out, t, index=(i,))
+
+
+@tl.tile_kernel
+def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc, index=(i, j))
+
+
+@tl.tile_kernel(num_threads=128)
+def column_argmax(x, out, BM: tl.Constant, BN: tl.Constant):
+    j = tl.block_id(0)
+    tl.store(out, tl.argmax(tl.load(x, index=(0, j), shape=(BM, BN)), axis=0), index=(j,))
+
+
+# Tile values are register arrays the generated code loops over; NVVM must unroll those loops
+# (then the arrays are registers). One it leaves rolled puts its arrays in local memory: stack.
+LARGE = [
+    (vector_add, ("f32[:]",) * 3, {"TILE": 8192}),  # 64 elements per thread
+    (softmax, ("f32[:, :]",) * 2, {"BLOCK": 8192}),
+    (row_sums, ("f32[:, :]", "f32[:]"), {"BM": 16, "BN": 512}),
+    (layernorm, ("bf16[:, :]", "bf16[:]", "bf16[:, :]", "i32"), {"BLOCK": 8192}),
+    (column_argmax, ("f32[:, :]", "i32[:]"), {"BM": 64, "BN": 128}),  # a fold of 64 slots, 2 at a time
+    (chain, ("f32[:]",) * 2, {"T": 8192, "K": 4}),  # one rolled loop of 64 x 28 ops had a 512-byte stack
+    (chain, ("f32[:]",) * 2, {"T": 4096, "K": 16}),
+    (matmul, ("f16[:, :]", "f16[:, :]", "f32[:, :]"), {"BM": 128, "BN": 128, "BK": 32}),  # 64 accumulators
+]
+
+
+@pytest.mark.parametrize("kernel, signature, constants", LARGE, ids=[f"{k.fn.__name__}-{c}" for k, _, c in LARGE])
+def test_register_arrays_stay_in_registers(kernel, signature, constants):
+    e = explain(kernel, *signature, **constants)
+    assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+    assert not {op for op in instructions(e["ptx"]) if ".local" in op}
+
+
+@pytest.mark.parametrize("kernel, signature, small, large", [
+    (vector_add, ("f32[:]",) * 3, {"TILE": 1024}, {"TILE": 16384}),
+    (softmax, ("f32[:, :]",) * 2, {"BLOCK": 1024}, {"BLOCK": 16384}),
+    (matmul, ("f32[:, :]",) * 3, {"BM": 32, "BN": 64, "BK": 16}, {"BM": 128, "BN": 128, "BK": 64}),
+])  # fmt: skip
+def test_generated_code_does_not_grow_with_the_tile(kernel, signature, small, large):
+    """The same statements loop over more slots: for a tile 16 times larger the thread program
+    is as long, give or take a few index statements, and the source (what numba compiles, a
+    few ms a line) longer by less than half: its loops are cut where NVVM would not unroll them."""
+    stages = [explain(kernel, *signature, **c) for c in (small, large)]
+    statements = [len(e["thread_ir"].splitlines()) for e in stages]
+    lines = [len(e["cuda_source"].splitlines()) for e in stages]
+    assert statements[1] <= statements[0] + 8, statements
+    assert lines[1] < 1.5 * lines[0], lines

@@ -180,13 +180,35 @@ def loop_bounds(loop, ref) -> str:
     return f"{start}, {stop} if {step} != 0 else {start}, {step} if {step} != 0 else 1"
 
 
-def slot_groups(stmts) -> list[list]:
-    """``stmts`` in runs one loop over slots can apply: consecutive statements applying to
-    the same number of slots (more than one), none reading through ``pick`` or a vector
-    store what an earlier one of the run defines (it may not be computed yet), none
-    touching memory an earlier one writes (or writing what it reads); every other statement
-    (barriers, shuffles, loops, one-slot statements) alone."""
-    runs, defined, touched = [], set(), {}
+# What one slot of a statement costs in LLVM instructions, roughly: NVVM unrolls a loop over
+# slots (and so keeps its register arrays in registers, not in local memory) only while the
+# unrolled size stays under its threshold, so a run is cut where its slots x cost would pass
+# UNROLL_BUDGET (measured on sm_90: 64 slots x 3 exps stayed a loop, with a 512-byte stack).
+UNROLL_BUDGET = 4000
+_TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf", "pow", "sigmoid", "fmod"}
+
+
+def slot_cost(s) -> int:
+    if isinstance(s, (Load, Store)):
+        return 10 * s.lanes if s.lanes > 1 else 8
+    if isinstance(s, Atomic):
+        return 30
+    if isinstance(s, Op) and s.op in _TRANSCENDENTAL:
+        return 30
+    if isinstance(s, Op) and s.op in ("div", "sqrt", "rsqrt", "floordiv", "mod"):
+        return 8
+    return 3
+
+
+def slot_groups(stmts) -> list[tuple]:
+    """``stmts`` in runs ``(statements, start, stop)``, each one loop over the slots
+    ``range(start, stop)``: consecutive statements applying to the same number of slots
+    (more than one), none reading through ``pick`` or a vector store what an earlier one of
+    the run defines (it may not be computed yet), none touching memory an earlier one writes
+    (or writing what it reads), and within the unroll budget (one statement over it is
+    split into chunks of slots); every other statement (barriers, shuffles, loops,
+    one-slot statements) alone."""
+    runs, defined, touched, cost = [], set(), {}, 0
     for s in stmts:
         n = extent(s) if _per_slot(s) else 1
         place = getattr(s, "array", None) or getattr(s, "buffer", None)
@@ -194,18 +216,25 @@ def slot_groups(stmts) -> list[list]:
         joins = (
             n > 1
             and runs
-            and runs[-1][0] == n
+            and runs[-1][2] == n
+            and (cost + slot_cost(s)) * n <= UNROLL_BUDGET
             and not any(x in defined for x in _shifted_reads(s))
             and (place is None or (place not in touched or not (writes or touched[place])))
         )
         if not joins:
-            runs.append((n, []))
-            defined, touched = set(), {}
-        runs[-1][1].append(s)
+            if n > 1 and slot_cost(s) * n > UNROLL_BUDGET:  # alone, in chunks
+                chunk = 1 << (UNROLL_BUDGET // slot_cost(s)).bit_length() - 1
+                runs.extend(([s], a, min(a + chunk, n)) for a in range(0, n, chunk))
+                runs.append(([], 0, -1))  # (nothing joins a chunked statement)
+                continue
+            runs.append(([], 0, n))
+            defined, touched, cost = set(), {}, 0
+        runs[-1][0].append(s)
+        cost += slot_cost(s)
         defined.update(registers(s, s.DEFS))
         if place is not None:
             touched[place] = touched.get(place, False) or writes
-    return [run for _, run in runs]
+    return [run for run in runs if run[0]]
 
 
 def _per_slot(s) -> bool:
@@ -214,8 +243,8 @@ def _per_slot(s) -> bool:
 
 def _shifted_reads(s):
     """Registers a statement reads at other slots than its own (``pick``; a vector store's values)."""
-    if isinstance(s, Op) and s.op == "pick":
-        return s.args
+    if isinstance(s, Op) and s.op in ("pick", "pick_at"):
+        return s.args[:1]
     if isinstance(s, Store) and s.lanes > 1:
         return (s.values,)
     return ()
@@ -262,8 +291,8 @@ class SourceWriter:
 
         def visit(stmts):
             self.groups[id(stmts)] = runs = slot_groups(stmts)
-            for k, run in enumerate(runs):
-                key = (id(stmts), k) if _per_slot(run[0]) and extent(run[0]) > 1 else None
+            for k, (run, start, stop) in enumerate(runs):
+                key = (id(stmts), k) if _per_slot(run[0]) and extent(run[0]) > 1 and (start, stop) == (0, extent(run[0])) else None
                 for s in run:
                     shifted = set(_shifted_reads(s))
                     for x in registers(s, s.USES):
@@ -337,10 +366,10 @@ class SourceWriter:
     def body(self, stmts, indent):
         if not stmts:
             self.emit("pass", indent)
-        for run in self.groups.get(id(stmts)) or slot_groups(stmts):
+        for run, start, stop in self.groups.get(id(stmts)) or slot_groups(stmts):
             n = extent(run[0]) if _per_slot(run[0]) else 1
             if n > 1:
-                self.emit(f"for r in range({n}):", indent)
+                self.emit(f"for r in range({f'{start}, ' if start else ''}{stop}):", indent)
                 self.at = "r"
                 for s in run:
                     self.one(s, indent + 4)
@@ -364,6 +393,8 @@ class SourceWriter:
     def value(self, op: Op) -> str:
         if op.op == "pick":
             return self.ref(op.args[0], slot_expr(op.attr, self.at))
+        if op.op == "pick_at":
+            return self.ref(op.args[0], f"{slot_expr(op.attr[0], self.at)} + {slot_expr(op.attr[1], self.ref(op.args[1]))}")
         if op.op == "slot":
             return f"int32({slot_expr(op.attr, self.at)})"
         special = self.special(op)

@@ -241,6 +241,7 @@ OPS = {
     "select": 3,
     "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
     "pick": 1,  # dst[r] = arg[attr(r)]
+    "pick_at": 2,  # dst[r] = arg[attr[0](r) + attr[1](j)]: slots chosen by a loop index j too
     "thread_id": 0,
     "block_id": 0,
     "num_blocks": 0,
@@ -373,7 +374,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
                     if isinstance(x, Reg) and field in s.USES and x not in defined and not isinstance(s, Loop):
                         raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({name})")
                     wide = n * getattr(s, "lanes", 1) if field in group + ("dst",) else n
-                    exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op == "pick")
+                    exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op in ("pick", "pick_at"))
                     if slots(x) not in (1, wide) and not exempt:
                         raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {name} over {wide}")
             if isinstance(s, Loop):

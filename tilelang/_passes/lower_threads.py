@@ -79,7 +79,7 @@ class Lowering:
     def op(self, dtype, op, *args, attr=None, n=None):
         """``op`` on each slot: the result has as many slots as the widest operand (or ``n``)."""
         n = n or max(map(slots, args), default=1)
-        if op == "pick" and slots(args[0]) == 1:  # a uniform value is the same in every slot
+        if op in ("pick", "pick_at") and slots(args[0]) == 1:  # a uniform value is the same in every slot
             return args[0]
         if op == "slot" and n == 1:
             return Imm(attr(0), i32)
@@ -618,15 +618,18 @@ def _lower_reduce(lw, eqn, x, *, axis):
     valid = lw.valid(src)
     partial = tuple(lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, red.identity()))
 
-    # 1. inside each thread: halve the slots along each register bit of the axis (a tree)
-    reg = list(src.reg)
-    for i in reversed(range(len(reg))):
-        if reg[i] in bits:
-            n = 1 << (len(reg) - 1)
-            pairs = [(k, k) for k in range(i)] + [(k, k + 1) for k in range(i, len(reg) - 1)]
-            halves = [[lw.pick(a, pairs, n, const) for a in partial] for const in (0, 1 << i)]
-            partial = red.combine(*halves)
-            del reg[i]
+    # 1. inside each thread: fold the slots that differ only in the axis's register bits
+    axis_slots = [i for i, b in enumerate(src.reg) if b in bits]
+    if axis_slots:
+        kept = list(enumerate(i for i, b in enumerate(src.reg) if b not in bits))
+        n = 1 << len(kept)
+        along = (SlotMap.of_bits(kept), SlotMap.of_bits(list(enumerate(axis_slots))))
+        values = partial
+
+        def step(acc, j):
+            return red.combine(acc, tuple(lw.op(a.dtype, "pick_at", a, j, attr=along, n=n) for a in values))
+
+        partial = _folded(lw, [lw.pick(a, kept, n) for a in values], 1 << len(axis_slots), n, step)
 
     # 2. across lanes: butterfly shuffles over the lane bits of the axis
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
@@ -651,19 +654,37 @@ def _lower_reduce(lw, eqn, x, *, axis):
         for buf, a in zip(bufs, partial):
             lw.stmts.append(SharedStore(buf, at, a, writer))
         lw.stmts.append(Barrier())
-        acc = None
-        for g in range(groups):
-            at = lw.op(i32, "add", index, Imm(g * size, i32))
-            item = []
+
+        n = max(slots(index), out_layout.num_regs)
+
+        def gather(at):
+            out = []
             for buf, a in zip(bufs, red.identity()):
-                dst = lw.reg(a.dtype, max(slots(at), out_layout.num_regs), "w")
-                lw.stmts.append(SharedLoad(dst, buf, at))
-                item.append(dst)
-            acc = tuple(item) if acc is None else red.combine(acc, tuple(item))
-        partial = acc
+                out.append(lw.reg(a.dtype, n, "w"))
+                lw.stmts.append(SharedLoad(out[-1], buf, at))
+            return tuple(out)
+
+        def step(acc, g):
+            return red.combine(acc, gather(lw.op(i32, "add", index, lw.op(i32, "mul", g, Imm(size, i32)))))
+
+        partial = _folded(lw, gather(index), groups, n, step)
         lw.stmts.append(Barrier())
         lw.release(*bufs)
     _out(lw, eqn, partial[-1 if red.arg else 0])
+
+
+def _folded(lw, first, count, n, step):
+    """``first`` combined by ``step(acc, j)`` for ``j`` in ``1..count-1``, over ``n`` slots: a
+    loop of constant trip count, so the program does not grow with it (NVVM unrolls it)."""
+    if count == 1:
+        return tuple(first)
+    j = lw.reg(i32, 1, "j")
+    params = [lw.reg(a.dtype, n, "f") for a in first]
+    outer, lw.stmts = lw.stmts, []
+    results = step(tuple(params), j)
+    body, lw.stmts = lw.stmts, outer
+    lw.stmts.append(Loop(j, Imm(1, i32), Imm(count, i32), Imm(1, i32), params, list(first), body, list(results)))
+    return tuple(params)
 
 
 def _padded_size(layout):
