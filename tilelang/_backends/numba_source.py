@@ -206,14 +206,15 @@ def slot_groups(stmts) -> list[tuple]:
     (more than one), none reading through ``pick`` or a vector store what an earlier one of
     the run defines (it may not be computed yet), none touching memory an earlier one writes
     (or writing what it reads), and within the unroll budget (one statement over it is
-    split into chunks of slots); every other statement (barriers, shuffles, loops,
-    one-slot statements) alone."""
+    split into chunks of slots); consecutive one-slot statements in a run without a loop;
+    barriers, shuffles and loops alone."""
     runs, defined, touched, cost = [], set(), {}, 0
     for s in stmts:
-        n = extent(s) if _per_slot(s) else 1
+        n = extent(s) if _per_slot(s) else 0
         place = getattr(s, "array", None) or getattr(s, "buffer", None)
         writes = isinstance(s, (Store, SharedStore, Atomic))
-        joins = (
+        joins = n == 1 and runs and runs[-1][2] == 1
+        joins = joins or (
             n > 1
             and runs
             and runs[-1][2] == n
@@ -248,6 +249,11 @@ def _shifted_reads(s):
     if isinstance(s, Store) and s.lanes > 1:
         return (s.values,)
     return ()
+
+
+# ops whose rendering names an operand more than once (an expression written there would be
+# compiled as often)
+_REPEATS = {"maximum", "minimum", "sigmoid", "floordiv", "shl", "shr"}
 
 
 def slot_expr(m: SlotMap, at) -> str:
@@ -286,30 +292,37 @@ class SourceWriter:
         self._plan(program.body)
 
     def _plan(self, body):
-        home, uses = {}, {}
+        """Which registers live in one run only (plain variables there, not arrays) and which
+        are read once, in the run defining them (their expression is written where it is read)."""
+        home, uses, count, ops = {}, {}, {}, set()
         carried = set()
 
         def visit(stmts):
             self.groups[id(stmts)] = runs = slot_groups(stmts)
             for k, (run, start, stop) in enumerate(runs):
-                key = (id(stmts), k) if _per_slot(run[0]) and extent(run[0]) > 1 and (start, stop) == (0, extent(run[0])) else None
+                whole = _per_slot(run[0]) and (start, stop) == (0, extent(run[0]))
+                key = (id(stmts), k) if whole else None
                 for s in run:
                     shifted = set(_shifted_reads(s))
+                    repeats = isinstance(s, Atomic) or (isinstance(s, Op) and s.op in _REPEATS)
                     for x in registers(s, s.USES):
                         if isinstance(x, Reg):
                             uses.setdefault(x, set()).add(None if x in shifted else key)
+                            count[x] = count.get(x, 0) + (2 if repeats else 1)
                     for x in registers(s, s.DEFS):
                         if isinstance(x, Reg) and not (isinstance(s, Load) and s.lanes > 1):
                             home[x] = key
+                    if isinstance(s, Op):
+                        ops.add(s.dst)
                     if isinstance(s, Loop):
                         carried.update(s.params)
                         visit(s.body)
 
         visit(body)
-        self.local = {
-            x for x, key in home.items()
-            if key is not None and x.slots > 1 and x not in carried and uses.get(x, {key}) == {key}
-        }  # fmt: skip
+        within = {x for x, key in home.items() if key is not None and x not in carried and uses.get(x, {key}) == {key}}
+        self.local = {x for x in within if x.slots > 1}
+        self.inline = {x for x in within & ops if count.get(x) == 1}
+        self.inlined: dict = {}  # register -> its expression, once rendered
 
     def emit(self, line: str, indent: int):
         self.lines.append(" " * indent + line)
@@ -326,6 +339,8 @@ class SourceWriter:
 
     def ref(self, x, at=None) -> str:
         """How code refers to a register or immediate at a slot (that being rendered by default)."""
+        if x in self.inlined:
+            return self.inlined.pop(x)
         if isinstance(x, Reg) and x.slots > 1 and x not in self.local:
             return self.element(x, self.at if at is None else at)
         return self.constant(x) if isinstance(x, Imm) else operand(x)
@@ -367,7 +382,7 @@ class SourceWriter:
         if not stmts:
             self.emit("pass", indent)
         for run, start, stop in self.groups.get(id(stmts)) or slot_groups(stmts):
-            n = extent(run[0]) if _per_slot(run[0]) else 1
+            n = extent(run[0]) if _per_slot(run[0]) else 0
             if n > 1:
                 self.emit(f"for r in range({f'{start}, ' if start else ''}{stop}):", indent)
                 self.at = "r"
@@ -379,7 +394,9 @@ class SourceWriter:
                     self.one(s, indent)
 
     def one(self, s, indent):
-        if isinstance(s, Op):
+        if isinstance(s, Op) and s.dst in self.inline:
+            self.inlined[s.dst] = f"({self.value(s)})"
+        elif isinstance(s, Op):
             self.emit(f"{self.ref(s.dst)} = {self.value(s)}", indent)
         elif isinstance(s, Loop):
             self.copy(s.params, s.inits, indent)
@@ -429,9 +446,9 @@ class SourceWriter:
 
     def special(self, op: Op):
         """Ops rendered outside the expression table (targets add thread and block ids)."""
-        args = [self.ref(a) for a in op.args]
         if op.op == "fmod":
-            return f"{code_type_name(op.dst.dtype)}({self.FMOD}({args[0]}, {args[1]}))"
+            a, b = (self.ref(x) for x in op.args)
+            return f"{code_type_name(op.dst.dtype)}({self.FMOD}({a}, {b}))"
         return None
 
     def statement(self, s, indent):
