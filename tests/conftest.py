@@ -13,7 +13,7 @@ the op tests run on, and Hypothesis profiles.
 import os
 
 os.environ["TILELANG_DEBUG"] = "1"  # must be set before tilelang is imported: kernel.py reads it once
-os.environ.setdefault("TILELANG_TEST_BACKENDS", "interpret")
+os.environ.setdefault("TILELANG_TEST_BACKENDS", "interpret,cpu")
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -197,3 +197,13 @@ def test_generated_code_does_not_grow_with_the_tile(kernel, signature, small, la
     lines = [len(e["cuda_source"].splitlines()) for e in stages]
     assert statements[1] <= statements[0] + 8, statements
     assert lines[1] < 1.5 * lines[0], lines
+
+
+@pytest.mark.parametrize("threads, tile", [(512, 32768), (1024, 16384)])
+def test_large_blocks_keep_to_the_registers_they_may_have(threads, tile):
+    """A block of more than 256 threads may use at most 65536 / threads registers each: ptxas
+    is told the block size (.maxntid) and spills rather than build a kernel that cannot launch."""
+    wide = tl.tile_kernel(vector_add.fn, num_threads=threads)
+    e = explain(wide, *["f32[:]"] * 3, TILE=tile)
+    registers = int(re.search(r"registers per thread (\d+)", e["resources"]).group(1))
+    assert f".maxntid {threads}" in e["ptx"] and registers * threads <= 65536, e["resources"]

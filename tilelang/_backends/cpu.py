@@ -211,7 +211,11 @@ class CpuWriter(SourceWriter):
         if isinstance(s, (Load, Store)):
             d = self.arrays[s.array].dtype
             lane = "i" if s.lanes > 1 else 0
-            ok = self.ref(s.mask) if s.lanes == 1 else f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
+            ok = (
+                self.ref(s.mask)
+                if s.lanes == 1
+                else f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
+            )
             if s.lanes > 1:
                 self.emit(f"for i in range({s.lanes}):", indent)
                 indent += 4

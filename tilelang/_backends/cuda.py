@@ -29,7 +29,6 @@ from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
     Barrier,
-    Imm,
     Load,
     SharedLoad,
     SharedStore,
@@ -286,8 +285,8 @@ class CudaKernel:
         self.program = program
         self.source = CudaWriter(program).source()
         # what the compiled code depends on: the generated source, the parameters' types (an int32
-        # and a uint32 scalar can give the same source) and the toolchain
-        key = [self.source, param_codes(program), *toolchain_versions()]
+        # and a uint32 scalar can give the same source), the block size (launch bounds) and the toolchain
+        key = [self.source, param_codes(program), f"threads={program.num_threads}", *toolchain_versions()]
         self.digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:32]
         self._function = None
         self._ptx = {}
@@ -373,7 +372,15 @@ class CudaKernel:
         if cc not in self._ptx:
             from numba import cuda
 
-            self._ptx[cc], _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=True)
+            # over 256 threads, .maxntid: ptxas keeps to the registers such a block may have (it
+            # spills rather than build a kernel that cannot launch: 64 floats a thread at 512
+            # threads took 194 registers without it). Smaller blocks launch with any count, and
+            # ptxas given the bound chose more registers for them (a softmax: 80, not 56)
+            threads = self.program.num_threads
+            bounds = (threads,) if threads > 256 else None
+            self._ptx[cc], _ = cuda.compile_ptx(
+                self.function, self.signature, cc=cc, lineinfo=True, launch_bounds=bounds
+            )
         return self._ptx[cc]
 
     def simulate(self, grid, args):

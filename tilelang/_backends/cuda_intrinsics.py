@@ -127,8 +127,12 @@ def _lane_ok(builder, ok, first, last, i: int):
 def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
     """Whether a group moves in one access: every lane in and the address aligned to its bytes."""
     byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
-    aligned = builder.icmp_unsigned("==", builder.and_(byte, ir.Constant(I64, d.itemsize * lanes - 1)), ir.Constant(I64, 0))
-    inside = builder.and_(builder.icmp_signed("<=", first, ir.Constant(I32, 0)), builder.icmp_signed(">=", last, ir.Constant(I32, lanes)))
+    aligned = builder.icmp_unsigned(
+        "==", builder.and_(byte, ir.Constant(I64, d.itemsize * lanes - 1)), ir.Constant(I64, 0)
+    )
+    inside = builder.and_(
+        builder.icmp_signed("<=", first, ir.Constant(I32, 0)), builder.icmp_signed(">=", last, ir.Constant(I32, lanes))
+    )
     return builder.and_(builder.and_(ok, inside), aligned)
 
 

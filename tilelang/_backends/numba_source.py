@@ -411,7 +411,9 @@ class SourceWriter:
         if op.op == "pick":
             return self.ref(op.args[0], slot_expr(op.attr, self.at))
         if op.op == "pick_at":
-            return self.ref(op.args[0], f"{slot_expr(op.attr[0], self.at)} + {slot_expr(op.attr[1], self.ref(op.args[1]))}")
+            return self.ref(
+                op.args[0], f"{slot_expr(op.attr[0], self.at)} + {slot_expr(op.attr[1], self.ref(op.args[1]))}"
+            )
         if op.op == "slot":
             return f"int32({slot_expr(op.attr, self.at)})"
         special = self.special(op)

@@ -67,7 +67,11 @@ class SlotMap:
         runs of consecutive bits merged into one term."""
         terms = []
         for a, b in sorted(pairs):
-            if terms and terms[-1][0] + terms[-1][1].bit_length() == a and terms[-1][2] + terms[-1][1].bit_length() == b:
+            if (
+                terms
+                and terms[-1][0] + terms[-1][1].bit_length() == a
+                and terms[-1][2] + terms[-1][1].bit_length() == b
+            ):
                 shift, mask, left = terms[-1]
                 terms[-1] = (shift, mask * 2 + 1, left)
             else:
@@ -77,9 +81,11 @@ class SlotMap:
     def __call__(self, r: int) -> int:
         return self.const + sum(((r >> shift) & mask) << left for shift, mask, left in self.terms)
 
-    def __str__(self):
-        parts = [f"(r>>{s}&{m})<<{left}" for s, m, left in self.terms] + ([str(self.const)] if self.const else [])
+    def text(self, var: str = "r") -> str:
+        parts = [f"({var}>>{s}&{m})<<{left}" for s, m, left in self.terms] + ([str(self.const)] if self.const else [])
         return "+".join(parts) or "0"
+
+    __str__ = text
 
 
 @dataclass
@@ -316,6 +322,8 @@ def _lines(stmts, indent):
     for s in stmts:
         if isinstance(s, Op):
             attr = f"[{getattr(s.attr, 'name', s.attr)}]" if s.attr is not None else ""
+            if s.op == "pick_at":  # the slot read: from this slot's bits and the loop index's
+                attr = f"[{s.attr[0]}+{s.attr[1].text('j')}]"
             yield f"{pad}{_typed(s.dst)} = {s.op}{attr} {' '.join(map(_text, s.args))}".rstrip()
         elif isinstance(s, Load):
             mask = f"mask={_text(s.mask)} pad={_text(s.pad)}{_lanes(s)}"
@@ -362,21 +370,21 @@ def verify_thread_program(prog: ThreadProgram) -> None:
 
     def walk(stmts):
         for s in stmts:
-            name = type(s).__name__
+            kind = type(s).__name__
             if isinstance(s, Op) and OPS.get(s.op) != len(s.args):
                 raise TileCompilerError(f"thread IR: bad op {s.op} with {len(s.args)} operands")
             if isinstance(s, (Load, Store, Atomic)) and s.array not in arrays:
-                raise TileCompilerError(f"thread IR: {name} of unknown array {s.array}")
+                raise TileCompilerError(f"thread IR: {kind} of unknown array {s.array}")
             n = extent(s)
             group = ("values",) if isinstance(s, Store) else ()
-            for field in s.USES + s.DEFS:
-                for x in registers(s, (field,)):
-                    if isinstance(x, Reg) and field in s.USES and x not in defined and not isinstance(s, Loop):
-                        raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({name})")
-                    wide = n * getattr(s, "lanes", 1) if field in group + ("dst",) else n
+            for part in s.USES + s.DEFS:
+                for x in registers(s, (part,)):
+                    if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):
+                        raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({kind})")
+                    wide = n * getattr(s, "lanes", 1) if part in group + ("dst",) else n
                     exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op in ("pick", "pick_at"))
                     if slots(x) not in (1, wide) and not exempt:
-                        raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {name} over {wide}")
+                        raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {kind} over {wide}")
             if isinstance(s, Loop):
                 for x in (s.start, s.stop, s.step, *s.inits):
                     if isinstance(x, Reg) and x not in defined:

@@ -1,15 +1,17 @@
 """Lowering: the tile IR with layouts → the thread IR (what one thread does).
 
-Every tile value becomes one operand per register slot of its layout. Each primitive's
-lowering rule is registered in ``Primitive.rules["lower"]`` below, grouped by kind.
-Coordinates of register slot ``r`` are the thread's coordinate (computed once per layout
-from the thread id) plus a compile-time offset; phantom elements (beyond a
-non-power-of-two tile edge) are masked out of memory accesses and reductions; replicated
-copies of a value store only from one thread.
+Every tile value becomes one operand: a register array with a slot per element of the
+thread's layout (or one uniform value), and every rule emits statements over all the
+slots at once, so the program does not grow with the tile. Each primitive's lowering rule
+is registered in ``Primitive.rules["lower"]`` below, grouped by kind. Coordinates of slot
+``r`` are the thread's coordinate (computed once per layout from the thread id) plus the
+slot's register bits (a ``slot`` op); phantom elements (beyond a non-power-of-two tile
+edge) are masked out of memory accesses and reductions; replicated copies of a value store
+only from one thread.
 
-Layout changes go through ``Lowering.convert``: free when the same threads hold the same
-elements, a rematerialisation for constants, otherwise a round trip through shared
-memory with barriers (visible in the thread IR).
+Layout changes go through ``Lowering.regs``: free when the same threads hold the same
+elements (a ``pick`` of slots), a rematerialisation for constants, otherwise a round trip
+through shared memory with barriers (visible in the thread IR).
 """
 
 from __future__ import annotations
@@ -480,7 +482,9 @@ class _Window:
         for d, c in enumerate(coords):
             offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
         inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
-        checks = [lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))]
+        checks = [
+            lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))
+        ]
         mask = lw.land(*checks, lw.valid(self.layout, inner, lanes))
         if lanes == 1:
             return offset, mask, None, None
