@@ -37,6 +37,22 @@ def test_host_numpy_arrays_are_copied_there_and_back():
     np.testing.assert_allclose(out, expected(x, y), rtol=1e-6)
 
 
+@tl.tile_kernel(backend="cuda")
+def add_rows(x, total, out, BM: tl.Constant, BN: tl.Constant):
+    """Every row of x plus the matching row of total: blocks read an empty x when it has no rows."""
+    i = tl.block_id(0)
+    t = tl.load(total, index=(i, 0), shape=(BM, BN))
+    tl.store(out, t + tl.load(x, index=(i, 0), shape=(BM, BN)), index=(i, 0))
+
+
+def test_empty_host_arrays_are_passed_without_a_copy():
+    """A (0, 1) host array (numba's to_device refused one: found on the H200) beside full ones."""
+    x, total = np.zeros((0, 1), np.float32), np.arange(8, dtype=np.float32).reshape(8, 1)
+    out = np.full((8, 1), np.nan, np.float32)
+    add_rows[2](x, total, out, BM=4, BN=1)
+    np.testing.assert_array_equal(out, total)  # x's rows all read the padding, 0
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
 def test_torch_tensors_of_every_float_dtype(dtype):
     torch = pytest.importorskip("torch")
