@@ -447,17 +447,19 @@ class CudaRunner:
                 host, zero_copy = _host_view(value)
                 if name in self.written:
                     _check_writable(name, host, zero_copy)
-                if host.size == 0:  # nothing to copy (numba's to_device refuses some empty shapes)
+                if host.size == 0:  # nothing to copy
                     flat += [0, *host.shape, *_c_strides(host.shape)]
                     continue
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
-                with cuda.gpus[device]:  # allocated on the GPU the kernel runs on
-                    copy = cuda.to_device(np.ascontiguousarray(host))
+                with cuda.gpus[device]:  # allocated on the GPU the kernel runs on; copied flat, as
+                    # numba's shape checks refused some (a (1, 1) array against a (0, 1) one on the H200)
+                    copy = cuda.to_device(np.ascontiguousarray(host).reshape(-1))
                 keep.append(copy)  # alive until the kernel has run
                 if name in self.written:
                     copies.append((host, copy))
-                info = array_info(copy)
+                flat += [copy.__cuda_array_interface__["data"][0], *host.shape, *_c_strides(host.shape)]
+                continue
             flat += [info.ptr, *info.shape, *info.strides]
         if 0 not in grid:
             handle = current_stream(arguments.values())(device) if stream is None else stream_handle(stream)
@@ -467,7 +469,7 @@ class CudaRunner:
 
             cuda.synchronize()
         for host, copy in copies:
-            host[...] = copy.copy_to_host()
+            host[...] = copy.copy_to_host().reshape(host.shape)
 
     def fast_launch(self, arguments: dict, infos: dict):
         """What a fast path for calls like this one launches with (see tilelang/_fastpath.py):

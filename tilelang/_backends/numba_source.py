@@ -244,8 +244,8 @@ def _per_slot(s) -> bool:
 
 def _shifted_reads(s):
     """Registers a statement reads at other slots than its own (``pick``; a vector store's values)."""
-    if isinstance(s, Op) and s.op in ("pick", "pick_at"):
-        return s.args[:1]
+    if isinstance(s, Op) and s.op == "pick":
+        return s.args
     if isinstance(s, Store) and s.lanes > 1:
         return (s.values,)
     return ()
@@ -410,10 +410,6 @@ class SourceWriter:
     def value(self, op: Op) -> str:
         if op.op == "pick":
             return self.ref(op.args[0], slot_expr(op.attr, self.at))
-        if op.op == "pick_at":
-            return self.ref(
-                op.args[0], f"{slot_expr(op.attr[0], self.at)} + {slot_expr(op.attr[1], self.ref(op.args[1]))}"
-            )
         if op.op == "slot":
             return f"int32({slot_expr(op.attr, self.at)})"
         special = self.special(op)

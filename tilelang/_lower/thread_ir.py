@@ -81,11 +81,9 @@ class SlotMap:
     def __call__(self, r: int) -> int:
         return self.const + sum(((r >> shift) & mask) << left for shift, mask, left in self.terms)
 
-    def text(self, var: str = "r") -> str:
-        parts = [f"({var}>>{s}&{m})<<{left}" for s, m, left in self.terms] + ([str(self.const)] if self.const else [])
+    def __str__(self):
+        parts = [f"(r>>{s}&{m})<<{left}" for s, m, left in self.terms] + ([str(self.const)] if self.const else [])
         return "+".join(parts) or "0"
-
-    __str__ = text
 
 
 @dataclass
@@ -247,7 +245,6 @@ OPS = {
     "select": 3,
     "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
     "pick": 1,  # dst[r] = arg[attr(r)]
-    "pick_at": 2,  # dst[r] = arg[attr[0](r) + attr[1](j)]: slots chosen by a loop index j too
     "thread_id": 0,
     "block_id": 0,
     "num_blocks": 0,
@@ -322,8 +319,6 @@ def _lines(stmts, indent):
     for s in stmts:
         if isinstance(s, Op):
             attr = f"[{getattr(s.attr, 'name', s.attr)}]" if s.attr is not None else ""
-            if s.op == "pick_at":  # the slot read: from this slot's bits and the loop index's
-                attr = f"[{s.attr[0]}+{s.attr[1].text('j')}]"
             yield f"{pad}{_typed(s.dst)} = {s.op}{attr} {' '.join(map(_text, s.args))}".rstrip()
         elif isinstance(s, Load):
             mask = f"mask={_text(s.mask)} pad={_text(s.pad)}{_lanes(s)}"
@@ -382,7 +377,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
                     if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):
                         raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({kind})")
                     wide = n * getattr(s, "lanes", 1) if part in group + ("dst",) else n
-                    exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op in ("pick", "pick_at"))
+                    exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op == "pick")
                     if slots(x) not in (1, wide) and not exempt:
                         raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {kind} over {wide}")
             if isinstance(s, Loop):
