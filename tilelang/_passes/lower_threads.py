@@ -626,12 +626,12 @@ def _lower_reduce(lw, eqn, x, *, axis):
     # loop folding them one by one compiles smaller, but its chain of dependent adds made a
     # sum 13% slower on the H200)
     reg = list(src.reg)
-    for i in reversed(range(len(reg))):
-        if reg[i] in bits:
-            n = 1 << (len(reg) - 1)
-            pairs = [(k, k) for k in range(i)] + [(k, k + 1) for k in range(i, len(reg) - 1)]
-            partial = red.combine(*([lw.pick(a, pairs, n, const) for a in partial] for const in (0, 1 << i)))
-            del reg[i]
+    while any(b in bits for b in reg):
+        i = next(i for i, b in enumerate(reg) if b in bits)  # the lowest first: neighbours combine
+        n = 1 << (len(reg) - 1)
+        pairs = [(k, k) for k in range(i)] + [(k, k + 1) for k in range(i, len(reg) - 1)]
+        partial = red.combine(*([lw.pick(a, pairs, n, const) for a in partial] for const in (0, 1 << i)))
+        del reg[i]
 
     # 2. across lanes: butterfly shuffles over the lane bits of the axis
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
