@@ -11,6 +11,7 @@ the GPU would, barriers and shuffles included, and hypothesis can test the lower
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from .._lower.thread_ir import (
@@ -127,25 +128,35 @@ class CpuWriter(SourceWriter):
     def source(self) -> str:
         p = self.program
         parallel = self.parallel
-        self.header("njit, prange", "cpu_intrinsics")
+        self.header("njit, prange, get_thread_id", "cpu_intrinsics")
         self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=True)", 0)
         args = ["grid_x", "grid_y", "grid_z"]
         for q in p.params:
             if isinstance(q, ArrayParam):
                 args += [f"{q.name}__buf", f"{q.name}__origin"]
-        args += self.signature()
+        args += self.signature() + [f"{name}__all" for name, _, _ in self.scratch()]
         self.emit(f"def {p.name}({', '.join(args)}):", 0)
         self.emit(f"for block in {'prange' if parallel else 'range'}(grid_x * grid_y * grid_z):", 4)
         self.emit("bx = int32(block % grid_x)", 8)
         self.emit("by = int32((block // grid_x) % grid_y)", 8)
         self.emit("bz = int32(block // (grid_x * grid_y))", 8)
-        for name, (d, size) in p.shared.items():
-            self.emit(f"{name} = np.zeros({size}, np.{code_type_name(d).replace('boolean', 'bool_')})", 8)
-        for name, table in self.rows.items():
-            shape = f"({p.num_threads}, {sum(x.slots for x in table)})"
-            self.emit(f"regs_{name} = np.zeros({shape}, np.{name.replace('boolean', 'bool_')})", 8)
+        self.emit(f"worker = {'get_thread_id()' if parallel else '0'}", 8)
+        for name, _, _ in self.scratch():
+            self.emit(f"{name} = {name}__all[worker]", 8)
         self.phases(p.body, 8)
         return self.module()
+
+    def scratch(self) -> list:
+        """``(name, NumPy dtype, shape)`` of each block's shared buffers and register tables: the
+        caller passes one per worker thread (allocating them in the kernel made numba compile
+        np.zeros for every dtype and rank, ~0.1 s each)."""
+        out = []
+        for name, (d, size) in self.program.shared.items():
+            out.append((name, np.dtype(code_type_name(d).replace("boolean", "bool")), (size,)))
+        for name, table in self.rows.items():
+            shape = (self.program.num_threads, sum(x.slots for x in table))
+            out.append((f"regs_{name}", np.dtype(name.replace("boolean", "bool")), shape))
+        return out
 
     def phases(self, stmts, indent):
         threads = self.program.num_threads
@@ -292,6 +303,7 @@ class CpuKernel:
         self.program = program
         writer = CpuWriter(program, parallel=False)
         self.source = writer.source()
+        self.scratch = writer.scratch()
         self.loop_locs = [loop.loc for loop in writer.loops]
         self.can_parallel = not any(isinstance(s, Atomic) for s in walk_statements(program.body))
         self._functions = {}
@@ -317,8 +329,10 @@ class CpuKernel:
             else:
                 rest.append(value)
         parallel = self.can_parallel and grid[0] * grid[1] * grid[2] >= self.PARALLEL_BLOCKS
+        workers = numba.get_num_threads() if parallel else 1
+        scratch = [np.empty((workers, *shape), dtype) for _, dtype, shape in self.scratch]
         try:
-            self.function(parallel)(*map(np.int64, grid), *views, *rest)
+            self.function(parallel)(*map(np.int64, grid), *views, *rest, *scratch)
         except ZeroStep as err:
             raise TileValueError("tl.range: step must not be zero", self.loop_locs[err.args[0]]) from None
 
