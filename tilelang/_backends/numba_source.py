@@ -206,11 +206,19 @@ def slot_groups(stmts) -> list[tuple]:
     (more than one), none reading through ``pick`` or a vector store what an earlier one of
     the run defines (it may not be computed yet), none touching memory an earlier one writes
     (or writing what it reads), and within the unroll budget (one statement over it is
-    split into chunks of slots); consecutive one-slot statements in a run without a loop;
-    barriers, shuffles and loops alone."""
+    split into chunks of slots); consecutive one-slot statements in a run without a loop
+    (one-slot ops that do not read the loop in progress move before it); barriers, shuffles
+    and loops alone."""
     runs, defined, touched, cost = [], set(), {}, 0
     for s in stmts:
         n = extent(s) if _per_slot(s) else 0
+        if n == 1 and isinstance(s, Op) and runs and runs[-1][2] > 1 and not defined & set(registers(s, s.USES)):
+            # a one-slot op the loop in progress does not feed: computed before it, which keeps
+            # the loop whole (ops are pure, and what it reads is defined before the loop)
+            if len(runs) < 2 or runs[-2][2] != 1:
+                runs.insert(len(runs) - 1, ([], 0, 1))
+            runs[-2][0].append(s)
+            continue
         place = getattr(s, "array", None) or getattr(s, "buffer", None)
         writes = isinstance(s, (Store, SharedStore, Atomic))
         joins = n == 1 and runs and runs[-1][2] == 1

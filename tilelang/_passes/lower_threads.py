@@ -83,7 +83,7 @@ class Lowering:
         n = n or max(map(slots, args), default=1)
         if op == "pick" and slots(args[0]) == 1:  # a uniform value is the same in every slot
             return args[0]
-        if op == "slot" and n == 1:
+        if op == "slot" and (n == 1 or not attr.terms):  # the same number in every slot
             return Imm(attr(0), i32)
         folded = _fold(op, dtype, args, attr)
         if folded is not None:
