@@ -1,6 +1,6 @@
 """Constant folding gives what running gives (issue 19, items 15, 17, 18).
 
-The thread-IR folder (``lower_threads._fold``) computes an op on immediates at compile
+The thread-IR folder (``_lower/lowering.fold``) computes an op on immediates at compile
 time: its results must wrap (integers) or round (floats) to the register's dtype, shifts
 must follow docs/dtypes.md for any count, and the identities it applies (``x + -0.0``,
 ``x * 1``, ...) must be exact. Each test runs on the interpreter and the CPU backend (and
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang import testing as tlt
+from tilelang._lower.lowering import fold as _fold
 from tilelang._lower.thread_ir import Imm
-from tilelang._passes.lower_threads import _fold
 
 BACKENDS = ("interpret", "cpu") + (("cuda",) if "cuda" in tlt.default_backends() else ())
 

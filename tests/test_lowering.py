@@ -803,7 +803,7 @@ def test_where_and_scalars_from_array_shapes(seed, shape):
 def test_a_scratch_buffer_holding_live_data_is_not_handed_out_again():
     """A conversion between a shared store and its reads (a dot's accumulator, between the
     staged operands and the k loop) got the same buffer and overwrote them (issue 19, item 16)."""
-    from tilelang._passes.lower_threads import Lowering
+    from tilelang._lower.lowering import Lowering
 
     lw = Lowering({}, 32)
     staged = lw.buffer(tl.float32, 64)

@@ -132,6 +132,12 @@ def _assign(shape, reg_first, order, num_threads):
     return Layout(tuple(shape), tuple(reg), lane, warp)
 
 
+def scalar_layout(num_threads: int) -> Layout:
+    """The layout of a 0-d value: every thread holds it."""
+    nwarp = (num_threads // 32).bit_length() - 1
+    return Layout((), (), (None,) * 5, (None,) * nwarp)
+
+
 def blocked(shape, itemsize: int, num_threads: int) -> Layout:
     """The default layout: row-major, each thread holding up to 16 bytes of consecutive
     elements of the last dimension, consecutive threads on consecutive vectors (so a

@@ -12,7 +12,7 @@ its carried values every iteration.
 from __future__ import annotations
 
 from .._ir.core import Block, Program, TileType, Var, tile_outputs
-from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, sliced
+from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, scalar_layout, sliced
 
 
 def default_num_threads(program: Program) -> int:
@@ -25,11 +25,6 @@ def default_num_threads(program: Program) -> int:
     while t < 512 and t * 32 < largest:
         t *= 2
     return max(t, 128) if largest >= 1024 else t
-
-
-def scalar_layout(num_threads: int) -> Layout:
-    nwarp = (num_threads // 32).bit_length() - 1
-    return Layout((), (), (None,) * 5, (None,) * nwarp)
 
 
 class _Assigner:

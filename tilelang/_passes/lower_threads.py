@@ -1,29 +1,21 @@
 """Lowering: the tile IR with layouts → the thread IR (what one thread does).
 
-Every tile value becomes one operand: a register array with a slot per element of the
-thread's layout (or one uniform value), and every rule emits statements over all the
-slots at once, so the program does not grow with the tile. Each primitive's lowering rule
-is registered in ``Primitive.rules["lower"]`` below, grouped by kind. Coordinates of slot
-``r`` are the thread's coordinate (computed once per layout from the thread id) plus the
-slot's register bits (a ``slot`` op); phantom elements (beyond a non-power-of-two tile
-edge) are masked out of memory accesses and reductions; replicated copies of a value store
-only from one thread.
-
-Layout changes go through ``Lowering.regs``: free when the same threads hold the same
-elements (a ``pick`` of slots), a rematerialisation for constants, otherwise a round trip
-through shared memory with barriers (visible in the thread IR).
+Each primitive's lowering rule is registered in ``Primitive.rules["lower"]`` below, grouped
+by kind (``dot``'s in ``lower_dot.py``); they emit through the builder,
+``_lower/lowering.py``, where a tile value is one register array and every statement
+applies to all its slots. Phantom elements (beyond a non-power-of-two tile edge) are
+masked out of memory accesses and reductions; replicated copies of a value store only
+from one thread.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 
 from .. import dtypes as D
-from .._ir.core import PRIMITIVES, ArrayType, Block, Literal, Program, Var
-from .._lower.layout import Layout, broadcast_source_ok, log2, reshaped
+from .._ir.core import ArrayType, Literal, Program, Var
+from .._lower.layout import reshaped, scalar_layout
+from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
@@ -31,288 +23,17 @@ from .._lower.thread_ir import (
     Imm,
     Load,
     Loop,
-    Op,
     Reg,
     ScalarParam,
     SharedLoad,
     SharedStore,
     Shuffle,
-    SlotMap,
     Store,
     ThreadProgram,
     array_reg,
     slots,
 )
-from .assign_layouts import scalar_layout
-
-i32, i64, b1 = D.int32, D.int64, D.bool_
-
-
-def smem_dtype(d: D.DType) -> D.DType:
-    """Shared memory holds registers as they are in code: 16-bit floats as float32, bool as uint8."""
-    if d.is_float and d.bits == 16:
-        return D.float32
-    return D.uint8 if d.is_bool else d
-
-
-class Lowering:
-    def __init__(self, layouts: dict, num_threads: int):
-        self.layouts = layouts
-        self.t = num_threads
-        self.stmts: list = []
-        self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
-        self.remat: dict = {}  # Var -> how to recompute it in any layout (constants)
-        self.shared: dict = {}
-        self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
-        self.loc = None  # of the equation being lowered
-        self.busy: set = set()  # scratch buffers holding data some thread has yet to read
-        self.names = itertools.count()
-        self.cache: dict = {}
-        self.array_names: dict = {}  # array Var -> parameter name
-        self.prologue: list = []  # thread-invariant values, computed once at the start
-        self.stmts = self.prologue
-        self.tid = self.op(i32, "thread_id")
-
-    # ------------------------------------------------------------ registers and ops
-
-    def reg(self, dtype, n=1, hint="r") -> Reg:
-        return Reg(f"{hint}{next(self.names)}", dtype, n)
-
-    def op(self, dtype, op, *args, attr=None, n=None):
-        """``op`` on each slot: the result has as many slots as the widest operand (or ``n``)."""
-        n = n or max(map(slots, args), default=1)
-        if op == "pick" and slots(args[0]) == 1:  # a uniform value is the same in every slot
-            return args[0]
-        if op == "slot" and (n == 1 or not attr.terms):  # the same number in every slot
-            return Imm(attr(0), i32)
-        folded = _fold(op, dtype, args, attr)
-        if folded is not None:
-            return folded
-        dst = self.reg(dtype, n, "v" if dtype.is_float else "i")
-        self.stmts.append(Op(dst, op, tuple(args), attr))
-        return dst
-
-    def land(self, *conds):
-        out = Imm(True, b1)
-        for c in conds:
-            out = self.op(b1, "land", out, c)
-        return out
-
-    def pick(self, x, pairs, n, const=0):
-        """``x`` with slot ``r`` taken from slot ``map(r)``, the map sending bit ``a`` of ``r``
-        to bit ``b`` for each ``(a, b)`` in ``pairs`` (plus ``const``), over ``n`` slots."""
-        if slots(x) == n and const == 0 and all(a == b for a, b in pairs) and len(pairs) == log2(n):
-            return x
-        return self.op(x.dtype, "pick", x, attr=SlotMap.of_bits(pairs, const), n=n)
-
-    def cached(self, key, make):
-        """Thread-invariant values (coordinates, masks) computed once per kernel, in the
-        outermost statement list so every later statement may use them."""
-        if key not in self.cache:
-            saved, self.stmts = self.stmts, self.prologue
-            try:
-                self.cache[key] = make()
-            finally:
-                self.stmts = saved
-        return self.cache[key]
-
-    # -------------------------------------------------------------- coordinates
-
-    def thread_coord(self, layout: Layout, d: int):
-        def make():
-            total = Imm(0, i32)
-            for shift, mask, left in layout.thread_terms(d):
-                bits = self.op(i32, "and", self.op(i32, "shr", self.tid, Imm(shift, i32)), Imm(mask, i32))
-                total = self.op(i32, "or", total, self.op(i32, "shl", bits, Imm(left, i32)))
-            return total
-
-        return self.cached(("tc", layout.lane, layout.warp, tuple(layout.dim_bits(d)), d), make)
-
-    def coord(self, layout: Layout, d: int, lanes: int = 1):
-        """Coordinate along ``d`` of each slot (int32), or of the first slot of each group of
-        ``lanes``: the thread's coordinate plus the slot's register bits of ``d``."""
-        bits, low = layout.dim_bits(d), log2(lanes)
-        pairs = [(i - low, b - bits.start) for i, b in enumerate(layout.reg) if b in bits and i >= low]
-        offset = self.op(i32, "slot", attr=SlotMap.of_bits(pairs), n=layout.num_regs // lanes)
-        return self.op(i32, "add", self.thread_coord(layout, d), offset)
-
-    def coords(self, layout, lanes=1):
-        return [self.coord(layout, d, lanes) for d in range(len(layout.shape))]
-
-    def valid(self, layout: Layout, dims=None, lanes=1):
-        """Whether each slot holds a real element (not padding up to a power of two), looking
-        at ``dims`` (all by default)."""
-        checks = [
-            self.op(b1, "lt", self.coord(layout, d, lanes), Imm(s, i32))
-            for d, (s, p) in enumerate(zip(layout.shape, layout.padded))
-            if s != p and (dims is None or d in dims)
-        ]
-        return self.land(*checks)
-
-    def owner(self, layout: Layout):
-        """True in the one thread of each group that holds the same (replicated) elements."""
-        mask = sum(1 << t for t in layout.replicated_bits())
-        if not mask:
-            return Imm(True, b1)
-        return self.cached(
-            ("owner", mask), lambda: self.op(b1, "eq", self.op(i32, "and", self.tid, Imm(mask, i32)), Imm(0, i32))
-        )
-
-    def flat(self, coords, shape):
-        """Row-major offset of ``coords`` in a tile of ``shape`` (int32)."""
-        out, stride = Imm(0, i32), 1
-        for c, s in reversed(list(zip(coords, shape))):
-            out = self.op(i32, "add", out, self.op(i32, "mul", c, Imm(stride, i32)))
-            stride *= s
-        return out
-
-    # ------------------------------------------------------------------- values
-
-    def layout(self, atom) -> Layout:
-        if isinstance(atom, Var) and atom in self.layouts:
-            return self.layouts[atom]
-        return scalar_layout(self.t)
-
-    def scalar(self, atom):
-        """The operand of a 0-d value (held by every thread)."""
-        if isinstance(atom, Literal):
-            return Imm(atom.value.item() if hasattr(atom.value, "item") else atom.value, atom.type.dtype)
-        return self.values[atom]
-
-    def regs(self, atom, layout: Layout, broadcast_axes=()):
-        """``atom``'s operand in ``layout`` (which may broadcast size-1 ``broadcast_axes``)."""
-        if isinstance(atom, Literal) or atom.type.shape == ():
-            return self.scalar(atom)
-        src = self.layout(atom)
-        if src == layout:
-            return self.values[atom]
-        if atom in self.remat and not broadcast_axes:  # remat rebuilds from the destination's coordinates
-            return self.remat[atom](layout)
-        if broadcast_source_ok(src, layout, broadcast_axes):
-            return self.rename(atom, src, layout, broadcast_axes)
-
-        def source_index(coords):
-            kept = [Imm(0, i32) if d in broadcast_axes else c for d, c in enumerate(coords)]
-            return self.flat(kept, atom.type.shape)
-
-        return self.through_shared(atom, layout, source_index)
-
-    def rename(self, atom, src: Layout, dst: Layout, axes):
-        """Same threads, other register order: each destination slot picks its source slot."""
-        pairs = []
-        for i, b in enumerate(dst.reg):
-            d = next(d for d in range(len(dst.shape)) if b in dst.dim_bits(d))
-            if d not in axes:
-                pairs.append((i, src.reg.index(src.dim_bits(d).start + b - dst.dim_bits(d).start)))
-        return self.pick(self.values[atom], pairs, dst.num_regs)
-
-    def through_shared(self, atom, layout: Layout, source_index):
-        """Convert through shared memory: owners write, barrier, everyone reads, barrier."""
-        src = self.layout(atom)
-        dtype = atom.type.dtype
-        buf = self.buffer(dtype, atom.type.size)
-        index = self.flat(self.coords(src), atom.type.shape)
-        self.stmts.append(SharedStore(buf, index, self.values[atom], self.land(self.valid(src), self.owner(src))))
-        self.stmts.append(Barrier())
-        at = self.op(i32, "select", self.valid(layout), source_index(self.coords(layout)), Imm(0, i32))
-        dst = self.reg(dtype, max(slots(at), layout.num_regs), "v")
-        self.stmts.append(SharedLoad(dst, buf, at))
-        self.stmts.append(Barrier())
-        self.release(buf)
-        return dst
-
-    def buffer(self, dtype, size) -> str:
-        """A shared scratch buffer no live data is in, held until ``release`` (after the barrier
-        that follows its last read): uses one after another share a buffer, and a use nested
-        in another (a conversion between a store and its reads) gets its own."""
-        d = smem_dtype(dtype)
-        name = next(n for k in itertools.count() if (n := f"smem_{d.name}_{k}") not in self.busy)
-        self.busy.add(name)
-        if size > self.shared.get(name, (d, 0))[1]:
-            self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
-        self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))
-        return name
-
-    def release(self, *names):
-        self.busy.difference_update(names)
-
-    # ---------------------------------------------------------------- program
-
-    def lower_block(self, block: Block):
-        outer = self.loc
-        for eqn in block.eqns:
-            rule = eqn.prim.rule("lower")
-            self.loc = eqn.loc
-            rule(self, eqn, *eqn.inputs, **eqn.params)
-        self.loc = outer
-
-
-def _fold(op, dtype, args, attr):
-    """Fold index arithmetic on immediates (keeps the thread IR readable), computing what
-    running the op would: the interpreter's rule on values of the operands' dtypes."""
-    if all(isinstance(a, Imm) for a in args) and (op in _FOLDABLE or op == "convert"):
-        values = [np.asarray(_wrap(a.value, a.dtype), a.dtype.np) for a in args]
-        rule = PRIMITIVES[_FOLDABLE.get(op, op)].rule("interpret")
-        with np.errstate(all="ignore"):
-            (out,) = rule(None, *values, **({"dtype": attr} if op == "convert" else {}))
-        return Imm(_wrap(out[()], dtype), dtype)
-    # identities, only where exact: x + 0.0 is +0.0 for x = -0.0, x * 0 is NaN for x = inf
-    if len(args) == 2 and op in ("add", "or", "sub", "shl", "shr") and _is_zero(args[1], negative=op == "add"):
-        return args[0]
-    if len(args) == 2 and op in ("add", "or") and _is_zero(args[0], negative=op == "add"):
-        return args[1]
-    if op == "mul" and any(isinstance(a, Imm) and a.value == 1 for a in args):
-        return args[1] if isinstance(args[0], Imm) and args[0].value == 1 else args[0]
-    if op == "mul" and any(isinstance(a, Imm) and a.value == 0 for a in args) and dtype.is_int:
-        return Imm(0, dtype)
-    if op == "land" and isinstance(args[0], Imm):
-        return args[1] if args[0].value else Imm(False, b1)
-    if op == "land" and isinstance(args[1], Imm):
-        return args[0] if args[1].value else Imm(False, b1)
-    if op == "select" and isinstance(args[0], Imm):
-        return args[1] if args[0].value else args[2]
-    return None
-
-
-def _wrap(value, dtype):
-    """``value`` as a register of ``dtype`` holds it: integers modulo 2**bits (two's
-    complement when signed), floats rounded to the dtype (16-bit ones held as floats)."""
-    if dtype.is_bool:
-        return bool(value)
-    if dtype.is_int:
-        value = int(value) & ((1 << dtype.bits) - 1)
-        return value - (1 << dtype.bits) if dtype.kind == "i" and value >> (dtype.bits - 1) else value
-    return float(np.asarray(value).astype(dtype.np))
-
-
-def _is_zero(x, negative):
-    """An integer zero, or a float zero of the given sign (x + -0.0 and x - 0.0 are x; the other signs are not)."""
-    if not isinstance(x, Imm) or x.value != 0:
-        return False
-    return not x.dtype.is_float or (math.copysign(1.0, x.value) < 0) == negative
-
-
-# thread op -> the primitive whose interpreter rule computes it
-_FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "xor", "shl", "shr", "neg", "maximum", "minimum")}
-_FOLDABLE |= {op: op for op in ("lt", "le", "gt", "ge", "eq", "ne")} | {"land": "and"}
-
-
-def scalar_reg_name(name):
-    return f"{name}__arg"
-
-
-def rule(*names):
-    def register(fn):
-        for n in names:
-            PRIMITIVES[n].rules["lower"] = fn
-        return fn
-
-    return register
-
-
-def _out(lw: Lowering, eqn, values):
-    lw.values[eqn.outputs[0]] = values
-
+from .lower_dot import lower_dot
 
 # ------------------------------------------------------------------ elementwise
 
@@ -331,8 +52,8 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
     name = "select" if eqn.prim.name == "where" else eqn.prim.name
     attr = params.get("dtype")
     if name in ("floordiv", "mod") and out.type.dtype.is_float:
-        return _out(lw, eqn, _float_divmod(lw, name, out.type.dtype, *operands))
-    _out(lw, eqn, lw.op(out.type.dtype, name, *operands, attr=attr))
+        return output(lw, eqn, _float_divmod(lw, name, out.type.dtype, *operands))
+    output(lw, eqn, lw.op(out.type.dtype, name, *operands, attr=attr))
 
 
 def _float_divmod(lw, name, dtype, a, b):
@@ -374,7 +95,7 @@ def _float_divmod(lw, name, dtype, a, b):
 def _lower_full(lw, eqn, value, *, shape, dtype):
     v = lw.scalar(value)
     lw.remat[eqn.outputs[0]] = lambda layout: v
-    _out(lw, eqn, v)  # one value, the same in every slot of every thread
+    output(lw, eqn, v)  # one value, the same in every slot of every thread
 
 
 @rule("iota")
@@ -385,17 +106,17 @@ def _lower_iota(lw, eqn, *, start, stop):
         return lw.op(i32, "add", lw.coord(layout, 0), Imm(start, i32))
 
     lw.remat[out] = make
-    _out(lw, eqn, make(lw.layout(out)))
+    output(lw, eqn, make(lw.layout(out)))
 
 
 @rule("block_id", "num_blocks")
 def _lower_grid(lw, eqn, *, axis):
-    _out(lw, eqn, lw.cached((eqn.prim.name, axis), lambda: lw.op(i32, eqn.prim.name, attr=axis)))
+    output(lw, eqn, lw.cached((eqn.prim.name, axis), lambda: lw.op(i32, eqn.prim.name, attr=axis)))
 
 
 @rule("array_dim")
 def _lower_array_dim(lw, eqn, array, *, axis):
-    _out(lw, eqn, array_reg(lw.array_names[array], "shape", axis))
+    output(lw, eqn, array_reg(lw.array_names[array], "shape", axis))
 
 
 # ------------------------------------------------------------------- shape ops
@@ -406,10 +127,10 @@ def _lower_reshape(lw, eqn, x, *, shape):
     out = eqn.outputs[0]
     layout = lw.layout(out)
     if x.type.shape == () or isinstance(x, Literal):
-        return _out(lw, eqn, lw.regs(x, layout))
+        return output(lw, eqn, lw.regs(x, layout))
     if reshaped(lw.layout(x), shape) == layout:  # the same padded numbering on the same bits: nothing moves
-        return _out(lw, eqn, lw.values[x])
-    _out(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, shape)))
+        return output(lw, eqn, lw.values[x])
+    output(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, shape)))
 
 
 @rule("transpose")
@@ -422,13 +143,13 @@ def _lower_transpose(lw, eqn, x, *, perm):
             src[p] = coords[i]
         return lw.flat(src, x.type.shape)
 
-    _out(lw, eqn, lw.through_shared(x, layout, source_index))
+    output(lw, eqn, lw.through_shared(x, layout, source_index))
 
 
 @rule("broadcast")
 def _lower_broadcast(lw, eqn, x, *, shape):
     axes = tuple(d for d, (a, b) in enumerate(zip(x.type.shape, shape)) if a != b)
-    _out(lw, eqn, lw.regs(x, lw.layout(eqn.outputs[0]), axes))
+    output(lw, eqn, lw.regs(x, lw.layout(eqn.outputs[0]), axes))
 
 
 # ---------------------------------------------------------------------- memory
@@ -507,7 +228,7 @@ def _lower_load(lw, eqn, array, *rest, shape):
     offset, mask, first, last = window.access()
     dst = lw.reg(out.type.dtype, layout.num_regs, "v")
     lw.stmts.append(Load(dst, window.name, offset, mask, lw.scalar(padding), window.lanes, first, last))
-    _out(lw, eqn, dst)
+    output(lw, eqn, dst)
 
 
 @rule("store")
@@ -538,7 +259,7 @@ def _lower_gather(lw, eqn, array, *rest, masked):
     offset, ok, _ = _indexed(lw, eqn, array, rest, masked, False, layout)
     dst = lw.reg(out.type.dtype, layout.num_regs, "v")
     lw.stmts.append(Load(dst, lw.array_names[array], offset, ok, lw.scalar(padding)))
-    _out(lw, eqn, dst)
+    output(lw, eqn, dst)
 
 
 def _effect_layout(lw, atoms):
@@ -672,7 +393,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
         partial = _folded(lw, gather(index), groups, n, step)
         lw.stmts.append(Barrier())
         lw.release(*bufs)
-    _out(lw, eqn, partial[-1 if red.arg else 0])
+    output(lw, eqn, partial[-1 if red.arg else 0])
 
 
 def _folded(lw, first, count, n, step):
@@ -730,7 +451,7 @@ def _lower_scan(lw, eqn, x, *, axis):
         lw.stmts.append(Barrier())
         step, k = step * 2, k + 1
     lw.release(*bufs)
-    _out(lw, eqn, value)
+    output(lw, eqn, value)
 
 
 @rule("barrier")
@@ -738,53 +459,7 @@ def _lower_barrier(lw, eqn):
     lw.stmts.append(Barrier())
 
 
-# --------------------------------------------------------------------------- dot
-
-
-@rule("dot")
-def _lower_dot(lw, eqn, a, b, acc):
-    """Operands staged in shared memory; each thread accumulates its register block of
-    the result over k, reading each operand value once per row or column it owns."""
-    out = eqn.outputs[0]
-    layout = lw.layout(out)
-    (m, k), (_, n) = a.type.shape, b.type.shape
-    init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
-    buf = lw.buffer(a.type.dtype, m * k + k * n)
-    for atom, shape, base in ((a, (m, k), 0), (b, (k, n), m * k)):
-        src = lw.layout(atom)
-        at = lw.op(i32, "add", lw.flat(lw.coords(src), shape), Imm(base, i32))
-        lw.stmts.append(SharedStore(buf, at, lw.regs(atom, src), lw.land(lw.valid(src), lw.owner(src))))
-    lw.stmts.append(Barrier())
-
-    # each thread's rows (and columns): the register bits of that dimension, as their own slots
-    bases, picks = [], []
-    for d, size, scale, base in ((0, m, k, 0), (1, n, 1, m * k)):
-        bits = layout.dim_bits(d)
-        own = [(i, b - bits.start) for i, b in enumerate(layout.reg) if b in bits]
-        c = lw.op(i32, "add", lw.thread_coord(layout, d), lw.op(i32, "slot", attr=SlotMap.of_bits(
-            [(j, pos) for j, (_, pos) in enumerate(own)]), n=1 << len(own)))  # fmt: skip
-        c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
-        bases.append(lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32)))
-        picks.append([(i, j) for j, (i, _) in enumerate(own)])
-    dtype = out.type.dtype
-    param = lw.reg(dtype, layout.num_regs, "acc")
-    kk = lw.reg(i32, 1, "k")
-    outer, lw.stmts = lw.stmts, []
-    a_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[0], kk))
-    b_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[1], lw.op(i32, "mul", kk, Imm(n, i32))))
-    products = lw.op(dtype, "mul", *(lw.pick(v, p, layout.num_regs) for v, p in zip((a_vals, b_vals), picks)))
-    result = lw.op(dtype, "add", param, products)
-    body, lw.stmts = lw.stmts, outer
-    lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), [param], [init], body, [result]))
-    lw.stmts.append(Barrier())
-    lw.release(buf)
-    _out(lw, eqn, param)
-
-
-def _shared_at(lw, buf, dtype, acc_dtype, index):
-    dst = lw.reg(dtype, slots(index), "v")
-    lw.stmts.append(SharedLoad(dst, buf, index))
-    return dst if dtype is acc_dtype else lw.op(acc_dtype, "convert", dst, attr=acc_dtype)
+rule("dot")(lower_dot)
 
 
 # ------------------------------------------------------------------------ loops

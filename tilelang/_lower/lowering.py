@@ -1,0 +1,293 @@
+"""The lowering's builder: the registers, folded ops, coordinates, layout conversions and
+shared scratch buffers every lowering rule emits the thread IR through (the rules are in
+``_passes/lower_threads.py`` and ``_passes/lower_dot.py``).
+
+A tile value is one operand: a register array with a slot per element of the thread's
+layout (or one uniform value), and every statement applies to all the slots at once, so
+the program does not grow with the tile. Coordinates of slot ``r`` are the thread's
+coordinate (computed once per layout from the thread id) plus the slot's register bits (a
+``slot`` op); layout changes go through ``Lowering.regs``: free when the same threads hold
+the same elements (a ``pick`` of slots), a rematerialisation for constants, otherwise a
+round trip through shared memory with barriers (visible in the thread IR).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .. import dtypes as D
+from .._ir.core import PRIMITIVES, Block, Literal, Var
+from .layout import Layout, broadcast_source_ok, log2, scalar_layout
+from .thread_ir import Barrier, Imm, Op, Reg, SharedLoad, SharedStore, SlotMap, slots
+
+i32, i64, b1 = D.int32, D.int64, D.bool_
+
+
+def smem_dtype(d: D.DType) -> D.DType:
+    """Shared memory holds registers as they are in code: 16-bit floats as float32, bool as uint8."""
+    if d.is_float and d.bits == 16:
+        return D.float32
+    return D.uint8 if d.is_bool else d
+
+
+class Lowering:
+    def __init__(self, layouts: dict, num_threads: int):
+        self.layouts = layouts
+        self.t = num_threads
+        self.stmts: list = []
+        self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
+        self.remat: dict = {}  # Var -> how to recompute it in any layout (constants)
+        self.shared: dict = {}
+        self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
+        self.loc = None  # of the equation being lowered
+        self.busy: set = set()  # scratch buffers holding data some thread has yet to read
+        self.names = itertools.count()
+        self.cache: dict = {}
+        self.array_names: dict = {}  # array Var -> parameter name
+        self.prologue: list = []  # thread-invariant values, computed once at the start
+        self.stmts = self.prologue
+        self.tid = self.op(i32, "thread_id")
+
+    # ------------------------------------------------------------ registers and ops
+
+    def reg(self, dtype, n=1, hint="r") -> Reg:
+        return Reg(f"{hint}{next(self.names)}", dtype, n)
+
+    def op(self, dtype, op, *args, attr=None, n=None):
+        """``op`` on each slot: the result has as many slots as the widest operand (or ``n``)."""
+        n = n or max(map(slots, args), default=1)
+        if op == "pick" and slots(args[0]) == 1:  # a uniform value is the same in every slot
+            return args[0]
+        if op == "slot" and (n == 1 or not attr.terms):  # the same number in every slot
+            return Imm(attr(0), i32)
+        folded = fold(op, dtype, args, attr)
+        if folded is not None:
+            return folded
+        dst = self.reg(dtype, n, "v" if dtype.is_float else "i")
+        self.stmts.append(Op(dst, op, tuple(args), attr))
+        return dst
+
+    def land(self, *conds):
+        out = Imm(True, b1)
+        for c in conds:
+            out = self.op(b1, "land", out, c)
+        return out
+
+    def pick(self, x, pairs, n, const=0):
+        """``x`` with slot ``r`` taken from slot ``map(r)``, the map sending bit ``a`` of ``r``
+        to bit ``b`` for each ``(a, b)`` in ``pairs`` (plus ``const``), over ``n`` slots."""
+        if slots(x) == n and const == 0 and all(a == b for a, b in pairs) and len(pairs) == log2(n):
+            return x
+        return self.op(x.dtype, "pick", x, attr=SlotMap.of_bits(pairs, const), n=n)
+
+    def cached(self, key, make):
+        """Thread-invariant values (coordinates, masks) computed once per kernel, in the
+        outermost statement list so every later statement may use them."""
+        if key not in self.cache:
+            saved, self.stmts = self.stmts, self.prologue
+            try:
+                self.cache[key] = make()
+            finally:
+                self.stmts = saved
+        return self.cache[key]
+
+    # -------------------------------------------------------------- coordinates
+
+    def thread_coord(self, layout: Layout, d: int):
+        def make():
+            total = Imm(0, i32)
+            for shift, mask, left in layout.thread_terms(d):
+                bits = self.op(i32, "and", self.op(i32, "shr", self.tid, Imm(shift, i32)), Imm(mask, i32))
+                total = self.op(i32, "or", total, self.op(i32, "shl", bits, Imm(left, i32)))
+            return total
+
+        return self.cached(("tc", layout.lane, layout.warp, tuple(layout.dim_bits(d)), d), make)
+
+    def coord(self, layout: Layout, d: int, lanes: int = 1):
+        """Coordinate along ``d`` of each slot (int32), or of the first slot of each group of
+        ``lanes``: the thread's coordinate plus the slot's register bits of ``d``."""
+        bits, low = layout.dim_bits(d), log2(lanes)
+        pairs = [(i - low, b - bits.start) for i, b in enumerate(layout.reg) if b in bits and i >= low]
+        offset = self.op(i32, "slot", attr=SlotMap.of_bits(pairs), n=layout.num_regs // lanes)
+        return self.op(i32, "add", self.thread_coord(layout, d), offset)
+
+    def coords(self, layout, lanes=1):
+        return [self.coord(layout, d, lanes) for d in range(len(layout.shape))]
+
+    def valid(self, layout: Layout, dims=None, lanes=1):
+        """Whether each slot holds a real element (not padding up to a power of two), looking
+        at ``dims`` (all by default)."""
+        checks = [
+            self.op(b1, "lt", self.coord(layout, d, lanes), Imm(s, i32))
+            for d, (s, p) in enumerate(zip(layout.shape, layout.padded))
+            if s != p and (dims is None or d in dims)
+        ]
+        return self.land(*checks)
+
+    def owner(self, layout: Layout):
+        """True in the one thread of each group that holds the same (replicated) elements."""
+        mask = sum(1 << t for t in layout.replicated_bits())
+        if not mask:
+            return Imm(True, b1)
+        return self.cached(
+            ("owner", mask), lambda: self.op(b1, "eq", self.op(i32, "and", self.tid, Imm(mask, i32)), Imm(0, i32))
+        )
+
+    def flat(self, coords, shape):
+        """Row-major offset of ``coords`` in a tile of ``shape`` (int32)."""
+        out, stride = Imm(0, i32), 1
+        for c, s in reversed(list(zip(coords, shape))):
+            out = self.op(i32, "add", out, self.op(i32, "mul", c, Imm(stride, i32)))
+            stride *= s
+        return out
+
+    # ------------------------------------------------------------------- values
+
+    def layout(self, atom) -> Layout:
+        if isinstance(atom, Var) and atom in self.layouts:
+            return self.layouts[atom]
+        return scalar_layout(self.t)
+
+    def scalar(self, atom):
+        """The operand of a 0-d value (held by every thread)."""
+        if isinstance(atom, Literal):
+            return Imm(atom.value.item() if hasattr(atom.value, "item") else atom.value, atom.type.dtype)
+        return self.values[atom]
+
+    def regs(self, atom, layout: Layout, broadcast_axes=()):
+        """``atom``'s operand in ``layout`` (which may broadcast size-1 ``broadcast_axes``)."""
+        if isinstance(atom, Literal) or atom.type.shape == ():
+            return self.scalar(atom)
+        src = self.layout(atom)
+        if src == layout:
+            return self.values[atom]
+        if atom in self.remat and not broadcast_axes:  # remat rebuilds from the destination's coordinates
+            return self.remat[atom](layout)
+        if broadcast_source_ok(src, layout, broadcast_axes):
+            return self.rename(atom, src, layout, broadcast_axes)
+
+        def source_index(coords):
+            kept = [Imm(0, i32) if d in broadcast_axes else c for d, c in enumerate(coords)]
+            return self.flat(kept, atom.type.shape)
+
+        return self.through_shared(atom, layout, source_index)
+
+    def rename(self, atom, src: Layout, dst: Layout, axes):
+        """Same threads, other register order: each destination slot picks its source slot."""
+        pairs = []
+        for i, b in enumerate(dst.reg):
+            d = next(d for d in range(len(dst.shape)) if b in dst.dim_bits(d))
+            if d not in axes:
+                pairs.append((i, src.reg.index(src.dim_bits(d).start + b - dst.dim_bits(d).start)))
+        return self.pick(self.values[atom], pairs, dst.num_regs)
+
+    def through_shared(self, atom, layout: Layout, source_index):
+        """Convert through shared memory: owners write, barrier, everyone reads, barrier."""
+        src = self.layout(atom)
+        dtype = atom.type.dtype
+        buf = self.buffer(dtype, atom.type.size)
+        index = self.flat(self.coords(src), atom.type.shape)
+        self.stmts.append(SharedStore(buf, index, self.values[atom], self.land(self.valid(src), self.owner(src))))
+        self.stmts.append(Barrier())
+        at = self.op(i32, "select", self.valid(layout), source_index(self.coords(layout)), Imm(0, i32))
+        dst = self.reg(dtype, max(slots(at), layout.num_regs), "v")
+        self.stmts.append(SharedLoad(dst, buf, at))
+        self.stmts.append(Barrier())
+        self.release(buf)
+        return dst
+
+    def buffer(self, dtype, size) -> str:
+        """A shared scratch buffer no live data is in, held until ``release`` (after the barrier
+        that follows its last read): uses one after another share a buffer, and a use nested
+        in another (a conversion between a store and its reads) gets its own."""
+        d = smem_dtype(dtype)
+        name = next(n for k in itertools.count() if (n := f"smem_{d.name}_{k}") not in self.busy)
+        self.busy.add(name)
+        if size > self.shared.get(name, (d, 0))[1]:
+            self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
+        self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))
+        return name
+
+    def release(self, *names):
+        self.busy.difference_update(names)
+
+    # ---------------------------------------------------------------- program
+
+    def lower_block(self, block: Block):
+        outer = self.loc
+        for eqn in block.eqns:
+            rule = eqn.prim.rule("lower")
+            self.loc = eqn.loc
+            rule(self, eqn, *eqn.inputs, **eqn.params)
+        self.loc = outer
+
+
+def fold(op, dtype, args, attr):
+    """Fold index arithmetic on immediates (keeps the thread IR readable), computing what
+    running the op would: the interpreter's rule on values of the operands' dtypes."""
+    if all(isinstance(a, Imm) for a in args) and (op in _FOLDABLE or op == "convert"):
+        values = [np.asarray(_wrap(a.value, a.dtype), a.dtype.np) for a in args]
+        rule = PRIMITIVES[_FOLDABLE.get(op, op)].rule("interpret")
+        with np.errstate(all="ignore"):
+            (out,) = rule(None, *values, **({"dtype": attr} if op == "convert" else {}))
+        return Imm(_wrap(out[()], dtype), dtype)
+    # identities, only where exact: x + 0.0 is +0.0 for x = -0.0, x * 0 is NaN for x = inf
+    if len(args) == 2 and op in ("add", "or", "sub", "shl", "shr") and _is_zero(args[1], negative=op == "add"):
+        return args[0]
+    if len(args) == 2 and op in ("add", "or") and _is_zero(args[0], negative=op == "add"):
+        return args[1]
+    if op == "mul" and any(isinstance(a, Imm) and a.value == 1 for a in args):
+        return args[1] if isinstance(args[0], Imm) and args[0].value == 1 else args[0]
+    if op == "mul" and any(isinstance(a, Imm) and a.value == 0 for a in args) and dtype.is_int:
+        return Imm(0, dtype)
+    if op == "land" and isinstance(args[0], Imm):
+        return args[1] if args[0].value else Imm(False, b1)
+    if op == "land" and isinstance(args[1], Imm):
+        return args[0] if args[1].value else Imm(False, b1)
+    if op == "select" and isinstance(args[0], Imm):
+        return args[1] if args[0].value else args[2]
+    return None
+
+
+def _wrap(value, dtype):
+    """``value`` as a register of ``dtype`` holds it: integers modulo 2**bits (two's
+    complement when signed), floats rounded to the dtype (16-bit ones held as floats)."""
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        value = int(value) & ((1 << dtype.bits) - 1)
+        return value - (1 << dtype.bits) if dtype.kind == "i" and value >> (dtype.bits - 1) else value
+    return float(np.asarray(value).astype(dtype.np))
+
+
+def _is_zero(x, negative):
+    """An integer zero, or a float zero of the given sign (x + -0.0 and x - 0.0 are x; the other signs are not)."""
+    if not isinstance(x, Imm) or x.value != 0:
+        return False
+    return not x.dtype.is_float or (math.copysign(1.0, x.value) < 0) == negative
+
+
+# thread op -> the primitive whose interpreter rule computes it
+_FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "xor", "shl", "shr", "neg", "maximum", "minimum")}
+_FOLDABLE |= {op: op for op in ("lt", "le", "gt", "ge", "eq", "ne")} | {"land": "and"}
+
+
+def scalar_reg_name(name):
+    return f"{name}__arg"
+
+
+def rule(*names):
+    def register(fn):
+        for n in names:
+            PRIMITIVES[n].rules["lower"] = fn
+        return fn
+
+    return register
+
+
+def output(lw: Lowering, eqn, value):
+    """``eqn``'s result is ``value`` (an operand)."""
+    lw.values[eqn.outputs[0]] = value
