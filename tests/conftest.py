@@ -2,9 +2,10 @@
 the op tests run on, and Hypothesis profiles.
 
 - ``TILELANG_TEST_BACKENDS``: the backends ``tilelang.testing.check_kernel`` runs kernels on,
-  comma-separated. The default here is the interpreter only: the property tests compile
-  hundreds of specializations, and the CPU/CUDA backends spend seconds compiling each. Run
-  ``TILELANG_TEST_BACKENDS=interpret,cpu pytest tests/test_ops_*.py`` to check them too.
+  comma-separated. The default here is the interpreter and the CPU backend (which runs the
+  GPU's thread program): the property suites compile hundreds of specializations, about a
+  second each. ``TILELANG_TEST_BACKENDS=interpret`` checks the semantics alone, quicker;
+  ``interpret,cuda`` adds the GPU on a machine with one.
 - Hypothesis profiles: ``ci`` (the default; modest example counts so the suite stays fast
   on 2 cores), ``dev`` (quicker) and ``thorough`` (for hunting bugs). Pick one with
   ``HYPOTHESIS_PROFILE=thorough pytest``.

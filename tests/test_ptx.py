@@ -209,3 +209,21 @@ def test_large_blocks_keep_to_the_registers_they_may_have(threads, tile):
     e = explain(wide, *["f32[:]"] * 3, TILE=tile)
     registers = int(re.search(r"registers per thread (\d+)", e["resources"]).group(1))
     assert f".maxntid {threads}" in e["ptx"] and registers * threads <= 65536, e["resources"]
+
+
+def test_line_info_only_when_asked_for():
+    """Source lines cost numba 15-25% more compile time: in the PTX with TILELANG_LINEINFO=1
+    (read at import: a fresh process), not otherwise."""
+    import os
+    import subprocess
+    import sys
+
+    ptx = explain(vector_add, *["f32[:]"] * 3, TILE=256)["ptx"]
+    assert ".loc" not in ptx
+    script = (
+        f"import tilelang as tl, sys; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_ptx as t; "
+        "print('.loc' in tl.explain(t.vector_add, *['f32[:]'] * 3, TILE=256, backend='cuda')['ptx'])"
+    )
+    env = dict(os.environ, TILELANG_LINEINFO="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stderr[-2000:]

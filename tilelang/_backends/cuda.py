@@ -43,6 +43,9 @@ from .cuda_driver import PARAM_CODES, kernel_launcher
 from .numba_source import SourceWriter, code_type_name, lane_slot
 
 DEFAULT_CC = (9, 0)
+# source-line info in the PTX (what Nsight and compute-sanitizer show against the generated
+# source); off unless asked for: numba spends 15-25% more compiling a kernel with it
+LINEINFO = os.environ.get("TILELANG_LINEINFO", "") not in ("", "0")
 
 
 def intrinsic_table(load, store, atomic, round_) -> dict:
@@ -285,8 +288,10 @@ class CudaKernel:
         self.program = program
         self.source = CudaWriter(program).source()
         # what the compiled code depends on: the generated source, the parameters' types (an int32
-        # and a uint32 scalar can give the same source), the block size (launch bounds) and the toolchain
-        key = [self.source, param_codes(program), f"threads={program.num_threads}", *toolchain_versions()]
+        # and a uint32 scalar can give the same source), the block size (launch bounds), line info
+        # and the toolchain
+        key = [self.source, param_codes(program), f"threads={program.num_threads} lineinfo={LINEINFO}"]
+        key += toolchain_versions()
         self.digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:32]
         self._function = None
         self._ptx = {}
@@ -379,7 +384,7 @@ class CudaKernel:
             threads = self.program.num_threads
             bounds = (threads,) if threads > 256 else None
             self._ptx[cc], _ = cuda.compile_ptx(
-                self.function, self.signature, cc=cc, lineinfo=True, launch_bounds=bounds
+                self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds
             )
         return self._ptx[cc]
 
