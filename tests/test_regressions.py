@@ -240,3 +240,33 @@ def test_cubins_are_cached_per_parameter_type():
         kernels.append(window_at.compile(key, "cuda").backend_kernel)
     assert kernels[0].source == kernels[1].source
     assert kernels[0].digest != kernels[1].digest
+
+
+@tl.tile_kernel(num_threads=32)
+def carried_broadcast(out, N, B: tl.Constant):
+    a = tl.zeros((), tl.float32)
+    b = tl.zeros((B,), tl.float32)
+    for i in tl.range(0, N):
+        a, b = a + 1.0, tl.broadcast_to(a, (B,))  # b takes a's old value: a broadcast is no op
+    tl.store(out, b, index=(0,))
+
+
+@tl.tile_kernel(num_threads=32)
+def carried_column(out, N, B: tl.Constant):
+    best = tl.arange(0, 32)
+    hist = tl.zeros((32, B), tl.int32)
+    for i in tl.range(0, N):
+        best, hist = best + 1, tl.broadcast_to(best[:, None], (32, B))
+    tl.store(out, hist, index=(0, 0))
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_carried_values_update_at_once(backend):
+    """A carried register array given a one-slot carried value read the new one: the copy at
+    the end of an iteration assigned one-slot values first (found in review)."""
+    out = np.full(64, -1, np.float32)
+    carried_broadcast[1](out, 5, B=64, backend=backend)
+    np.testing.assert_array_equal(out, 4.0)
+    hist = np.full((32, 4), -1, np.int32)
+    carried_column[1](hist, 3, B=4, backend=backend)
+    np.testing.assert_array_equal(hist, np.broadcast_to(np.arange(32)[:, None] + 2, (32, 4)))

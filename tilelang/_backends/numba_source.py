@@ -424,8 +424,11 @@ class SourceWriter:
         return special if special is not None else cast(op, expression(op, self.ref))
 
     def copy(self, targets, sources, indent):
-        """``targets = sources`` at once (a source may be another target), a loop per slot count."""
-        for n in sorted({t.slots for t in targets}):
+        """``targets = sources`` at once (a source may be another target), a loop per slot count.
+        The widest first: a register array may be given a one-slot target's old value (a
+        broadcast adds no op), never the other way round, and arrays of different slot counts
+        never feed each other."""
+        for n in sorted({t.slots for t in targets}, reverse=True):
             pairs = [(t, v) for t, v in zip(targets, sources) if t.slots == n]
             if n > 1:
                 self.emit(f"for r in range({n}):", indent)
