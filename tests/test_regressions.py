@@ -246,7 +246,7 @@ def test_cubins_are_cached_per_parameter_type():
 def carried_broadcast(out, N, B: tl.Constant):
     a = tl.zeros((), tl.float32)
     b = tl.zeros((B,), tl.float32)
-    for i in tl.range(0, N):
+    for _ in tl.range(0, N):
         a, b = a + 1.0, tl.broadcast_to(a, (B,))  # b takes a's old value: a broadcast is no op
     tl.store(out, b, index=(0,))
 
@@ -255,7 +255,7 @@ def carried_broadcast(out, N, B: tl.Constant):
 def carried_column(out, N, B: tl.Constant):
     best = tl.arange(0, 32)
     hist = tl.zeros((32, B), tl.int32)
-    for i in tl.range(0, N):
+    for _ in tl.range(0, N):
         best, hist = best + 1, tl.broadcast_to(best[:, None], (32, B))
     tl.store(out, hist, index=(0, 0))
 
