@@ -215,7 +215,8 @@ class CpuWriter(SourceWriter):
             return f"int32({('grid_x', 'grid_y', 'grid_z')[op.attr]})"
         return super().special(op)
 
-    def element(self, array, offset, i=0):
+    def memory(self, array, offset, i=0):
+        """The element ``offset + i`` of an array argument (not :meth:`element`, a register's slot)."""
         return f"{array}__buf[{array}__origin + {self.ref(offset)}{f' + {i}' if i else ''}]"
 
     def statement(self, s, indent):
@@ -230,7 +231,7 @@ class CpuWriter(SourceWriter):
             if s.lanes > 1:
                 self.emit(f"for i in range({s.lanes}):", indent)
                 indent += 4
-            target = self.element(s.array, s.offset, lane)
+            target = self.memory(s.array, s.offset, lane)
             if isinstance(s, Load):
                 value = f"{_from_memory(d, target)} if {ok} else {self.ref(s.pad)}"
                 self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes, lane))} = {value}", indent)
@@ -240,7 +241,7 @@ class CpuWriter(SourceWriter):
                 self.emit(f"{target} = {value}", indent + 4)
         elif isinstance(s, Atomic):
             d = self.arrays[s.array].dtype
-            target, v = self.element(s.array, s.offset), self.ref(s.value)
+            target, v = self.memory(s.array, s.offset), self.ref(s.value)
             current = _from_memory(d, target)
             combined = {"add": f"{current} + {v}", "max": f"max({current}, {v})", "min": f"min({current}, {v})"}[s.op]
             if s.op != "add" and d.is_float:
