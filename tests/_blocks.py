@@ -12,3 +12,13 @@ def padded_blocks(x, tile, pad):
     xp = np.full((gm * bm, gn * bn), pad, dtype=x.dtype)
     xp[:m, :n] = x
     return xp.reshape(gm, bm, gn, bn).transpose(0, 2, 1, 3)
+
+
+@tl.tile_kernel
+def tiled_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = a @ b`` in (BM, BN) blocks, accumulated in float32 over BK-wide slices of k."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc, index=(i, j))

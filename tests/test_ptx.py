@@ -4,6 +4,7 @@
 import re
 
 import pytest
+from _blocks import tiled_matmul
 
 import tilelang as tl
 from tilelang._ir.core import ArrayType
@@ -147,15 +148,6 @@ def chain(x, out, T: tl.Constant, K: tl.Constant):
     tl.store(out, t, index=(i,))
 
 
-@tl.tile_kernel
-def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    i, j = tl.block_id(0), tl.block_id(1)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
-    tl.store(c, acc, index=(i, j))
-
-
 @tl.tile_kernel(num_threads=128)
 def column_argmax(x, out, BM: tl.Constant, BN: tl.Constant):
     j = tl.block_id(0)
@@ -172,7 +164,7 @@ LARGE = [
     (column_argmax, ("f32[:, :]", "i32[:]"), {"BM": 64, "BN": 128}),  # a fold of 64 slots, 2 at a time
     (chain, ("f32[:]",) * 2, {"T": 8192, "K": 4}),  # one rolled loop of 64 x 28 ops had a 512-byte stack
     (chain, ("f32[:]",) * 2, {"T": 4096, "K": 16}),
-    (matmul, ("f16[:, :]", "f16[:, :]", "f32[:, :]"), {"BM": 128, "BN": 128, "BK": 32}),  # 64 accumulators
+    (tiled_matmul, ("f16[:, :]", "f16[:, :]", "f32[:, :]"), {"BM": 128, "BN": 128, "BK": 32}),  # 64 accumulators
 ]
 
 
@@ -186,7 +178,7 @@ def test_register_arrays_stay_in_registers(kernel, signature, constants):
 @pytest.mark.parametrize("kernel, signature, small, large", [
     (vector_add, ("f32[:]",) * 3, {"TILE": 1024}, {"TILE": 16384}),
     (softmax, ("f32[:, :]",) * 2, {"BLOCK": 1024}, {"BLOCK": 16384}),
-    (matmul, ("f32[:, :]",) * 3, {"BM": 32, "BN": 64, "BK": 16}, {"BM": 128, "BN": 128, "BK": 64}),
+    (tiled_matmul, ("f32[:, :]",) * 3, {"BM": 32, "BN": 64, "BK": 16}, {"BM": 128, "BN": 128, "BK": 64}),
 ])  # fmt: skip
 def test_generated_code_does_not_grow_with_the_tile(kernel, signature, small, large):
     """The same statements loop over more slots: for a tile 16 times larger (4 doublings) the
