@@ -16,6 +16,8 @@ import platform
 import statistics
 import sys
 
+from rows import bench_rows
+
 import tilelang as tl
 
 # ------------------------------------------------------------------ tilelang kernels
@@ -162,6 +164,8 @@ def main():
     softmax_k = triton_kernels(found["triton"])[1] if "triton" in found else None
     for m, cols in ((4096, 4096), (16384, 4096)) if not opts.quick else ((1024, 4096),):
         bench_softmax(torch, m, cols, softmax_k, report)
+
+    bench_rows(torch, time_ms, report, found, opts.quick)
 
     # sum of 2^28 fp32
     n = 1 << (24 if opts.quick else 28)

@@ -21,6 +21,7 @@ order of the additions, so the backends can be compared exactly.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 
@@ -32,6 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilelang as tl
+import tilelang.kernel as tl_kernel
 from tilelang import testing as tlt
 
 # The interpreter is the reference; TILELANG_TEST_BACKENDS=interpret,cuda adds the GPU on a machine with one.
@@ -331,8 +333,9 @@ def scan_kernel(num_threads):
     return scans
 
 
-# 3x10 (padded 4x16) on 64 threads; 4x8 on 256 threads (each element held by 8 threads)
-@pytest.mark.parametrize("num_threads, tile", [(64, (3, 10)), (256, (4, 8))])
+# 3x10 (padded 4x16) on 64 threads: the axis on lanes and warps; 5x30 (8x32): registers
+# too; 4x8 on 256 threads (each element held by 8 threads)
+@pytest.mark.parametrize("num_threads, tile", [(64, (3, 10)), (64, (5, 30)), (256, (4, 8))])
 @pytest.mark.parametrize("axis", [0, 1])
 @examples(20)
 @given(seed=SEEDS, data=st.data())
@@ -814,3 +817,67 @@ def test_a_scratch_buffer_holding_live_data_is_not_handed_out_again():
     lw.release(staged)
     assert lw.buffer(tl.float32, 8) == staged
     assert lw.shared[staged] == (tl.float32, 64)  # sized for its largest use
+
+
+# ------------------------------------------------ conversions between arbitrary layouts
+
+
+def random_layout(draw, shape, num_threads):
+    """Any bit-permutation layout of ``shape``: each padded index bit on a register, lane or
+    warp bit (at most 16 registers), hardware bits left over replicate."""
+    from tilelang._lower.layout import Layout, log2, padded_size
+
+    bits = draw(st.permutations(range(log2(padded_size(shape)))))
+    hardware = 5 + log2(num_threads // 32)
+    on_threads = draw(st.integers(max(len(bits) - 4, 0), min(hardware, len(bits))))
+    places = draw(st.permutations([*bits[:on_threads], *[None] * (hardware - on_threads)]))
+    return Layout(tuple(shape), tuple(bits[on_threads:]), tuple(places[:5]), tuple(places[5:]))
+
+
+def convert_kernel():
+    @tl.tile_kernel(num_threads=64)
+    def convert(x, y, out, BM: tl.Constant, BN: tl.Constant):
+        i = tl.block_id(0)
+        a = tl.load(x, index=(i, 0), shape=(BM, BN))
+        b = tl.load(y, index=(i, 0), shape=(BM, BN))  # its own layout: converted to a's for the product
+        tl.store(out, a * b.astype(a.dtype), index=(i, 0))
+
+    return convert
+
+
+@contextlib.contextmanager
+def layouts_of_2d_values(first, second):
+    """Compile with every 2-d value in layout ``first`` but the second load's result in ``second``."""
+    real = tl_kernel.assign_layouts
+
+    def assign(program, num_threads=None):
+        layouts, t = real(program, num_threads)
+        b = [e.outputs[0] for e in program.body.eqns if e.prim.name == "load"][1]
+        return {v: (second if v is b else first) if len(lay.shape) == 2 else lay for v, lay in layouts.items()}, t
+
+    tl_kernel.assign_layouts = assign
+    try:
+        yield
+    finally:
+        tl_kernel.assign_layouts = real
+
+
+@pytest.mark.parametrize("y_dtype", ["int8", "bfloat16", "float32", "float64"])
+@examples(6)
+@given(seed=SEEDS, data=st.data())
+def test_conversions_between_arbitrary_layouts(y_dtype, seed, data):
+    """Loads, stores and a ``convert_layout`` under random layouts (registers, lanes and warps
+    in any order, replicated or not) on a tile that is not a power of two."""
+    m = data.draw(st.integers(1, 20))
+    first, second = (random_layout(data.draw, (6, 20), 64) for _ in range(2))
+    rng = np.random.default_rng(seed)
+    x, y = _ints(rng, (m, 20), -20, 20, np.float32), _ints(rng, (m, 20), -20, 20, y_dtype)
+
+    def make():
+        return x.copy(), y.copy(), np.full((m, 20), -1.0, np.float32)
+
+    kernel = convert_kernel()  # a new kernel object each time: its layouts are this example's
+    with layouts_of_2d_values(first, second):
+        layouts = tl.explain(kernel, *make(), backend="cpu", BM=6, BN=20)["layouts"]
+        assert ("convert_layout" in layouts) == (first.lane + first.warp != second.lane + second.warp)
+        check(kernel, tl.cdiv(m, 6), make, lambda x, y, out: x * y.astype(np.float32), ("out",), BM=6, BN=20)

@@ -32,6 +32,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
+from ._passes.insert_conversions import insert_conversions
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
@@ -353,6 +354,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         run = runner(HostRunner(program, Interpreter(program), interpret=True))
         return CompiledKernel(stages, program, run, None, lap)
+    program = insert_conversions(program, layouts)  # layouts that disagree: renamed, rebuilt or converted
     program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     lap("layouts", None)

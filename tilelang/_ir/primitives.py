@@ -222,6 +222,14 @@ convert.rules.update(
     interpret=_convert_interpret,
 )
 
+# every primitive computed element by element on operands of one shape (or scalars)
+ELEMENTWISE = (*UNARY, *BINARY, *COMPARE, "where", "convert")
+
+# A change of layout (which thread holds which element), inserted by the
+# insert_conversions pass after layout assignment: the values do not change.
+convert_layout = primitive("convert_layout")
+convert_layout.rules.update(type=lambda x: [x], interpret=lambda ctx, x: [x])
+
 # ------------------------------------------------------------------------ creation
 
 full = primitive("full")

@@ -188,21 +188,28 @@ def matmul_result(m: int, n: int, num_threads: int) -> Layout:
     return _assign((m, n), tn + tm, order, num_threads)
 
 
-def broadcast_source_ok(src: Layout, dst: Layout, axes) -> bool:
-    """Whether broadcasting ``src`` (size 1 on ``axes``) to ``dst`` needs no data movement:
-    every lane and warp bit of ``dst`` that indexes a kept axis must index the same
-    element bit in ``src``, and ``src`` must be replicated where ``dst`` indexes a
-    broadcast axis."""
-    if len(src.shape) != len(dst.shape):
-        return False
+def unbroadcast(layout: Layout, shape) -> Layout:
+    """The layout a value of ``shape`` (``layout``'s shape with some axes of size 1) must
+    have for broadcasting it to ``layout`` to move no data: the same threads hold each kept
+    element, and the threads along a broadcast axis all hold a copy (replication)."""
 
     def project(b):
         if b is None:
             return None
-        for d in range(len(dst.shape)):
-            bits = dst.dim_bits(d)
-            if b in bits:
-                return None if d in axes else src.dim_bits(d).start + (b - bits.start)
-        raise AssertionError("bit outside the tile")
+        d = next(d for d in range(len(shape)) if b in layout.dim_bits(d))
+        if shape[d] == 1 and layout.shape[d] != 1:
+            return None
+        return b - layout.dim_bits(d).start + _dim_start(shape, d)
 
-    return all(project(b) == s for (_, b), (_, s) in zip(dst.hardware(), src.hardware()))
+    reg = tuple(project(b) for b in layout.reg if project(b) is not None)
+    return Layout(tuple(shape), reg, tuple(map(project, layout.lane)), tuple(map(project, layout.warp)))
+
+
+def _dim_start(shape, d) -> int:
+    return sum(log2(pow2_ceil(s)) for s in shape[d + 1 :])
+
+
+def same_threads(a: Layout, b: Layout) -> bool:
+    """Whether every thread holds the same elements in ``a`` and ``b``: converting is then a
+    renaming of register slots, no data moves."""
+    return a.shape == b.shape and a.lane == b.lane and a.warp == b.warp

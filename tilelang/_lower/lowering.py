@@ -8,7 +8,8 @@ the program does not grow with the tile. Coordinates of slot ``r`` are the threa
 coordinate (computed once per layout from the thread id) plus the slot's register bits (a
 ``slot`` op); layout changes go through ``Lowering.regs``: free when the same threads hold
 the same elements (a ``pick`` of slots), a rematerialisation for constants, otherwise a
-round trip through shared memory with barriers (visible in the thread IR).
+round trip through shared memory with barriers for the ``convert_layout`` equations the
+insert_conversions pass placed (visible in the thread IR).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 
 from .. import dtypes as D
 from .._ir.core import PRIMITIVES, Block, Literal, Var
-from .layout import Layout, broadcast_source_ok, log2, scalar_layout
+from ..errors import TileCompilerError
+from .layout import Layout, log2, same_threads, scalar_layout, unbroadcast
 from .thread_ir import Barrier, Imm, Op, Reg, SharedLoad, SharedStore, SlotMap, slots
 
 i32, i64, b1 = D.int32, D.int64, D.bool_
@@ -39,7 +41,6 @@ class Lowering:
         self.t = num_threads
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
-        self.remat: dict = {}  # Var -> how to recompute it in any layout (constants)
         self.shared: dict = {}
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
@@ -158,22 +159,17 @@ class Lowering:
         return self.values[atom]
 
     def regs(self, atom, layout: Layout, broadcast_axes=()):
-        """``atom``'s operand in ``layout`` (which may broadcast size-1 ``broadcast_axes``)."""
+        """``atom``'s operand in ``layout`` (which may broadcast size-1 ``broadcast_axes``):
+        the same threads hold the elements (insert_conversions made sure), so at most the
+        register slots are renamed."""
         if isinstance(atom, Literal) or atom.type.shape == ():
             return self.scalar(atom)
         src = self.layout(atom)
         if src == layout:
             return self.values[atom]
-        if atom in self.remat and not broadcast_axes:  # remat rebuilds from the destination's coordinates
-            return self.remat[atom](layout)
-        if broadcast_source_ok(src, layout, broadcast_axes):
-            return self.rename(atom, src, layout, broadcast_axes)
-
-        def source_index(coords):
-            kept = [Imm(0, i32) if d in broadcast_axes else c for d, c in enumerate(coords)]
-            return self.flat(kept, atom.type.shape)
-
-        return self.through_shared(atom, layout, source_index)
+        if not same_threads(src, unbroadcast(layout, atom.type.shape)):
+            raise TileCompilerError(f"lowering: no conversion of a value from {src} to {layout} (insert_conversions)")
+        return self.rename(atom, src, layout, broadcast_axes)
 
     def rename(self, atom, src: Layout, dst: Layout, axes):
         """Same threads, other register order: each destination slot picks its source slot."""

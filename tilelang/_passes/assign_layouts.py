@@ -1,18 +1,29 @@
 """Layout assignment: for every tile value, which thread holds which elements.
 
-Runs forward over the program. Loads, constants and transposes take the default
-``blocked`` layout (coalesced, 16 bytes per thread where the tile allows); elementwise
-results take their first tiled operand's layout (the lowering converts the others);
-reductions take the ``sliced`` layout of their input; ``dot`` results a register-blocked
-layout; reshapes that keep the padded numbering keep the layout. Loop-carried values take
-the layout their body produces (iterated to a fixed point), so a loop does not convert
-its carried values every iteration.
+Anchors fix the layouts that decide speed: a ``load`` (and a ``gather``'s indices)
+takes the ``blocked`` layout, 16 bytes per thread of the narrowest array its values
+meet, so both the loads and the stores of a chain of elementwise ops move 16 bytes at a
+time; reductions take the ``sliced`` layout of their input; ``dot`` results a
+register-blocked one. The rest propagate:
+
+1. forward, by each primitive's ``layout`` rule below: elementwise results take their
+   first operand that has a layout. Values cheap to rebuild anywhere (``full``, ``iota``,
+   ``broadcast``, elementwise ops of those) stay *open*;
+2. backward, in reverse program order: an open value takes the layout its first consumer
+   wants of it (``wants`` rule: an elementwise op its own layout, a broadcast the
+   ``unbroadcast`` of its own), so a statistic broadcast back over a row is born in the
+   row's layout and an ``arange`` mask in its ``where``'s.
+
+Loop-carried values take the layout their body produces (iterated to a fixed point), so a
+loop does not convert its carried values every iteration. Where layouts still disagree,
+``insert_conversions`` (the next pass) rebuilds or converts, visibly.
 """
 
 from __future__ import annotations
 
-from .._ir.core import Block, Program, TileType, Var, tile_outputs
-from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, scalar_layout, sliced
+from .._ir.core import PRIMITIVES, Block, Eqn, Program, TileType, Var, tile_outputs
+from .._ir.primitives import ELEMENTWISE
+from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, scalar_layout, sliced, unbroadcast
 
 
 def default_num_threads(program: Program) -> int:
@@ -27,71 +38,189 @@ def default_num_threads(program: Program) -> int:
     return max(t, 128) if largest >= 1024 else t
 
 
+# ------------------------------------------------------------ per-primitive rules
+# layout(assigner, eqn) -> the output's layout, or None (open: decided by its consumers)
+# wants(layouts, eqn, i) -> the layout input i must have, up to a renaming of register
+# slots (same_threads), or None (any: the rule copes with whatever it gets)
+
+
+def is_tile(x) -> bool:
+    return isinstance(x, Var) and isinstance(x.type, TileType) and x.type.shape != ()
+
+
+def wants(layouts: dict, eqn: Eqn, i: int):
+    """The layout ``eqn`` needs its input ``i`` in (None: any)."""
+    rule = eqn.prim.rules.get("wants")
+    return rule(layouts, eqn, i) if rule and is_tile(eqn.inputs[i]) else None
+
+
+def _rules(*names, layout=None, wants=None):
+    for n in names:
+        if layout:
+            PRIMITIVES[n].rules["layout"] = layout
+        if wants:
+            PRIMITIVES[n].rules["wants"] = wants
+
+
+def _first_known(a, eqn):
+    known = [a.layouts[x] for x in eqn.inputs if is_tile(x) and a.layouts.get(x) is not None]
+    return known[0] if known else None
+
+
+def _output_layout(layouts, eqn, i):
+    return layouts[eqn.outputs[0]] if eqn.inputs[i].type.shape == eqn.outputs[0].type.shape else None
+
+
+def _reshape_layout(a, eqn):
+    src = a.layouts.get(eqn.inputs[0])
+    return None if src is None else reshaped(src, eqn.outputs[0].type.shape) or a.default(eqn.outputs[0])
+
+
+def _indexed_wants(layouts, eqn, i):
+    """Indices, values and mask of a gather, scatter or atomic: in one layout (a gather's
+    result's, else the first tile's)."""
+    first = eqn.outputs[0] if eqn.outputs else next(x for x in eqn.inputs[1:] if is_tile(x))
+    return None if eqn.inputs[i] is first else layouts[first]
+
+
+_rules(*ELEMENTWISE, "cumsum", "cumprod", layout=_first_known, wants=_output_layout)
+_rules("full", "iota", "broadcast", layout=lambda a, eqn: None)
+_rules("broadcast", wants=lambda layouts, eqn, i: unbroadcast(layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))
+_rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped(
+    layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))  # fmt: skip
+_rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
+_rules("gather", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]), wants=_indexed_wants)
+_rules("scatter", "atomic", wants=_indexed_wants)
+_rules(
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin",
+    layout=lambda a, eqn: sliced(a.known(eqn.inputs[0]), eqn.params["axis"]),
+)  # fmt: skip
+_rules("dot", layout=lambda a, eqn: matmul_result(*eqn.outputs[0].type.shape, a.t), wants=lambda layouts, eqn, i: (
+    layouts[eqn.outputs[0]] if i == 2 else None))  # fmt: skip
+
+
 class _Assigner:
-    def __init__(self, num_threads):
+    def __init__(self, program: Program, num_threads: int):
         self.t = num_threads
-        self.layouts: dict[Var, Layout] = {}
+        self.layouts: dict[Var, Layout | None] = {}
+        self.itemsize = _vector_itemsizes(program)
 
-    def of(self, atom) -> Layout:
-        if isinstance(atom, Var) and atom in self.layouts:
-            return self.layouts[atom]
-        return scalar_layout(self.t)
+    def default(self, v: Var) -> Layout:
+        return blocked(v.type.shape, self.itemsize.get(v, v.type.dtype.itemsize), self.t)
 
-    def default(self, t: TileType) -> Layout:
-        return blocked(t.shape, t.dtype.itemsize, self.t) if t.shape else scalar_layout(self.t)
+    def known(self, v: Var) -> Layout:
+        """``v``'s layout, fixed now to the default if it is still open."""
+        if self.layouts.get(v) is None:
+            self.layouts[v] = self.default(v)
+        return self.layouts[v]
 
-    def block(self, block: Block):
-        for p in block.params:
-            if p not in self.layouts and isinstance(p.type, TileType):
-                self.layouts[p] = self.default(p.type)
+    def forward(self, block: Block):
+        for p in filter(is_tile, block.params):
+            self.layouts.setdefault(p, self.default(p))
         for eqn in block.eqns:
-            self.eqn(eqn)
+            if eqn.prim.name == "range_loop":
+                self.loop(eqn)
+                continue
+            for out in eqn.outputs:
+                if is_tile(out):
+                    self.layouts[out] = eqn.prim.rule("layout")(self, eqn)
+                elif isinstance(out.type, TileType):
+                    self.layouts[out] = scalar_layout(self.t)
 
-    def eqn(self, eqn):
-        name = eqn.prim.name
-        if name == "range_loop":
-            return self.loop(eqn)
-        for out in eqn.outputs:
-            self.layouts[out] = self.rule(name, eqn, out.type)
+    def backward(self, block: Block):
+        for eqn in reversed(block.eqns):
+            for out in filter(is_tile, eqn.outputs):
+                self.known(out)
+            if eqn.prim.name == "range_loop":
+                self.backward_loop(eqn)
+                continue
+            for i, x in enumerate(eqn.inputs):
+                if is_tile(x) and self.layouts.get(x) is None:
+                    self.layouts[x] = wants(self.layouts, eqn, i)
 
-    def rule(self, name, eqn, out: TileType) -> Layout:
-        if out.shape == ():
-            return scalar_layout(self.t)
-        tiled = [a for a in eqn.inputs if isinstance(a.type, TileType) and a.type.shape != ()]
-        if name.startswith("reduce_") or name in ("argmax", "argmin"):
-            return sliced(self.of(eqn.inputs[0]), eqn.params["axis"])
-        if name == "reshape":
-            return reshaped(self.of(eqn.inputs[0]), out.shape) or self.default(out)
-        if name == "dot":
-            return matmul_result(out.shape[0], out.shape[1], self.t)
-        if name in ("load", "full", "iota", "transpose", "broadcast") or not tiled:
-            return self.default(out)
-        return self.of(tiled[0])
-
-    def loop(self, eqn):
+    def loop(self, eqn: Eqn):
         body = eqn.params["body"]
         carried = list(zip(body.params[1:], eqn.inputs[3:], body.results))
         for param, init, _ in carried:
-            self.layouts[param] = self.of(init)
+            self.layouts[param] = self.layouts.get(init)
         self.layouts[body.params[0]] = scalar_layout(self.t)
         for _ in range(4):  # carried layouts settle on what the body produces
-            self.block(body)
+            self.forward(body)
             changed = False
             for param, _, result in carried:
-                if self.of(result) != self.layouts[param] and self.of(result).shape == param.type.shape:
-                    self.layouts[param] = self.of(result)
+                produced = self.layouts.get(result) if isinstance(result, Var) else None
+                if produced is not None and produced != self.layouts[param]:
+                    self.layouts[param] = produced
                     changed = True
             if not changed:
                 break
-        else:  # still moving (a long chain of carried values): keep these, and make the body agree
-            self.block(body)
+        for param, _, _ in carried:  # open still (a constant carried through unchanged): the default
+            if param.type.shape:
+                self.known(param)
+        self.forward(body)  # with the carried layouts final
         for out, (param, _, _) in zip(eqn.outputs, carried):
             self.layouts[out] = self.layouts[param]
+
+    def backward_loop(self, eqn: Eqn):
+        body = eqn.params["body"]
+        for param, init, result in zip(body.params[1:], eqn.inputs[3:], body.results):
+            for x in (init, result):
+                if is_tile(x) and self.layouts.get(x) is None:
+                    self.layouts[x] = self.layouts[param]
+        self.backward(body)
+
+
+def _vector_itemsizes(program: Program) -> dict:
+    """Per tile value, the itemsize that sizes its vectors: the narrowest array loaded or
+    stored by the values it is computed elementwise with (so a bfloat16 row computed in
+    float32 still moves 16 bytes per access), else its narrowest non-bool dtype."""
+    parent: dict = {}
+
+    def find(v):
+        while parent.get(v, v) is not v:
+            v = parent[v]
+        return v
+
+    def join(a, b):
+        if isinstance(a, Var) and isinstance(b, Var):
+            parent[find(a)] = find(b)
+
+    memory: list = []
+
+    def walk(block: Block):
+        for eqn in block.eqns:
+            name = eqn.prim.name
+            if name in ELEMENTWISE or name in ("reshape", "broadcast", "cumsum", "cumprod"):
+                for x in eqn.inputs:
+                    if isinstance(x, Var) and x.type.shape:
+                        join(x, eqn.outputs[0])
+            elif name == "load":
+                memory.append((eqn.outputs[0], eqn.inputs[0].type.dtype))
+            elif name == "store":
+                memory.append((eqn.inputs[1], eqn.inputs[0].type.dtype))
+            elif name == "range_loop":
+                body = eqn.params["body"]
+                for param, init, result, out in zip(body.params[1:], eqn.inputs[3:], body.results, eqn.outputs):
+                    join(param, init), join(param, result), join(param, out)
+                walk(body)
+
+    walk(program.body)
+    narrowest: dict = {}  # component -> itemsize of its narrowest array
+    for v, d in memory:
+        narrowest[find(v)] = min(narrowest.get(find(v), 16), d.itemsize)
+    values = [v for _, v in tile_outputs(program.body) if v.type.shape]
+    touched = set(narrowest)
+    for v in values:  # components that touch no array: their narrowest dtype
+        if v.type.dtype.is_bool or find(v) in touched:
+            continue
+        narrowest[find(v)] = min(narrowest.get(find(v), 16), v.type.dtype.itemsize)
+    return {v: narrowest.get(find(v), v.type.dtype.itemsize) for v in values}
 
 
 def assign_layouts(program: Program, num_threads: int | None = None) -> tuple[dict, int]:
     """Layouts for every tile value of ``program`` and the block's thread count."""
     t = num_threads or default_num_threads(program)
-    assigner = _Assigner(t)
-    assigner.block(program.body)
-    return assigner.layouts, t
+    assigner = _Assigner(program, t)
+    assigner.forward(program.body)
+    assigner.backward(program.body)
+    return {v: lay for v, lay in assigner.layouts.items() if lay is not None}, t

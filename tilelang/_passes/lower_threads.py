@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var
-from .._lower.layout import reshaped, scalar_layout
+from .._ir.primitives import ELEMENTWISE
+from .._lower.layout import reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.thread_ir import (
     ArrayParam,
@@ -28,6 +29,7 @@ from .._lower.thread_ir import (
     SharedLoad,
     SharedStore,
     Shuffle,
+    SlotMap,
     Store,
     ThreadProgram,
     array_reg,
@@ -37,14 +39,8 @@ from .lower_dot import lower_dot
 
 # ------------------------------------------------------------------ elementwise
 
-_ELEMENTWISE = [
-    "neg", "invert", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf",
-    "sigmoid", "floor", "ceil", "add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum",
-    "and", "or", "xor", "shl", "shr", "eq", "ne", "lt", "le", "gt", "ge", "where", "convert",
-]  # fmt: skip
 
-
-@rule(*_ELEMENTWISE)
+@rule(*ELEMENTWISE)
 def _lower_elementwise(lw, eqn, *inputs, **params):
     out = eqn.outputs[0]
     layout = lw.layout(out)
@@ -93,20 +89,12 @@ def _float_divmod(lw, name, dtype, a, b):
 
 @rule("full")
 def _lower_full(lw, eqn, value, *, shape, dtype):
-    v = lw.scalar(value)
-    lw.remat[eqn.outputs[0]] = lambda layout: v
-    output(lw, eqn, v)  # one value, the same in every slot of every thread
+    output(lw, eqn, lw.scalar(value))  # one value, the same in every slot of every thread
 
 
 @rule("iota")
 def _lower_iota(lw, eqn, *, start, stop):
-    out = eqn.outputs[0]
-
-    def make(layout):
-        return lw.op(i32, "add", lw.coord(layout, 0), Imm(start, i32))
-
-    lw.remat[out] = make
-    output(lw, eqn, make(lw.layout(out)))
+    output(lw, eqn, lw.op(i32, "add", lw.coord(lw.layout(eqn.outputs[0]), 0), Imm(start, i32)))
 
 
 @rule("block_id", "num_blocks")
@@ -128,9 +116,16 @@ def _lower_reshape(lw, eqn, x, *, shape):
     layout = lw.layout(out)
     if x.type.shape == () or isinstance(x, Literal):
         return output(lw, eqn, lw.regs(x, layout))
-    if reshaped(lw.layout(x), shape) == layout:  # the same padded numbering on the same bits: nothing moves
-        return output(lw, eqn, lw.values[x])
+    same = reshaped(lw.layout(x), shape)
+    if same is not None and same_threads(same, layout):  # the same padded numbering on the same threads
+        return output(lw, eqn, lw.regs(x, reshaped(layout, x.type.shape)))
     output(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, shape)))
+
+
+@rule("convert_layout")
+def _lower_convert_layout(lw, eqn, x):
+    layout = lw.layout(eqn.outputs[0])
+    output(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, x.type.shape)))
 
 
 @rule("transpose")
@@ -425,33 +420,50 @@ def _padded_flat(lw, layout):
 
 @rule("cumsum", "cumprod")
 def _lower_scan(lw, eqn, x, *, axis):
-    """Hillis-Steele over shared memory: log2(n) steps, each reading the element ``s``
-    back along the axis, double-buffered with a barrier per step."""
+    """A butterfly over the axis's index bits, lowest first: after bit ``b`` each element
+    holds the scan inside its aligned run of ``2**(b+1)`` elements and the run's total, and
+    an element whose bit ``b`` is 1 adds the total of the run below it. The partner run's
+    total comes from another slot (a register bit), a warp shuffle (a lane bit) or shared
+    memory (a warp bit). Padding elements sit past the end of the axis, so they never
+    reach a real element's prefix."""
     layout = lw.layout(eqn.outputs[0])
     combine = "add" if eqn.prim.name == "cumsum" else "mul"
-    shape, dtype = x.type.shape, x.type.dtype
-    value = lw.regs(x, layout)
-    stride = int(np.prod(shape[axis + 1 :]))
-    bufs = [lw.buffer(dtype, x.type.size) for _ in (0, 1)]
-    valid = lw.valid(layout)
-    write = lw.land(valid, lw.owner(layout))
-    index = lw.op(i32, "select", valid, lw.flat(lw.coords(layout), shape), Imm(0, i32))
-    n = layout.num_regs
-    lw.stmts.append(SharedStore(bufs[0], index, value, write))
+    dtype, n = x.type.dtype, layout.num_regs
+    prefix = total = lw.regs(x, layout)
+    hardware = dict((b, t) for t, b in layout.hardware() if b is not None)
+    for b in layout.dim_bits(axis):
+        if b in layout.reg:
+            i = layout.reg.index(b)
+            keep = [(k, k) for k in range(len(layout.reg)) if k != i]
+            below, above = (lw.pick(total, keep, n, const) for const in (0, 1 << i))
+            upper = lw.op(b1, "ne", lw.op(i32, "slot", attr=SlotMap.of_bits([(i, 0)]), n=n), Imm(0, i32))
+            prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, below, prefix), prefix)
+            total = lw.op(dtype, combine, below, above)
+            continue
+        t = hardware[b]
+        if t < 5:
+            partner = lw.reg(dtype, slots(total), "s")
+            lw.stmts.append(Shuffle(partner, total, 1 << t))
+        else:
+            partner = _exchange(lw, layout, total, b)
+        upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
+        prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, partner, prefix), prefix)
+        total = lw.op(dtype, combine, partner, total)
+    output(lw, eqn, prefix)
+
+
+def _exchange(lw, layout, value, bit):
+    """Each element's ``value`` from the element whose padded index differs in ``bit``
+    (held by another warp), through shared memory."""
+    buf = lw.buffer(value.dtype, _padded_size(layout))
+    index = _padded_flat(lw, layout)
+    lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
     lw.stmts.append(Barrier())
-    step, k = 1, 0
-    while step < shape[axis]:
-        src, dst = bufs[k % 2], bufs[(k + 1) % 2]
-        has = lw.land(valid, lw.op(b1, "ge", lw.coord(layout, axis), Imm(step, i32)))
-        at = lw.op(i32, "select", has, lw.op(i32, "sub", index, Imm(step * stride, i32)), Imm(0, i32))
-        prev = lw.reg(dtype, max(n, slots(at)), "v")
-        lw.stmts.append(SharedLoad(prev, src, at))
-        value = lw.op(dtype, "select", has, lw.op(dtype, combine, prev, value), value)
-        lw.stmts.append(SharedStore(dst, index, value, write))
-        lw.stmts.append(Barrier())
-        step, k = step * 2, k + 1
-    lw.release(*bufs)
-    output(lw, eqn, value)
+    dst = lw.reg(value.dtype, layout.num_regs, "w")
+    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "xor", index, Imm(1 << bit, i32))))
+    lw.stmts.append(Barrier())
+    lw.release(buf)
+    return dst
 
 
 @rule("barrier")

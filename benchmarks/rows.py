@@ -1,0 +1,137 @@
+"""Row-wise memory-bound cases for benchmarks/run.py: layernorm, rmsnorm and softmax over
+rows in float32 and bfloat16, each against torch and a Triton kernel written here in the
+style of Triton's tutorials (one program per row, the whole row in one block, the
+tutorial's num_warps rule).
+"""
+
+from __future__ import annotations
+
+import tilelang as tl
+
+# ------------------------------------------------------------------ tilelang kernels
+
+
+@tl.tile_kernel
+def layernorm(x, w, b, out, N, eps, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    cols = tl.arange(0, BLOCK)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
+    mean = tl.sum(t, axis=1, keepdims=True) / N
+    d = tl.where(cols[None, :] < N, t - mean, 0.0)
+    var = tl.sum(d * d, axis=1, keepdims=True) / N
+    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    bt = tl.load(b, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    tl.store(out, (d * tl.rsqrt(var + eps) * wt[None, :] + bt[None, :]).astype(out.dtype), index=(i, 0))
+
+
+@tl.tile_kernel
+def rmsnorm(x, w, out, N, eps, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
+    ms = tl.sum(t * t, axis=1, keepdims=True) / N
+    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
+
+
+@tl.tile_kernel
+def softmax(x, out, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK), padding=float("-inf")).astype(tl.float32)
+    e = tl.exp(t - tl.max(t))
+    tl.store(out, (e / tl.sum(e)).astype(out.dtype), index=(i, 0))
+
+
+# ---------------------------------------------------------------- Triton kernels
+
+
+def triton_kernels(triton):
+    import triton.language as tt
+
+    @triton.jit
+    def layernorm_k(X, W, B, Y, stride, N, eps, BLOCK: tt.constexpr):
+        row = tt.program_id(0)
+        cols = tt.arange(0, BLOCK)
+        mask = cols < N
+        x = tt.load(X + row * stride + cols, mask=mask, other=0.0).to(tt.float32)
+        mean = tt.sum(x, axis=0) / N
+        d = tt.where(mask, x - mean, 0.0)
+        rstd = 1 / tt.sqrt(tt.sum(d * d, axis=0) / N + eps)
+        w = tt.load(W + cols, mask=mask).to(tt.float32)
+        b = tt.load(B + cols, mask=mask).to(tt.float32)
+        tt.store(Y + row * stride + cols, (d * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def rmsnorm_k(X, W, Y, stride, N, eps, BLOCK: tt.constexpr):
+        row = tt.program_id(0)
+        cols = tt.arange(0, BLOCK)
+        mask = cols < N
+        x = tt.load(X + row * stride + cols, mask=mask, other=0.0).to(tt.float32)
+        rstd = 1 / tt.sqrt(tt.sum(x * x, axis=0) / N + eps)
+        w = tt.load(W + cols, mask=mask).to(tt.float32)
+        tt.store(Y + row * stride + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+
+    @triton.jit
+    def softmax_k(X, Y, stride, N, BLOCK: tt.constexpr):
+        row = tt.program_id(0)
+        cols = tt.arange(0, BLOCK)
+        x = tt.load(X + row * stride + cols, mask=cols < N, other=-float("inf")).to(tt.float32)
+        e = tt.exp(x - tt.max(x, axis=0))
+        tt.store(Y + row * stride + cols, (e / tt.sum(e, axis=0)).to(Y.dtype.element_ty), mask=cols < N)
+
+    return layernorm_k, rmsnorm_k, softmax_k
+
+
+def _warps(block):
+    """The Triton tutorials' rule: one warp per 256 elements of the row, 1 to 8."""
+    return min(max(block // 256, 1), 8)
+
+
+# ------------------------------------------------------------------------- cases
+
+
+def bench_rows(torch, time_ms, report, found, quick=False):
+    """Every row case: checked against torch (float64 reference), then timed."""
+    tk = triton_kernels(found["triton"]) if "triton" in found else None
+    cases = [("layernorm", 4096, 4096, "float32"), ("layernorm", 16384, 8192, "float32"),
+             ("layernorm", 16384, 4096, "bfloat16"), ("rmsnorm", 16384, 4096, "bfloat16"),
+             ("rmsnorm", 4096, 8192, "bfloat16"), ("softmax", 16384, 4096, "bfloat16")]  # fmt: skip
+    if quick:
+        cases = [(k, 1024, n, d) for k, _, n, d in cases[::2]]
+    for kind, m, n, dt in cases:
+        _row_case(torch, time_ms, report, tk, kind, m, n, getattr(torch, dt))
+
+
+def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
+    x = (torch.randn(m, n, device="cuda") * 3 + 1).to(dtype)
+    w, b = (torch.randn(n, device="cuda").to(dtype) for _ in range(2))
+    out = torch.full_like(x, float("nan"))
+    block, eps, warps = 1 << (n - 1).bit_length(), 1e-5, _warps(1 << (n - 1).bit_length())
+    x64, w64, b64 = x.double(), w.double(), b.double()
+    if kind == "layernorm":
+        ours = lambda: layernorm[m](x, w, b, out, n, eps, BLOCK=block)  # noqa: E731
+        want = torch.nn.functional.layer_norm(x64, (n,), w64, b64, eps)
+        peer = lambda: torch.nn.functional.layer_norm(x, (n,), w, b, eps)  # noqa: E731
+        theirs = tk and (lambda: tk[0][(m,)](x, w, b, out, n, n, eps, BLOCK=block, num_warps=warps))
+    elif kind == "rmsnorm":
+        ours = lambda: rmsnorm[m](x, w, out, n, eps, BLOCK=block)  # noqa: E731
+        want = x64 * torch.rsqrt((x64 * x64).mean(dim=1, keepdim=True) + eps) * w64
+        peer = lambda: torch.nn.functional.rms_norm(x, (n,), w, eps)  # noqa: E731
+        theirs = tk and (lambda: tk[1][(m,)](x, w, out, n, n, eps, BLOCK=block, num_warps=warps))
+    else:
+        ours = lambda: softmax[m](x, out, BLOCK=block)  # noqa: E731
+        want = torch.softmax(x64, dim=1)
+        peer = lambda: torch.softmax(x, dim=1)  # noqa: E731
+        theirs = tk and (lambda: tk[2][(m,)](x, out, n, n, BLOCK=block, num_warps=warps))
+    ours()
+    # bfloat16: one rounding of float32 arithmetic to the output (2 ulps); float32: the
+    # reordered sums of thousands of terms (1e-5 relative)
+    rel = 2 * torch.finfo(dtype).eps if dtype is torch.bfloat16 else 1e-5
+    tol = rel * (want.abs() + (1 if kind != "softmax" else 1e-3))
+    bad = ((out.double() - want).abs() > tol).sum().item()
+    ok = "ok" if bad == 0 else f"WRONG ({bad} elements off)"
+    case = f"{kind} {m}x{n} {'bf16' if dtype is torch.bfloat16 else 'f32'}"
+    nbytes = 2 * m * n * x.element_size()
+    report(case, "tilelang", time_ms(ours, torch), nbytes, ok)
+    report(case, "torch", time_ms(peer, torch), nbytes)
+    if theirs:
+        report(case, "triton", time_ms(theirs, torch), nbytes)
