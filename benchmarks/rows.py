@@ -24,13 +24,27 @@ def layernorm(x, w, b, out, N, eps, BLOCK: tl.Constant):
     tl.store(out, (d * tl.rsqrt(var + eps) * wt[None, :] + bt[None, :]).astype(out.dtype), index=(i, 0))
 
 
-@tl.tile_kernel
-def rmsnorm(x, w, out, N, eps, BLOCK: tl.Constant):
+def rmsnorm_rows(x, w, out, N, eps, BLOCK: tl.Constant):
     i = tl.block_id(0)
     t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
     ms = tl.sum(t * t, axis=1, keepdims=True) / N
     wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
     tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
+
+
+# the default threads per block, and others to compare
+RMSNORM = {None: tl.tile_kernel(rmsnorm_rows), **{t: tl.tile_kernel(rmsnorm_rows, num_threads=t) for t in (256, 512)}}
+
+
+@tl.tile_kernel
+def row_cumsum(x, out, BLOCK: tl.Constant):
+    """Running sums along rows longer than a tile: the carry is the sum of the tiles before."""
+    i = tl.block_id(0)
+    carry = tl.zeros((1, 1), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BLOCK)):
+        t = tl.load(x, index=(i, k), shape=(1, BLOCK))
+        tl.store(out, tl.cumsum(t, axis=1) + carry, index=(i, k))
+        carry += tl.sum(t, axis=1, keepdims=True)
 
 
 @tl.tile_kernel
@@ -99,6 +113,16 @@ def bench_rows(torch, time_ms, report, found, quick=False):
         cases = [(k, 1024, n, d) for k, _, n, d in cases[::2]]
     for kind, m, n, dt in cases:
         _row_case(torch, time_ms, report, tk, kind, m, n, getattr(torch, dt))
+    m, n = (1024, 32768) if quick else (8192, 32768)
+    x = torch.randn(m, n, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    row_cumsum[m](x, out, BLOCK=4096)
+    want = torch.cumsum(x.double(), dim=1)
+    err = ((out.double() - want).abs() / (want.abs() + n**0.5)).max().item()  # relative to the sums' spread
+    ok = "ok" if err < 1e-5 else f"WRONG (err {err:.1e})"
+    case, nbytes = f"cumsum rows {m}x{n} f32", 2 * 4 * m * n
+    report(case, "tilelang", time_ms(lambda: row_cumsum[m](x, out, BLOCK=4096), torch), nbytes, ok)
+    report(case, "torch", time_ms(lambda: torch.cumsum(x, dim=1, out=out), torch), nbytes)
 
 
 def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
@@ -113,7 +137,7 @@ def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
         peer = lambda: torch.nn.functional.layer_norm(x, (n,), w, b, eps)  # noqa: E731
         theirs = tk and (lambda: tk[0][(m,)](x, w, b, out, n, n, eps, BLOCK=block, num_warps=warps))
     elif kind == "rmsnorm":
-        ours = lambda: rmsnorm[m](x, w, out, n, eps, BLOCK=block)  # noqa: E731
+        ours = lambda: RMSNORM[None][m](x, w, out, n, eps, BLOCK=block)  # noqa: E731
         want = x64 * torch.rsqrt((x64 * x64).mean(dim=1, keepdim=True) + eps) * w64
         peer = lambda: torch.nn.functional.rms_norm(x, (n,), w, eps)  # noqa: E731
         theirs = tk and (lambda: tk[1][(m,)](x, w, out, n, n, eps, BLOCK=block, num_warps=warps))
@@ -132,6 +156,9 @@ def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
     case = f"{kind} {m}x{n} {'bf16' if dtype is torch.bfloat16 else 'f32'}"
     nbytes = 2 * m * n * x.element_size()
     report(case, "tilelang", time_ms(ours, torch), nbytes, ok)
+    for threads, kernel in list(RMSNORM.items())[1:] if kind == "rmsnorm" else ():  # other thread counts
+        other = time_ms(lambda k=kernel: k[m](x, w, out, n, eps, BLOCK=block), torch)
+        report(case, f"tilelang {threads} thr", other, nbytes)
     report(case, "torch", time_ms(peer, torch), nbytes)
     if theirs:
         report(case, "triton", time_ms(theirs, torch), nbytes)
