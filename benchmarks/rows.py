@@ -11,7 +11,6 @@ import tilelang as tl
 # ------------------------------------------------------------------ tilelang kernels
 
 
-@tl.tile_kernel
 def layernorm(x, w, b, out, N, eps, BLOCK: tl.Constant):
     i = tl.block_id(0)
     cols = tl.arange(0, BLOCK)
@@ -32,10 +31,6 @@ def rmsnorm_rows(x, w, out, N, eps, BLOCK: tl.Constant):
     tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
 
 
-# the default threads per block, and others to compare
-RMSNORM = {None: tl.tile_kernel(rmsnorm_rows), **{t: tl.tile_kernel(rmsnorm_rows, num_threads=t) for t in (256, 512)}}
-
-
 @tl.tile_kernel
 def row_cumsum(x, out, BLOCK: tl.Constant):
     """Running sums along rows longer than a tile: the carry is the sum of the tiles before."""
@@ -47,12 +42,18 @@ def row_cumsum(x, out, BLOCK: tl.Constant):
         carry += tl.sum(t, axis=1, keepdims=True)
 
 
-@tl.tile_kernel
 def softmax(x, out, BLOCK: tl.Constant):
     i = tl.block_id(0)
     t = tl.load(x, index=(i, 0), shape=(1, BLOCK), padding=float("-inf")).astype(tl.float32)
     e = tl.exp(t - tl.max(t))
     tl.store(out, (e / tl.sum(e)).astype(out.dtype), index=(i, 0))
+
+
+# each kernel with the default threads per block, and with others to compare
+KERNELS = {
+    name: {None: tl.tile_kernel(fn), **{t: tl.tile_kernel(fn, num_threads=t) for t in (256, 512)}}
+    for name, fn in (("layernorm", layernorm), ("rmsnorm", rmsnorm_rows), ("softmax", softmax))
+}
 
 
 # ---------------------------------------------------------------- Triton kernels
@@ -132,20 +133,22 @@ def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
     block, eps, warps = 1 << (n - 1).bit_length(), 1e-5, _warps(1 << (n - 1).bit_length())
     x64, w64, b64 = x.double(), w.double(), b.double()
     if kind == "layernorm":
-        ours = lambda: layernorm[m](x, w, b, out, n, eps, BLOCK=block)  # noqa: E731
+        args = (x, w, b, out, n, eps)
         want = torch.nn.functional.layer_norm(x64, (n,), w64, b64, eps)
         peer = lambda: torch.nn.functional.layer_norm(x, (n,), w, b, eps)  # noqa: E731
         theirs = tk and (lambda: tk[0][(m,)](x, w, b, out, n, n, eps, BLOCK=block, num_warps=warps))
     elif kind == "rmsnorm":
-        ours = lambda: RMSNORM[None][m](x, w, out, n, eps, BLOCK=block)  # noqa: E731
+        args = (x, w, out, n, eps)
         want = x64 * torch.rsqrt((x64 * x64).mean(dim=1, keepdim=True) + eps) * w64
         peer = lambda: torch.nn.functional.rms_norm(x, (n,), w, eps)  # noqa: E731
         theirs = tk and (lambda: tk[1][(m,)](x, w, out, n, n, eps, BLOCK=block, num_warps=warps))
     else:
-        ours = lambda: softmax[m](x, out, BLOCK=block)  # noqa: E731
+        args = (x, out)
         want = torch.softmax(x64, dim=1)
         peer = lambda: torch.softmax(x, dim=1)  # noqa: E731
         theirs = tk and (lambda: tk[2][(m,)](x, out, n, n, BLOCK=block, num_warps=warps))
+    kernels = KERNELS[kind]
+    ours = lambda: kernels[None][m](*args, BLOCK=block)  # noqa: E731
     ours()
     # bfloat16: one rounding of float32 arithmetic to the output (2 ulps); float32: the
     # reordered sums of thousands of terms (1e-5 relative)
@@ -156,8 +159,8 @@ def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
     case = f"{kind} {m}x{n} {'bf16' if dtype is torch.bfloat16 else 'f32'}"
     nbytes = 2 * m * n * x.element_size()
     report(case, "tilelang", time_ms(ours, torch), nbytes, ok)
-    for threads, kernel in list(RMSNORM.items())[1:] if kind == "rmsnorm" else ():  # other thread counts
-        other = time_ms(lambda k=kernel: k[m](x, w, out, n, eps, BLOCK=block), torch)
+    for threads, kernel in list(kernels.items())[1:]:  # other thread counts
+        other = time_ms(lambda k=kernel: k[m](*args, BLOCK=block), torch)
         report(case, f"tilelang {threads} thr", other, nbytes)
     report(case, "torch", time_ms(peer, torch), nbytes)
     if theirs:

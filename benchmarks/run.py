@@ -16,6 +16,7 @@ import platform
 import statistics
 import sys
 
+from axes import bench_axes
 from rows import bench_rows
 
 import tilelang as tl
@@ -166,6 +167,7 @@ def main():
         bench_softmax(torch, m, cols, softmax_k, report)
 
     bench_rows(torch, time_ms, report, found, opts.quick)
+    bench_axes(torch, time_ms, report, opts.quick)
 
     # sum of 2^28 fp32
     n = 1 << (24 if opts.quick else 28)

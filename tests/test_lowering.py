@@ -813,8 +813,11 @@ def test_a_scratch_buffer_holding_live_data_is_not_handed_out_again():
     nested = lw.buffer(tl.float16, 16)  # 16-bit floats are held as float32 in shared memory too
     assert nested != staged
     lw.release(nested)
-    assert lw.buffer(tl.float32, 8) == nested  # released: uses one after another share it
+    assert lw.buffer(tl.float32, 8) not in (staged, nested)  # released, but read until a barrier
+    lw.barrier()
+    assert lw.buffer(tl.float32, 8) == nested  # after it: uses one after another share it
     lw.release(staged)
+    lw.barrier()
     assert lw.buffer(tl.float32, 8) == staged
     assert lw.shared[staged] == (tl.float32, 64)  # sized for its largest use
 

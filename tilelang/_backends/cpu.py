@@ -228,12 +228,19 @@ class CpuWriter(SourceWriter):
                 if s.lanes == 1
                 else f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
             )
+            target = self.memory(s.array, s.offset, lane)
+            if isinstance(s, Load) and s.pack > 1:  # raw 16-bit bits, two lanes to a uint32 word
+                self.emit(f"for w in range({s.lanes // 2}):", indent)
+                for half in (0, 1):
+                    self.emit(f"i = 2 * w + {half}", indent + 4)
+                    self.emit(f"h{half}_ = uint32({target} if {ok} else {self.ref(s.pad)})", indent + 4)
+                self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes // 2, 'w'))} = h0_ | (h1_ << 16)", indent + 4)
+                return
             if s.lanes > 1:
                 self.emit(f"for i in range({s.lanes}):", indent)
                 indent += 4
-            target = self.memory(s.array, s.offset, lane)
-            if isinstance(s, Load):
-                value = f"{_from_memory(d, target)} if {ok} else {self.ref(s.pad)}"
+            if isinstance(s, Load):  # (into uint16 registers: a 16-bit float's raw bits)
+                value = f"{_from_memory(s.dst.dtype, target)} if {ok} else {self.ref(s.pad)}"
                 self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes, lane))} = {value}", indent)
             else:
                 value = _to_memory(d, self.ref(s.values, lane_slot(self.at, s.lanes, lane)))

@@ -48,10 +48,12 @@ DEFAULT_CC = (9, 0)
 LINEINFO = os.environ.get("TILELANG_LINEINFO", "") not in ("", "0")
 
 
-def intrinsic_table(load, store, atomic, round_) -> dict:
+def intrinsic_table(load, load_words, store, atomic, round_, value) -> dict:
     """The functions generated kernels call, by name, made by a target's factories:
     ``ld[N]_<dtype>``/``st[N]_<dtype>`` for masked accesses of up to 16 bytes,
-    ``atomic_<op>_<dtype>`` and ``round_<16-bit float>``."""
+    ``ld<N>w_<16-bit float>`` for their raw bits two to a word,
+    ``atomic_<op>_<dtype>``, ``round_<16-bit float>`` and ``<16-bit float>_value`` (the
+    value of raw bits loaded as uint16)."""
     from ..dtypes import ALL_DTYPES
 
     table = {}
@@ -61,11 +63,14 @@ def intrinsic_table(load, store, atomic, round_) -> dict:
                 suffix = "" if lanes == 1 else str(lanes)
                 table[f"ld{suffix}_{d.name}"] = load(d, lanes)
                 table[f"st{suffix}_{d.name}"] = store(d, lanes)
+                if d.is_float and d.bits == 16 and lanes > 1:
+                    table[f"ld{lanes}w_{d.name}"] = load_words(d, lanes)
         if not d.is_bool:  # (atomics take int and float arrays)
             for op in ("add", "max", "min"):
                 table[f"atomic_{op}_{d.name}"] = atomic(op, d)
         if d.is_float and d.bits == 16:
             table[f"round_{d.name}"] = round_(d)
+            table[f"{d.name}_value"] = value(d)
     return table
 
 
@@ -107,8 +112,13 @@ class CudaWriter(SourceWriter):
     def statement(self, s, indent):
         ref = self.ref
         if isinstance(s, Load):
-            d = self.arrays[s.array].dtype
-            if s.lanes == 1:
+            d = s.dst.dtype  # the array's, or uint16 for the raw bits of 16-bit floats
+            if s.pack > 1:
+                name = self.arrays[s.array].dtype.name
+                targets = ", ".join(ref(s.dst, lane_slot(self.at, s.lanes // 2, i)) for i in range(s.lanes // 2))
+                args = ", ".join(ref(x) for x in (s.offset, s.mask, s.first, s.last, s.pad))
+                self.emit(f"{targets}, = ld{s.lanes}w_{name}({s.array}__ptr, {args})", indent)
+            elif s.lanes == 1:
                 call = f"ld_{d.name}({s.array}__ptr, {ref(s.offset)}, {ref(s.mask)}, {ref(s.pad)})"
                 self.emit(f"{ref(s.dst)} = {call}", indent)
             else:

@@ -23,6 +23,7 @@ from numba.cuda import cgutils, nvvmutils
 from numba.cuda.core import config
 from numba.cuda.extending import intrinsic
 
+from .. import dtypes
 from ..dtypes import DType
 from .cuda import intrinsic_table
 from .numba_source import llvm_math_intrinsic, select_intrinsic
@@ -184,6 +185,43 @@ def _load(d: DType, lanes: int):
     return load_vector
 
 
+def _load_words(d: DType, lanes: int):
+    """``ld<N>w_<dtype>(ptr, offset, ok, first, last, pad)`` for 16-bit ``d``: as ``ld<N>``,
+    but the raw bits, two lanes to a uint32 word (the first in the low half), ``pad`` the
+    bits of one element. Nothing is cut out of the words here, so a thread's loads of several
+    groups are all in flight before any of their data is used."""
+    words = lanes // 2
+
+    @intrinsic
+    def load_words(typingctx, ptr, offset, ok, first, last, pad):
+        ret = types.UniTuple(types.uint32, words)
+
+        def codegen(context, builder, sig, args):
+            ptr, offset, ok, first, last, pad = args
+            pad32 = builder.zext(pad, I32)
+            fill = builder.or_(pad32, builder.shl(pad32, ir.Constant(I32, 16)))
+            slots = [cgutils.alloca_once_value(builder, fill) for _ in range(words)]
+            with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
+                with whole:
+                    raw = builder.load(_address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+                    for w, slot in enumerate(slots):
+                        builder.store(builder.extract_element(raw, ir.Constant(I32, w)), slot)
+                with lanewise:
+                    for i in range(lanes):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
+                            at = builder.add(offset, ir.Constant(I64, i)) if i else offset
+                            bits = builder.zext(builder.load(_address(builder, ptr, at, dtypes.uint16), align=2), I32)
+                            keep = ir.Constant(I32, 0xFFFF0000 if i % 2 == 0 else 0xFFFF)
+                            word = builder.and_(builder.load(slots[i // 2]), keep)
+                            shifted = builder.shl(bits, ir.Constant(I32, 16)) if i % 2 else bits
+                            builder.store(builder.or_(word, shifted), slots[i // 2])
+            return context.make_tuple(builder, ret, [builder.load(slot) for slot in slots])
+
+        return ret(types.uint64, types.int64, types.boolean, types.int32, types.int32, types.uint16), codegen
+
+    return load_words
+
+
 def _store(d: DType, lanes: int):
     """``st_<dtype>(ptr, offset, ok, value)``; ``st<N>_<dtype>(ptr, offset, ok, first, last,
     values)`` stores the lanes of a tuple of ``N`` as ``ld<N>`` loads them."""
@@ -249,6 +287,17 @@ def _round(d: DType):
         return types.float32(types.float32), codegen
 
     return round_
+
+
+def _value(d: DType):
+    @intrinsic
+    def value(typingctx, bits):
+        def codegen(context, builder, sig, args):
+            return _widen(builder, args[0], d)
+
+        return types.float32(types.uint16), codegen
+
+    return value
 
 
 def _odd_asm(ptx_type: str, constraint: str, back: str, differs: str):
@@ -367,7 +416,7 @@ def _atomic(op: str, d: DType):
 if config.ENABLE_CUDASIM:  # numba's CUDA simulator runs kernels as Python: no LLVM intrinsics
     from .cuda_simulated import INTRINSICS
 else:
-    INTRINSICS = intrinsic_table(_load, _store, _atomic, _round)
+    INTRINSICS = intrinsic_table(_load, _load_words, _store, _atomic, _round, _value)
 globals().update(INTRINSICS)
 
 

@@ -28,6 +28,7 @@ import threading
 
 import numpy as np
 
+from .. import dtypes
 from .._ir import primitives
 from ..dtypes import DType
 from .cuda import intrinsic_table
@@ -80,6 +81,16 @@ def _load(d: DType, lanes: int):
     return load_vector
 
 
+def _load_words(d: DType, lanes: int):
+    bits = _load(dtypes.uint16, lanes)
+
+    def load_words(ptr, offset, ok, first, last, pad):
+        lane = bits(ptr, offset, ok, first, last, pad)
+        return tuple(np.uint32(int(lane[2 * w]) | int(lane[2 * w + 1]) << 16) for w in range(lanes // 2))
+
+    return load_words
+
+
 def _store(d: DType, lanes: int):
     memory = _memory(d)
 
@@ -110,6 +121,13 @@ def _round(d: DType):
     return round_
 
 
+def _value(d: DType):
+    def value(bits):
+        return np.float32(np.uint16(bits).view(d.np))
+
+    return value
+
+
 def _atomic(op: str, d: DType):
     memory, reg = _memory(d), _register(d)
     ufunc = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
@@ -123,7 +141,7 @@ def _atomic(op: str, d: DType):
 
 
 def _build():
-    table = intrinsic_table(_load, _store, _atomic, _round)
+    table = intrinsic_table(_load, _load_words, _store, _atomic, _round, _value)
     for name, fn in table.items():
         fn.__name__ = fn.__qualname__ = name
     return table

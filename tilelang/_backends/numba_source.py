@@ -114,6 +114,8 @@ def expression(op: Op, ref=operand) -> str:
         return f"select({a} >= 0, {t}(1.0), {e}) / ({t}(1.0) + {e})"
     if name == "convert":
         return f"{a} != 0" if op.attr.is_bool else a
+    if name == "from_bits":  # a 16-bit float from the raw bits a load left in a uint16
+        return f"{op.dst.dtype.name}_value({a})"
     if name == "select":  # an LLVM select (an intrinsic): a branch would cost numba compile time
         return f"select({a}, {args[1]}, {args[2]})"
     raise TileCompilerError(f"the numba backends have no rule for thread op '{name}'")

@@ -45,6 +45,7 @@ class Lowering:
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
         self.busy: set = set()  # scratch buffers holding data some thread has yet to read
+        self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()
         self.cache: dict = {}
         self.array_names: dict = {}  # array Var -> parameter name
@@ -181,24 +182,24 @@ class Lowering:
         return self.pick(self.values[atom], pairs, dst.num_regs)
 
     def through_shared(self, atom, layout: Layout, source_index):
-        """Convert through shared memory: owners write, barrier, everyone reads, barrier."""
+        """Convert through shared memory: owners write, barrier, everyone reads (the buffer is
+        free again after the next barrier, whoever places it)."""
         src = self.layout(atom)
         dtype = atom.type.dtype
         buf = self.buffer(dtype, atom.type.size)
         index = self.flat(self.coords(src), atom.type.shape)
         self.stmts.append(SharedStore(buf, index, self.values[atom], self.land(self.valid(src), self.owner(src))))
-        self.stmts.append(Barrier())
+        self.barrier()
         at = self.op(i32, "select", self.valid(layout), source_index(self.coords(layout)), Imm(0, i32))
         dst = self.reg(dtype, max(slots(at), layout.num_regs), "v")
         self.stmts.append(SharedLoad(dst, buf, at))
-        self.stmts.append(Barrier())
         self.release(buf)
         return dst
 
     def buffer(self, dtype, size) -> str:
-        """A shared scratch buffer no live data is in, held until ``release`` (after the barrier
-        that follows its last read): uses one after another share a buffer, and a use nested
-        in another (a conversion between a store and its reads) gets its own."""
+        """A shared scratch buffer no live data is in, held until ``release``d and a barrier
+        passed (no thread still reads it): uses one after another share a buffer (or take
+        turns between two), and a use nested in another gets its own."""
         d = smem_dtype(dtype)
         name = next(n for k in itertools.count() if (n := f"smem_{d.name}_{k}") not in self.busy)
         self.busy.add(name)
@@ -208,7 +209,13 @@ class Lowering:
         return name
 
     def release(self, *names):
-        self.busy.difference_update(names)
+        """Done with these buffers once every thread has read them: at the next barrier."""
+        self.read.update(names)
+
+    def barrier(self):
+        self.stmts.append(Barrier())
+        self.busy -= self.read
+        self.read = set()
 
     # ---------------------------------------------------------------- program
 

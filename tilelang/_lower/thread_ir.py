@@ -105,7 +105,10 @@ class Load:
     ``g * lanes + i`` of ``dst`` is ``array[offset[g] + i]`` where ``mask[g]`` and (for
     vectors) ``first[g] <= i < last[g]``, else ``pad``. A backend moves a group in one access
     when all its lanes are in and the address is aligned to the group's bytes, else lane by
-    lane: the fallback lives in the intrinsic, not in the program."""
+    lane: the fallback lives in the intrinsic, not in the program. With ``pack`` 2, each
+    ``dst`` slot is a uint32 holding the raw bits of two consecutive 16-bit elements (the
+    first in the low half; ``pad`` is the raw bits of one), so nothing reads the loaded
+    words until every group's load is issued."""
 
     dst: Reg
     array: str
@@ -115,6 +118,7 @@ class Load:
     lanes: int = 1
     first: object = None
     last: object = None
+    pack: int = 1
     USES: ClassVar = ("offset", "mask", "pad", "first", "last")
     DEFS: ClassVar = ("dst",)
 
@@ -245,6 +249,7 @@ OPS = {
     "select": 3,
     "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
     "pick": 1,  # dst[r] = arg[attr(r)]
+    "from_bits": 1,  # a 16-bit float from its raw bits (a uint16)
     "thread_id": 0,
     "block_id": 0,
     "num_blocks": 0,
@@ -292,7 +297,7 @@ def extent(s) -> int:
     """How many times a statement applies: once per slot of what it defines or reads (per
     group of ``lanes`` slots for global loads and stores)."""
     if isinstance(s, Load):
-        return s.dst.slots // s.lanes
+        return s.dst.slots * s.pack // s.lanes
     if isinstance(s, (Op, SharedLoad, Shuffle)):
         return s.dst.slots
     if isinstance(s, Store):  # (the values may be one, stored everywhere)
@@ -321,7 +326,7 @@ def _lines(stmts, indent):
             attr = f"[{getattr(s.attr, 'name', s.attr)}]" if s.attr is not None else ""
             yield f"{pad}{_typed(s.dst)} = {s.op}{attr} {' '.join(map(_text, s.args))}".rstrip()
         elif isinstance(s, Load):
-            mask = f"mask={_text(s.mask)} pad={_text(s.pad)}{_lanes(s)}"
+            mask = f"mask={_text(s.mask)} pad={_text(s.pad)}{_lanes(s)}{' packed' if s.pack > 1 else ''}"
             yield f"{pad}{_typed(s.dst)} = load {s.array}[{_text(s.offset)}] {mask}"
         elif isinstance(s, Store):
             yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}"
@@ -376,7 +381,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
                 for x in registers(s, (part,)):
                     if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):
                         raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({kind})")
-                    wide = n * getattr(s, "lanes", 1) if part in group + ("dst",) else n
+                    wide = n * getattr(s, "lanes", 1) // getattr(s, "pack", 1) if part in group + ("dst",) else n
                     exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op == "pick")
                     if slots(x) not in (1, wide) and not exempt:
                         raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {kind} over {wide}")

@@ -8,7 +8,7 @@ loop over ``k`` in which each thread reads the ``a`` value of each of its rows a
 from __future__ import annotations
 
 from .._lower.lowering import b1, i32, output
-from .._lower.thread_ir import Barrier, Imm, Loop, SharedLoad, SharedStore, SlotMap, slots
+from .._lower.thread_ir import Imm, Loop, SharedLoad, SharedStore, SlotMap, slots
 
 
 def lower_dot(lw, eqn, a, b, acc):
@@ -23,7 +23,7 @@ def lower_dot(lw, eqn, a, b, acc):
         src = lw.layout(atom)
         at = lw.op(i32, "add", lw.flat(lw.coords(src), shape), Imm(base, i32))
         lw.stmts.append(SharedStore(buf, at, lw.regs(atom, src), lw.land(lw.valid(src), lw.owner(src))))
-    lw.stmts.append(Barrier())
+    lw.barrier()
 
     # each thread's rows (and columns): the register bits of that dimension, as their own slots
     bases, picks = [], []
@@ -45,7 +45,6 @@ def lower_dot(lw, eqn, a, b, acc):
     result = lw.op(dtype, "add", param, products)
     body, lw.stmts = lw.stmts, outer
     lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), [param], [init], body, [result]))
-    lw.stmts.append(Barrier())
     lw.release(buf)
     output(lw, eqn, param)
 

@@ -15,12 +15,11 @@ import numpy as np
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var
 from .._ir.primitives import ELEMENTWISE
-from .._lower.layout import reshaped, same_threads, scalar_layout
+from .._lower.layout import log2, reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
-    Barrier,
     Imm,
     Load,
     Loop,
@@ -221,9 +220,30 @@ def _lower_load(lw, eqn, array, *rest, shape):
     layout = lw.layout(out)
     window = _Window(lw, array, layout, [lw.scalar(s) for s in starts])
     offset, mask, first, last = window.access()
-    dst = lw.reg(out.type.dtype, layout.num_regs, "v")
-    lw.stmts.append(Load(dst, window.name, offset, mask, lw.scalar(padding), window.lanes, first, last))
+    dtype, pad = out.type.dtype, lw.scalar(padding)
+    if dtype.is_float and dtype.bits == 16 and isinstance(pad, Imm):
+        return output(lw, eqn, _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last))
+    dst = lw.reg(dtype, layout.num_regs, "v")
+    lw.stmts.append(Load(dst, window.name, offset, mask, pad, window.lanes, first, last))
     output(lw, eqn, dst)
+
+
+def _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last):
+    """Raw bits first, two to a word, and their values after every group is loaded: values
+    cut out of each access as it arrives made each group's load wait for its data before
+    the next one was issued (the GPU runs a thread's instructions in order)."""
+    dtype, n = pad.dtype, layout.num_regs
+    bits = Imm(int(np.asarray(pad.value, dtype.np).view(np.uint16)), D.uint16)
+    if window.lanes == 1:
+        raw = lw.reg(D.uint16, n, "i")
+        lw.stmts.append(Load(raw, window.name, offset, mask, bits, 1))
+        return lw.op(dtype, "from_bits", raw)
+    words = lw.reg(D.uint32, n // 2, "i")
+    lw.stmts.append(Load(words, window.name, offset, mask, bits, window.lanes, first, last, pack=2))
+    word = lw.pick(words, [(a, a - 1) for a in range(1, log2(n))], n)  # slot r's word: r >> 1
+    half = lw.op(i32, "slot", attr=SlotMap.of_bits([(0, 4)]), n=n)  # its shift: 16 * (r & 1)
+    shifted = lw.op(D.uint32, "shr", word, lw.op(D.uint32, "convert", half, attr=D.uint32))
+    return lw.op(dtype, "from_bits", lw.op(D.uint16, "convert", shifted, attr=D.uint16))
 
 
 @rule("store")
@@ -371,7 +391,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
         at = lw.op(i32, "add", lw.op(i32, "mul", group, Imm(size, i32)), index)
         for buf, a in zip(bufs, partial):
             lw.stmts.append(SharedStore(buf, at, a, writer))
-        lw.stmts.append(Barrier())
+        lw.barrier()
 
         n = max(slots(index), out_layout.num_regs)
 
@@ -386,7 +406,6 @@ def _lower_reduce(lw, eqn, x, *, axis):
             return red.combine(acc, gather(lw.op(i32, "add", index, lw.op(i32, "mul", g, Imm(size, i32)))))
 
         partial = _folded(lw, gather(index), groups, n, step)
-        lw.stmts.append(Barrier())
         lw.release(*bufs)
     output(lw, eqn, partial[-1 if red.arg else 0])
 
@@ -458,17 +477,16 @@ def _exchange(lw, layout, value, bit):
     buf = lw.buffer(value.dtype, _padded_size(layout))
     index = _padded_flat(lw, layout)
     lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
-    lw.stmts.append(Barrier())
+    lw.barrier()
     dst = lw.reg(value.dtype, layout.num_regs, "w")
     lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "xor", index, Imm(1 << bit, i32))))
-    lw.stmts.append(Barrier())
     lw.release(buf)
     return dst
 
 
 @rule("barrier")
 def _lower_barrier(lw, eqn):
-    lw.stmts.append(Barrier())
+    lw.barrier()
 
 
 rule("dot")(lower_dot)
@@ -489,8 +507,12 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         params.append(lw.values[p])
         init_regs.append(lw.regs(init, layout))
     outer, lw.stmts = lw.stmts, []
+    outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
     lw.lower_block(body)
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
+    if lw.read:  # the next iteration writes them again: every thread must be done reading
+        lw.barrier()
+    lw.read = outer_read
     loop_body, lw.stmts = lw.stmts, outer
     bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results, eqn.loc))

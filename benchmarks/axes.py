@@ -1,0 +1,80 @@
+"""Cases for benchmarks/run.py that reduce or move data along axes other than the last:
+a column sum, a sum over the middle axis of a 3-d array, a 2-d transpose; against torch.
+"""
+
+from __future__ import annotations
+
+import tilelang as tl
+
+
+@tl.tile_kernel
+def column_sum(x, out, ROWS_PER_BLOCK: tl.Constant, BM: tl.Constant, BN: tl.Constant):
+    """Block (j, s) sums rows [s * ROWS_PER_BLOCK, ...) of columns [j * BN, ...): a tile of
+    partial sums over the loop, one reduction at the end, then one atomic add per column."""
+    j, s = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    first = s * (ROWS_PER_BLOCK // BM)
+    for k in tl.range(first, first + ROWS_PER_BLOCK // BM):
+        acc += tl.load(x, index=(k, j), shape=(BM, BN))
+    cols = j * BN + tl.arange(0, BN)
+    tl.atomic_add(out, cols, tl.sum(acc, axis=0), mask=cols < x.shape[1])
+
+
+@tl.tile_kernel
+def middle_sum(x, out, BB: tl.Constant, BC: tl.Constant):
+    """out[a, c] = sum over b of x[a, b, c]: block (a, j) walks the middle axis in tiles."""
+    a, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((1, BB, BC), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BB)):
+        acc += tl.load(x, index=(a, k, j), shape=(1, BB, BC))
+    tl.store(out, tl.sum(acc, axis=1), index=(a, j))
+
+
+@tl.tile_kernel
+def transpose(x, out, BM: tl.Constant, BN: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    tl.store(out, tl.transpose(tl.load(x, index=(i, j), shape=(BM, BN))), index=(j, i))
+
+
+def bench_axes(torch, time_ms, report, quick=False):
+    # column sum 16384x8192 f32
+    m, n = (2048, 8192) if quick else (16384, 8192)
+    x = torch.randn(m, n, device="cuda")
+    out = torch.zeros(n, device="cuda")
+    rows, bm, bn = 1024, 32, 128
+
+    def ours():
+        out.zero_()
+        column_sum[tl.cdiv(n, bn), tl.cdiv(m, rows)](x, out, ROWS_PER_BLOCK=rows, BM=bm, BN=bn)
+
+    ours()
+    err = ((out.double() - x.double().sum(dim=0)).abs().max() / m**0.5).item()
+    case, nbytes = f"column sum {m}x{n} f32", 4 * (m * n + n)
+    report(case, "tilelang", time_ms(ours, torch), nbytes, "ok" if err < 1e-4 else f"WRONG (err {err:.1e})")
+    report(case, "torch", time_ms(lambda: torch.sum(x, dim=0), torch), nbytes)
+
+    # sum over the middle axis of (128, 4096, 4095) f32
+    shape = (16, 4096, 4095) if quick else (128, 4096, 4095)
+    x = torch.randn(*shape, device="cuda")
+    out = torch.full((shape[0], shape[2]), float("nan"), device="cuda")
+    bb, bc = 32, 128
+    grid = (shape[0], tl.cdiv(shape[2], bc))
+    middle_sum[grid](x, out, BB=bb, BC=bc)
+    err = ((out.double() - x.double().sum(dim=1)).abs().max() / shape[1] ** 0.5).item()
+    case, nbytes = f"middle-axis sum {shape[0]}x{shape[1]}x{shape[2]} f32", 4 * (x.numel() + out.numel())
+    ok = "ok" if err < 1e-4 else f"WRONG (err {err:.1e})"
+    report(case, "tilelang", time_ms(lambda: middle_sum[grid](x, out, BB=bb, BC=bc), torch), nbytes, ok)
+    report(case, "torch", time_ms(lambda: torch.sum(x, dim=1), torch), nbytes)
+
+    # transpose 16384x8192 f32
+    m, n = (2048, 8192) if quick else (16384, 8192)
+    x = torch.randn(m, n, device="cuda")
+    out = torch.full((n, m), float("nan"), device="cuda")
+    bm = bn = 64
+    grid = (tl.cdiv(m, bm), tl.cdiv(n, bn))
+    transpose[grid](x, out, BM=bm, BN=bn)
+    ok = "ok" if torch.equal(out, x.t()) else "WRONG"
+    case, nbytes = f"transpose {m}x{n} f32", 2 * 4 * m * n
+    report(case, "tilelang", time_ms(lambda: transpose[grid](x, out, BM=bm, BN=bn), torch), nbytes, ok)
+    report(case, "torch", time_ms(lambda: out.copy_(x.t()), torch), nbytes)
+    report(case, "copy (same bytes)", time_ms(lambda: out.view(m, n).copy_(x), torch), nbytes)
