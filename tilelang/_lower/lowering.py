@@ -181,16 +181,20 @@ class Lowering:
                 pairs.append((i, src.reg.index(src.dim_bits(d).start + b - dst.dim_bits(d).start)))
         return self.pick(self.values[atom], pairs, dst.num_regs)
 
-    def through_shared(self, atom, layout: Layout, source_index):
-        """Convert through shared memory: owners write, barrier, everyone reads (the buffer is
-        free again after the next barrier, whoever places it)."""
-        src = self.layout(atom)
-        dtype = atom.type.dtype
-        buf = self.buffer(dtype, atom.type.size)
-        index = self.flat(self.coords(src), atom.type.shape)
+    def through_shared(self, atom, layout: Layout, source_coords):
+        """Convert through shared memory: owners write, barrier, everyone reads the element at
+        ``source_coords(coords)`` of ``atom`` (the buffer is free again after the next
+        barrier, whoever places it). Rows are laid out an odd number of elements apart, so
+        threads reading down a column (a transpose) hit distinct banks."""
+        src, dtype = self.layout(atom), atom.type.dtype
+        *rows, last = atom.type.shape
+        pitched = (*rows, last | 1 if rows else last)
+        buf = self.buffer(dtype, math.prod(pitched))
+        index = self.flat(self.coords(src), pitched)
         self.stmts.append(SharedStore(buf, index, self.values[atom], self.land(self.valid(src), self.owner(src))))
         self.barrier()
-        at = self.op(i32, "select", self.valid(layout), source_index(self.coords(layout)), Imm(0, i32))
+        read = self.flat(source_coords(self.coords(layout)), pitched)
+        at = self.op(i32, "select", self.valid(layout), read, Imm(0, i32))
         dst = self.reg(dtype, max(slots(at), layout.num_regs), "v")
         self.stmts.append(SharedLoad(dst, buf, at))
         self.release(buf)

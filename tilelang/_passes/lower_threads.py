@@ -118,26 +118,33 @@ def _lower_reshape(lw, eqn, x, *, shape):
     same = reshaped(lw.layout(x), shape)
     if same is not None and same_threads(same, layout):  # the same padded numbering on the same threads
         return output(lw, eqn, lw.regs(x, reshaped(layout, x.type.shape)))
-    output(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, shape)))
+
+    def source_coords(coords):  # the same row-major position in x's shape
+        flat, out, stride = lw.flat(coords, shape), [], 1
+        for s in reversed(x.type.shape):
+            out.insert(0, lw.op(i32, "mod", lw.op(i32, "floordiv", flat, Imm(stride, i32)), Imm(s, i32)))
+            stride *= s
+        return out
+
+    output(lw, eqn, lw.through_shared(x, layout, source_coords))
 
 
 @rule("convert_layout")
 def _lower_convert_layout(lw, eqn, x):
-    layout = lw.layout(eqn.outputs[0])
-    output(lw, eqn, lw.through_shared(x, layout, lambda coords: lw.flat(coords, x.type.shape)))
+    output(lw, eqn, lw.through_shared(x, lw.layout(eqn.outputs[0]), lambda coords: coords))
 
 
 @rule("transpose")
 def _lower_transpose(lw, eqn, x, *, perm):
     layout = lw.layout(eqn.outputs[0])
 
-    def source_index(coords):
+    def source_coords(coords):
         src = [None] * len(perm)
         for i, p in enumerate(perm):
             src[p] = coords[i]
-        return lw.flat(src, x.type.shape)
+        return src
 
-    output(lw, eqn, lw.through_shared(x, layout, source_index))
+    output(lw, eqn, lw.through_shared(x, layout, source_coords))
 
 
 @rule("broadcast")
