@@ -1,5 +1,5 @@
-"""Cases for benchmarks/run.py that reduce or move data along axes other than the last:
-a column sum, a sum over the middle axis of a 3-d array, a 2-d transpose; against torch.
+"""Cases for benchmarks/run.py beyond rows: a column sum, a sum over the middle axis of a
+3-d array, a 2-d transpose and a 256-bin histogram; against torch.
 """
 
 from __future__ import annotations
@@ -34,6 +34,15 @@ def middle_sum(x, out, BB: tl.Constant, BC: tl.Constant):
 def transpose(x, out, BM: tl.Constant, BN: tl.Constant):
     i, j = tl.block_id(0), tl.block_id(1)
     tl.store(out, tl.transpose(tl.load(x, index=(i, j), shape=(BM, BN))), index=(j, i))
+
+
+@tl.tile_kernel
+def histogram(x, counts, TILE: tl.Constant, BINS: tl.Constant):
+    """Each block counts a strided share of the tiles in shared memory, then adds its counts."""
+    acc = tl.zeros((BINS,), tl.int32)
+    for k in tl.range(tl.block_id(0), tl.cdiv(x.shape[0], TILE), tl.num_blocks(0)):
+        acc += tl.histogram(tl.load(x, index=(k,), shape=(TILE,), padding=-1), BINS)
+    tl.atomic_add(counts, tl.arange(0, BINS), acc)
 
 
 def bench_axes(torch, time_ms, report, quick=False):
@@ -78,3 +87,18 @@ def bench_axes(torch, time_ms, report, quick=False):
     report(case, "tilelang", time_ms(lambda: transpose[grid](x, out, BM=bm, BN=bn), torch), nbytes, ok)
     report(case, "torch", time_ms(lambda: out.copy_(x.t()), torch), nbytes)
     report(case, "copy (same bytes)", time_ms(lambda: out.view(m, n).copy_(x), torch), nbytes)
+
+    # 256-bin histogram of 2^26 int32
+    n = 1 << (22 if quick else 26)
+    x = torch.randint(0, 256, (n,), device="cuda", dtype=torch.int32)
+    counts = torch.zeros(256, device="cuda", dtype=torch.int32)
+
+    def ours():
+        counts.zero_()
+        histogram[132 * 8](x, counts, TILE=4096, BINS=256)
+
+    ours()
+    ok = "ok" if torch.equal(counts.long(), torch.bincount(x, minlength=256)) else "WRONG"
+    case = f"histogram 256 bins 2^{n.bit_length() - 1} i32"
+    report(case, "tilelang", time_ms(ours, torch), 4 * n, ok)
+    report(case, "torch", time_ms(lambda: torch.bincount(x, minlength=256), torch), 4 * n)

@@ -129,6 +129,12 @@ def bool_neg(x, out):
     tl.store(out, -a, index=(0, 0))
 
 
+@tl.tile_kernel
+def float_histogram(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.histogram(a, 128).astype(tl.float32), index=(0,))
+
+
 @pytest.mark.parametrize(
     "kernel, x, match, expr",
     [
@@ -137,8 +143,9 @@ def bool_neg(x, out):
         (float_invert, X, r"invert is not defined for float32", "~a"),
         (bool_dot, np.zeros((16, 16), bool), r"dot is not defined for bool", "tl.dot(a, a)"),
         (bool_neg, np.zeros((16, 16), bool), r"unary - is not defined for bool", "-a"),
+        (float_histogram, X, r"histogram: values must be an integer tile", "tl.histogram(a, 128)"),
     ],
-    ids=["float&float", "float<<int", "~float", "dot(bool)", "-bool"],
+    ids=["float&float", "float<<int", "~float", "dot(bool)", "-bool", "histogram(float)"],
 )
 def test_dtype_not_allowed(kernel, x, match, expr):
     err = launch_error(tl.TileTypeError, lambda: kernel[1](x, x.copy()))

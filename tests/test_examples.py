@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
-NAMES = ["vector_add", "softmax", "matmul", "layernorm"]
+NAMES = ["vector_add", "softmax", "matmul", "layernorm", "histogram"]
 
 
 def _load(name):

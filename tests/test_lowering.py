@@ -639,6 +639,41 @@ def test_atomics_with_repeated_indices(dtype, seed, n, nbins):
     check(atomics_kernel, grid, make, reference, ("h_add", "h_max", "h_min", "h2", "count"), BN=40)
 
 
+@functools.cache
+def histogram_kernel(dtype):
+    @tl.tile_kernel(num_threads=64)
+    def histogram(x, keep, counts, BN: tl.Constant, BINS: tl.Constant):
+        i = tl.block_id(0)
+        t = tl.load(x, index=(i,), shape=(BN,), padding=-1 if dtype[0] == "i" else 0)
+        k = tl.load(keep, index=(i,), shape=(BN,))  # (False past the end: the padding is not counted)
+        tl.atomic_add(counts, tl.arange(0, BINS), tl.histogram(t, BINS, mask=k))
+
+    return histogram
+
+
+# 200 values over 64 threads (4 each) into 37 bins (padded to 64: phantom bins); 20 values
+# over 64 threads (each held by two threads: counted once) into 8 bins
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int64"])
+@pytest.mark.parametrize("bn, bins", [(200, 37), (20, 8)])
+@examples(15)
+@given(seed=SEEDS, n=st.integers(1, 700))
+def test_histogram_counts_in_range_masked_values_once(dtype, bn, bins, seed, n):
+    rng = np.random.default_rng(seed)
+    low = -4 if dtype[0] == "i" else 0
+    x = rng.integers(low, bins + 4, size=n).astype(dtype)
+    keep = rng.random(n) < 0.8
+
+    def make():
+        return x.copy(), keep.copy(), np.zeros(bins, np.int32)
+
+    def reference(x, keep, counts):
+        inside = keep & (x.astype(np.int64) >= 0) & (x.astype(np.int64) < bins)
+        return np.bincount(x[inside].astype(np.int64), minlength=bins).astype(np.int32)
+
+    assert "+= 1:i32" in thread_ir(histogram_kernel(dtype), make, BN=bn, BINS=bins)  # shared atomics
+    check(histogram_kernel(dtype), tl.cdiv(n, bn), make, reference, ("counts",), BN=bn, BINS=bins)
+
+
 # ----------------------------------------------------------------------------- dot
 
 

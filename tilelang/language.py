@@ -47,7 +47,7 @@ __all__ = [
     "atomic_add", "atomic_max", "atomic_min",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
-    "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod",
+    "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "dot",
 ]  # fmt: skip
 
@@ -543,6 +543,32 @@ def _scan(name, x, axis, dtype):
 def cumsum(x, axis=0, dtype=None) -> Tile:
     """Inclusive prefix sum along ``axis``, accumulating like :func:`sum`: ``tl.cumsum(x, axis=1)``."""
     return _scan("cumsum", x, axis, dtype)
+
+
+def histogram(x, num_bins: int, mask=None) -> Tile:
+    """int32 counts of the values of the integer tile ``x`` in ``[0, num_bins)``: a tile of
+    shape ``(num_bins,)``. Values outside the range, and elements where ``mask`` is False,
+    are not counted (a load at an array's edge pads with ``padding``: pass ``padding=-1``
+    to leave the padding out). One block counts in shared memory; add the blocks' tiles
+    with :func:`atomic_add`::
+
+        t = tl.load(x, index=(i,), shape=(4096,), padding=-1)
+        tl.atomic_add(hist, tl.arange(0, 256), tl.histogram(t, 256))
+    """
+    t = _tile(x)
+    if not t.dtype.is_int:
+        raise located(TileTypeError(f"histogram: values must be an integer tile, got {t.var.type}"))
+    if not isinstance(num_bins, int) or num_bins < 1:
+        raise located(TileValueError(f"histogram: num_bins must be a positive int (a constant), got {num_bins!r}"))
+    inputs = [t.var] if mask is None else _mask_like(t, mask)
+    return bind1(PRIMITIVES["histogram"], inputs, "histogram", num_bins=num_bins, masked=mask is not None)
+
+
+def _mask_like(t, mask):
+    m = as_atom(mask, "mask")
+    if not m.type.dtype.is_bool:
+        raise located(TileTypeError(f"histogram: mask must be a bool tile, got {m.type}"))
+    return [t.var, _full_shape(m, t.shape)]
 
 
 def cumprod(x, axis=0, dtype=None) -> Tile:

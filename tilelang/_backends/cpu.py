@@ -263,8 +263,9 @@ class CpuWriter(SourceWriter):
             self.emit(
                 f"{self.ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{self.ref(s.dst)} = {value}", indent
             )
-        elif isinstance(s, SharedStore):
-            self.masked(s.mask, f"{s.buffer}[{self.ref(s.index)}] = {self.ref(s.value)}", indent)
+        elif isinstance(s, SharedStore):  # (a phase runs its threads one after another: += is atomic)
+            eq = "+=" if s.add else "="
+            self.masked(s.mask, f"{s.buffer}[{self.ref(s.index)}] {eq} {self.ref(s.value)}", indent)
         else:
             raise TileCompilerError(f"the CPU backend cannot emit {type(s).__name__} inside a phase")
 

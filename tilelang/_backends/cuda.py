@@ -143,7 +143,11 @@ class CudaWriter(SourceWriter):
             self.emit(f"{ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{ref(s.dst)} = {value}", indent)
         elif isinstance(s, SharedStore):
             value = f"uint8({ref(s.value)})" if s.value.dtype.is_bool else ref(s.value)
-            self.masked(s.mask, f"{self.shared_ref(s.buffer, s.index)} = {value}", indent)
+            if s.add:
+                array, _, index = self.shared_ref(s.buffer, s.index).partition("[")
+                self.masked(s.mask, f"cuda.atomic.add({array}, {index[:-1]}, {value})", indent)
+            else:
+                self.masked(s.mask, f"{self.shared_ref(s.buffer, s.index)} = {value}", indent)
         elif isinstance(s, Barrier):
             self.emit("cuda.syncthreads()", indent)
         elif isinstance(s, Shuffle):

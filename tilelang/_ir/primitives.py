@@ -339,6 +339,23 @@ def _def_scan(name, fn):
 for _n, _f in SCAN.items():
     _def_scan(_n, _f)
 
+histogram = primitive("histogram")
+
+
+def _histogram_type(x, *mask, num_bins, masked):
+    _kinds("histogram", x, "iu")
+    if masked and (mask[0].shape != x.shape or not mask[0].dtype.is_bool):
+        raise TileTypeError(f"histogram: the mask must be a bool tile of the values' shape, got {mask[0]}")
+    return [TileType((num_bins,), int32)]
+
+
+def _histogram_interpret(ctx, x, *mask, num_bins, masked):
+    keep = (x >= 0) & (x < num_bins) & (mask[0] if masked else True)
+    return [np.bincount(x[keep].astype(np.int64), minlength=num_bins).astype(np.int32)]
+
+
+histogram.rules.update(type=_histogram_type, interpret=_histogram_interpret)
+
 # ----------------------------------------------------------------------- shape ops
 
 reshape = primitive("reshape")

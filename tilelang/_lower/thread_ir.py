@@ -160,10 +160,14 @@ class SharedLoad:
 
 @dataclass
 class SharedStore:
+    """``buffer[index] = value`` where ``mask``; with ``add``, ``buffer[index] += value``
+    atomically (threads hitting one element all count)."""
+
     buffer: str
     index: object
     value: object
     mask: object
+    add: bool = False
     USES: ClassVar = ("index", "value", "mask")
     DEFS: ClassVar = ()
 
@@ -335,7 +339,8 @@ def _lines(stmts, indent):
         elif isinstance(s, SharedLoad):
             yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]"
         elif isinstance(s, SharedStore):
-            yield f"{pad}shared {s.buffer}[{_text(s.index)}] = {_text(s.value)} mask={_text(s.mask)}"
+            eq = "+=" if s.add else "="
+            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
         elif isinstance(s, Shuffle):

@@ -91,6 +91,8 @@ _rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped
 _rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
 _rules("gather", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]), wants=_indexed_wants)
 _rules("scatter", "atomic", wants=_indexed_wants)
+_rules("histogram", layout=lambda a, eqn: a.default(eqn.outputs[0]), wants=lambda layouts, eqn, i: (
+    layouts[eqn.inputs[0]] if i == 1 else None))  # fmt: skip
 _rules(
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin",
     layout=lambda a, eqn: sliced(a.known(eqn.inputs[0]), eqn.params["axis"]),

@@ -491,6 +491,32 @@ def _exchange(lw, layout, value, bit):
     return dst
 
 
+@rule("histogram")
+def _lower_histogram(lw, eqn, x, *mask, num_bins, masked):
+    """Counts in a shared buffer: zeroed, barrier, one atomic add per counted element (each
+    element once: by the owner of its replicated copies), barrier, read in the result's layout."""
+    src, out = lw.layout(x), lw.layout(eqn.outputs[0])
+    buf = lw.buffer(D.int32, num_bins)
+    in_range = lw.valid(out)
+    bins = lw.op(i32, "select", in_range, lw.coord(out, 0), Imm(0, i32))
+    lw.stmts.append(SharedStore(buf, bins, Imm(0, i32), lw.land(in_range, lw.owner(out))))
+    lw.barrier()
+    v = lw.regs(x, src)
+    dtype = x.type.dtype
+    counted = lw.land(
+        lw.op(b1, "ge", v, Imm(0, dtype)), lw.op(b1, "lt", v, Imm(num_bins, dtype)), lw.valid(src), lw.owner(src)
+    )
+    if masked:
+        counted = lw.land(counted, lw.regs(mask[0], src))
+    at = lw.op(i32, "convert", lw.op(dtype, "select", counted, v, Imm(0, dtype)), attr=i32)
+    lw.stmts.append(SharedStore(buf, at, Imm(1, i32), counted, add=True))
+    lw.barrier()
+    dst = lw.reg(i32, out.num_regs, "v")
+    lw.stmts.append(SharedLoad(dst, buf, bins))
+    lw.release(buf)
+    output(lw, eqn, dst)
+
+
 @rule("barrier")
 def _lower_barrier(lw, eqn):
     lw.barrier()
