@@ -82,6 +82,27 @@ def test_half_precision_rmsnorm_moves_16_bytes_and_broadcasts_its_statistic_in_r
     assert len(re.findall(r"^\s+bar\.sync", e["ptx"], re.M)) == 1  # partials written; none after reading
 
 
+@tl.tile_kernel
+def scaled_shift(x, w, b, out, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
+    t = t - tl.max(t)
+    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    bt = tl.load(b, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    tl.store(out, (t * wt[None, :] + bt[None, :]).astype(out.dtype), index=(i, 0))
+
+
+def test_loads_are_issued_before_the_work_on_their_data():
+    # the weight's widening to float32 waits below the bias load (schedule_loads): each
+    # thread has both in flight at once instead of one latency after the other
+    lines = explain(scaled_shift, *["bf16[:, :]", "bf16[:]", "bf16[:]", "bf16[:, :]"], BLOCK=2048)["thread_ir"]
+    lines = lines.splitlines()
+    loads = [k for k, line in enumerate(lines) if " = load w[" in line or " = load b[" in line]
+    widened = [k for k, line in enumerate(lines) if "from_bits" in line]
+    assert len(loads) == 2 and len(widened) == 3
+    assert widened[0] < loads[0] and loads[1] < widened[1]  # x's before them (its max needs it)
+
+
 def test_softmax_reduces_with_shuffles_and_does_not_spill():
     e = explain(softmax, "f32[:, :]", "f32[:, :]", BLOCK=4096)
     ops = instructions(e["ptx"])

@@ -36,6 +36,7 @@ from ._passes.insert_conversions import insert_conversions
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
+from ._passes.schedule_loads import schedule_loads
 from ._passes.simplify import simplify
 from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
 from .errors import (
@@ -360,6 +361,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     lap("layouts", None)
     threads = lap("lower", lower_to_threads(program, layouts, num_threads))  # one thread's program
     threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
+    threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
     if DEBUG:
         verify_thread_program(threads)
     check_shared_memory(threads)
