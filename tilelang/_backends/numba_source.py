@@ -105,7 +105,7 @@ def expression(op: Op, ref=operand) -> str:
         return f"abs({a})"
     if name in _MATH:
         return _MATH[name].format(a=a)
-    if name == "exp2":  # (not 2.0 ** a: a powf, which made an exp2 softmax 25% slower on the H200)
+    if name == "exp2":  # (not 2.0 ** a: a powf; an exp2 softmax ran at 2159 GB/s with it, 3430 with exp, H200)
         return f"math.exp2({a})"
     if name == "rsqrt":
         return f"{t}(1.0) / math.sqrt({a})"
