@@ -6,9 +6,11 @@ widened to float32, say) and then by another load pays both latencies one after 
 other: a bf16 layernorm loading its weight and bias ran at 2060 GB/s against 3207 without
 the bias on the H200, the bias load waiting behind the weight's widening. This pass moves
 each ``Op`` that depends (directly or through other such ops) on a global ``Load`` down
-to just before the first statement that reads it, in every statement list (a loop body
-is a list of its own: an op a loop reads is placed before the loop). Ops stay in their
-original order among themselves, and nothing moves across the uses of its results, so the
+past later loads and the arithmetic between them, to just before the first statement that
+reads it, and no further than the next statement of any other kind (a store, a barrier,
+a shuffle, a loop): held longer, the values took registers (a row cumsum went from 128 to
+254). Every statement list is scheduled on its own (a loop body too). Ops stay in their
+original order among themselves and never move past a use of their results, so the
 program computes the same values.
 """
 
@@ -31,7 +33,7 @@ def _schedule(stmts: list) -> list:
             waiting.append(s)
             loaded.add(s.dst)
             continue
-        _flush(waiting, set(_reads(s)), out)
+        _flush(waiting, set(_reads(s)) if isinstance(s, (Op, Load)) else None, out)
         out.append(s)
         if isinstance(s, Load):
             loaded.add(s.dst)
