@@ -16,7 +16,7 @@ program computes the same values.
 
 from __future__ import annotations
 
-from .._lower.thread_ir import Load, Loop, Op, Reg, ThreadProgram, registers
+from .._lower.thread_ir import Load, Loop, Op, ThreadProgram, registers
 
 
 def schedule_loads(program: ThreadProgram) -> ThreadProgram:
@@ -29,11 +29,11 @@ def _schedule(stmts: list) -> list:
     for s in stmts:
         if isinstance(s, Loop):
             s.body = _schedule(s.body)
-        if isinstance(s, Op) and loaded & set(_reads(s)):
+        if isinstance(s, Op) and loaded & set(s.args):
             waiting.append(s)
             loaded.add(s.dst)
             continue
-        _flush(waiting, set(_reads(s)) if isinstance(s, (Op, Load)) else None, out)
+        _flush(waiting, set(registers(s, s.USES)) if isinstance(s, (Op, Load)) else None, out)
         out.append(s)
         if isinstance(s, Load):
             loaded.add(s.dst)
@@ -51,14 +51,7 @@ def _flush(waiting: list, needed, out: list):
     for i in reversed(range(len(waiting))):
         if waiting[i].dst in needed:
             take.add(i)
-            needed |= set(_reads(waiting[i]))
+            needed |= set(waiting[i].args)
     out.extend(op for i, op in enumerate(waiting) if i in take)
     waiting[:] = [op for i, op in enumerate(waiting) if i not in take]
 
-
-def _reads(s):
-    """The registers ``s`` reads, those of a loop's body included."""
-    yield from (x for x in registers(s, s.USES) if isinstance(x, Reg))
-    if isinstance(s, Loop):
-        for t in s.body:
-            yield from _reads(t)
