@@ -93,11 +93,15 @@ class CudaWriter(SourceWriter):
         self.body(p.body, 4)
         return self.module()
 
-    def shared_ref(self, buffer, index) -> str:
+    def shared_place(self, buffer, index) -> tuple[str, str]:
+        """The shared array and the index in it of ``buffer[index]``."""
         if buffer not in self.offsets:
-            return f"{buffer}[{self.ref(index)}]"
+            return buffer, self.ref(index)
         d, start = self.offsets[buffer]
-        return f"dynamic_{code_type_name(d)}[{start} + {self.ref(index)}]"
+        return f"dynamic_{code_type_name(d)}", f"{start} + {self.ref(index)}"
+
+    def shared_ref(self, buffer, index) -> str:
+        return "{}[{}]".format(*self.shared_place(buffer, index))
 
     def special(self, op):
         axis = "xyz"[op.attr] if op.op in ("block_id", "num_blocks") else None
@@ -144,8 +148,8 @@ class CudaWriter(SourceWriter):
         elif isinstance(s, SharedStore):
             value = f"uint8({ref(s.value)})" if s.value.dtype.is_bool else ref(s.value)
             if s.add:
-                array, _, index = self.shared_ref(s.buffer, s.index).partition("[")
-                self.masked(s.mask, f"cuda.atomic.add({array}, {index[:-1]}, {value})", indent)
+                array, index = self.shared_place(s.buffer, s.index)
+                self.masked(s.mask, f"cuda.atomic.add({array}, {index}, {value})", indent)
             else:
                 self.masked(s.mask, f"{self.shared_ref(s.buffer, s.index)} = {value}", indent)
         elif isinstance(s, Barrier):

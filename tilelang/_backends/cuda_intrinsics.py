@@ -278,26 +278,25 @@ def _rounded(builder, x, d: DType):
     return builder.call(ir.InlineAsm(fn, "{ .reg .b16 h; " + _ROUND[d.name] + " }", "=f,f"), [x])
 
 
-def _round(d: DType):
-    @intrinsic
-    def round_(typingctx, x):
-        def codegen(context, builder, sig, args):
-            return _rounded(builder, args[0], d)
+def _float32_of(emit, argument):
+    """A factory of one-argument intrinsics per 16-bit float ``d``: ``emit(builder, x, d)``,
+    a float32, from an ``argument``-typed ``x``."""
 
-        return types.float32(types.float32), codegen
+    def make(d: DType):
+        @intrinsic
+        def fn(typingctx, x):
+            def codegen(context, builder, sig, args):
+                return emit(builder, args[0], d)
 
-    return round_
+            return types.float32(argument), codegen
+
+        return fn
+
+    return make
 
 
-def _value(d: DType):
-    @intrinsic
-    def value(typingctx, bits):
-        def codegen(context, builder, sig, args):
-            return _widen(builder, args[0], d)
-
-        return types.float32(types.uint16), codegen
-
-    return value
+_round = _float32_of(_rounded, types.float32)  # round_<d>: float32 -> nearest d, as float32
+_value = _float32_of(_widen, types.uint16)  # <d>_value: raw bits -> float32
 
 
 def _odd_asm(ptx_type: str, constraint: str, back: str, differs: str):
