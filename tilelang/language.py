@@ -323,13 +323,17 @@ def _indexed(array, indices, values, mask, op):
     if values is not None:
         extra.append(_value_for(array, values, "values"))
     if mask is not None:
-        m = as_atom(mask, "mask")
-        if not m.type.dtype.is_bool:
-            raise located(TileTypeError(f"{op}: mask must be a bool tile, got {m.type}"))
-        extra.append(m)
+        extra.append(_bool_mask(mask, op))
     everything = atoms + extra
     shape = _broadcast_shapes(*(a.type.shape for a in everything))
     return [_full_shape(a, shape) for a in everything]
+
+
+def _bool_mask(mask, op):
+    m = as_atom(mask, "mask")
+    if not m.type.dtype.is_bool:
+        raise located(TileTypeError(f"{op}: mask must be a bool tile, got {m.type}"))
+    return m
 
 
 def _full_shape(atom, shape):
@@ -545,6 +549,11 @@ def cumsum(x, axis=0, dtype=None) -> Tile:
     return _scan("cumsum", x, axis, dtype)
 
 
+def cumprod(x, axis=0, dtype=None) -> Tile:
+    """Inclusive prefix product along ``axis``, accumulating like :func:`sum`."""
+    return _scan("cumprod", x, axis, dtype)
+
+
 def histogram(x, num_bins: int, mask=None) -> Tile:
     """int32 counts of the values of the integer tile ``x`` in ``[0, num_bins)``: a tile of
     shape ``(num_bins,)``. Values outside the range, and elements where ``mask`` is False,
@@ -560,20 +569,8 @@ def histogram(x, num_bins: int, mask=None) -> Tile:
         raise located(TileTypeError(f"histogram: values must be an integer tile, got {t.var.type}"))
     if not isinstance(num_bins, int) or num_bins < 1:
         raise located(TileValueError(f"histogram: num_bins must be a positive int (a constant), got {num_bins!r}"))
-    inputs = [t.var] if mask is None else _mask_like(t, mask)
+    inputs = [t.var] if mask is None else [t.var, _full_shape(_bool_mask(mask, "histogram"), t.shape)]
     return bind1(PRIMITIVES["histogram"], inputs, "histogram", num_bins=num_bins, masked=mask is not None)
-
-
-def _mask_like(t, mask):
-    m = as_atom(mask, "mask")
-    if not m.type.dtype.is_bool:
-        raise located(TileTypeError(f"histogram: mask must be a bool tile, got {m.type}"))
-    return [t.var, _full_shape(m, t.shape)]
-
-
-def cumprod(x, axis=0, dtype=None) -> Tile:
-    """Inclusive prefix product along ``axis``, accumulating like :func:`sum`."""
-    return _scan("cumprod", x, axis, dtype)
 
 
 # --------------------------------------------------------------- shape ops

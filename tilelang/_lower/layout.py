@@ -61,7 +61,7 @@ class Layout:
 
     def dim_bits(self, d: int) -> range:
         """The index bits of dimension ``d``."""
-        low = sum(log2(p) for p in self.padded[d + 1 :])
+        low = _dim_start(self.shape, d)
         return range(low, low + log2(self.padded[d]))
 
     def hardware(self):
@@ -206,6 +206,7 @@ def unbroadcast(layout: Layout, shape) -> Layout:
 
 
 def _dim_start(shape, d) -> int:
+    """The lowest index bit of dimension ``d`` of a tile of ``shape``."""
     return sum(log2(pow2_ceil(s)) for s in shape[d + 1 :])
 
 

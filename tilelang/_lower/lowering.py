@@ -6,10 +6,10 @@ A tile value is one operand: a register array with a slot per element of the thr
 layout (or one uniform value), and every statement applies to all the slots at once, so
 the program does not grow with the tile. Coordinates of slot ``r`` are the thread's
 coordinate (computed once per layout from the thread id) plus the slot's register bits (a
-``slot`` op); layout changes go through ``Lowering.regs``: free when the same threads hold
-the same elements (a ``pick`` of slots), a rematerialisation for constants, otherwise a
-round trip through shared memory with barriers for the ``convert_layout`` equations the
-insert_conversions pass placed (visible in the thread IR).
+``slot`` op). Operands reach a rule in the layout it needs, up to the order of the register
+slots (``Lowering.regs`` renames them with a ``pick``): the insert_conversions pass made
+every other change of layout a ``convert_layout`` equation, which goes through shared
+memory (``through_shared``, visible in the thread IR).
 """
 
 from __future__ import annotations

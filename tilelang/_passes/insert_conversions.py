@@ -59,7 +59,7 @@ class _Converter:
         """``x`` in a layout the same threads hold as ``want``."""
         if want is None or not is_tile(x) or same_threads(self.layouts[x], want):
             return x
-        key = (x, want.lane, want.warp)
+        key = _key(x, want)
         if key not in self.made:
             self.made[key] = self.rebuild(x, want, _DEPTH) or self.convert(x, want)
         return self.made[key]
@@ -77,7 +77,7 @@ class _Converter:
         for i, a in enumerate(eqn.inputs):
             need = wants(self.layouts, clone, i)
             if need is not None and not same_threads(self.layouts[a], need):
-                key = (a, need.lane, need.warp)
+                key = _key(a, need)
                 a = self.made.get(key) or self.rebuild(a, need, depth - 1)
                 if a is None:  # not cheap after all: drop the clones made on the way
                     del self.eqns[mark:]
@@ -96,6 +96,11 @@ class _Converter:
         self.eqns.append(Eqn(convert_layout, (x,), (out,), {}, self.producers[x].loc if x in self.producers else None))
         self.producers[out] = self.eqns[-1]
         return out
+
+
+def _key(x: Var, layout: Layout):
+    """What makes ``x`` in ``layout`` reusable: the same threads (slot order aside)."""
+    return x, layout.lane, layout.warp
 
 
 def insert_conversions(program: Program, layouts: dict) -> Program:

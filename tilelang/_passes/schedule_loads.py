@@ -54,4 +54,3 @@ def _flush(waiting: list, needed, out: list):
             needed |= set(waiting[i].args)
     out.extend(op for i, op in enumerate(waiting) if i in take)
     waiting[:] = [op for i, op in enumerate(waiting) if i not in take]
-
