@@ -24,8 +24,7 @@ def accumulator(d):
     return tl.int64 if d.bits == 64 else tl.int32
 
 
-@tl.tile_kernel
-def matmul_kernel(a, b, c, HOW: tl.Constant, ACC: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+def _matmul(a, b, c, HOW: tl.Constant, ACC: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """c = a @ b (or c += a @ b when HOW == "init"); b is (N, K) when HOW == "bt"."""
     i, j = tl.block_id(0), tl.block_id(1)
     acc = tl.load(c, index=(i, j), shape=(BM, BN)) if HOW == "init" else tl.zeros((BM, BN), ACC)
@@ -42,6 +41,9 @@ def matmul_kernel(a, b, c, HOW: tl.Constant, ACC: tl.Constant, BM: tl.Constant, 
         else:
             acc += tl.dot(x, y)
     tl.store(c, acc, index=(i, j))
+
+
+matmul_kernel = tl.tile_kernel(_matmul)
 
 
 def _operands(data, da, db, m, n, k):
@@ -104,6 +106,63 @@ def test_matmul(data, da, same, how, tile):
         BN=bn,
         BK=bk,
     )
+
+
+# tiles of at least one tensor-core fragment (16 x 16 of a, 16 x 8 of b), powers of two and not
+MMA_TILES = st.sampled_from(
+    [(16, 8, 16), (16, 16, 32), (32, 16, 16), (64, 32, 32), (48, 24, 40), (16, 64, 24), (128, 64, 16)]
+)
+MMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t) for t in (32, 64, 128, 256)}
+
+
+def pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
+@given(
+    data=st.data(),
+    d=st.sampled_from([tl.float16, tl.bfloat16]),
+    how=st.sampled_from(["acc", "matmul", "init", "bt"]),
+    tile=MMA_TILES,
+    threads=st.sampled_from(sorted(MMA_KERNELS)),
+)
+def test_matmul_on_tensor_cores(data, d, how, tile, threads):
+    """16-bit float dots on mma.sync fragments: warps split over m and n (or replicated where
+    the tile is small), k padded to a power of two with zeros, arrays not tile multiples. The
+    CPU backend computes each mma from the PTX ISA's fragment table, not from the layouts."""
+    bm, bn, bk = tile
+    largest = max(pow2(bm) * pow2(bk), pow2(bk) * pow2(bn), pow2(bm) * pow2(bn))
+    threads = max(threads, largest // 64)  # (at most 64 elements of a tile per thread)
+    m, n, k = data.draw(tlt.shapes(tile, max_tiles=2, slack=3), label="M, N, K")
+    a, b = _operands(data, d, d, m, n, k)
+    c = data.draw(tlt.arrays(tl.float32, (m, n), min_value=-4, max_value=4), label="c")
+    if how != "init":
+        c = np.zeros((m, n), np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
+    rtol, atol = tlt.tolerance(tl.float32)
+    atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(bound, initial=0))
+    kernel = MMA_KERNELS[threads]
+    stages = tl.explain(kernel, a, b, c, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
+    assert "mma[" in stages["thread_ir"]
+    tlt.check_kernel(
+        kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=(a, np.ascontiguousarray(b.T) if how == "bt" else b, c),
+        reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol,
+        HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("d, tile, mma", [
+    (tl.float16, (16, 8, 16), True), (tl.bfloat16, (32, 32, 16), True), (tl.float32, (16, 8, 16), False),
+    (tl.float16, (8, 8, 16), False), (tl.float16, (16, 8, 8), False), (tl.int8, (16, 16, 32), False),
+])  # fmt: skip
+def test_which_dots_take_tensor_cores(d, tile, mma):
+    """16-bit floats with at least one fragment take mma.sync; other dtypes and smaller tiles the CUDA cores."""
+    bm, bn, bk = tile
+    acc = accumulator(d)
+    a, b, c = (np.zeros(s, t.np) for s, t in (((bm, bk), d), ((bk, bn), d), ((bm, bn), acc)))
+    thread_ir = tl.explain(matmul_kernel, a, b, c, HOW="acc", ACC=acc, BM=bm, BN=bn, BK=bk, backend="cpu")["thread_ir"]
+    assert ("mma[" in thread_ir) == mma
 
 
 @pytest.mark.parametrize("d", [tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.int8])

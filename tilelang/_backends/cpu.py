@@ -21,6 +21,7 @@ from .._lower.thread_ir import (
     Imm,
     Load,
     Loop,
+    Mma,
     Reg,
     SharedLoad,
     SharedStore,
@@ -37,13 +38,14 @@ from .numba_source import SourceWriter, code_type_name, lane_slot
 
 
 def _synchronises(s) -> bool:
-    if isinstance(s, (Barrier, Shuffle)):
+    if isinstance(s, (Barrier, Shuffle, Mma)):
         return True
     return isinstance(s, Loop) and any(map(_synchronises, s.body))
 
 
 def _split(stmts):
-    """Phases: ("threads", [stmts]) runs, ("shuffle", [shuffles]), ("loop", s); barriers just split."""
+    """Phases: ("threads", [stmts]) runs, ("shuffle", [shuffles]), ("mma", s), ("loop", s);
+    barriers just split."""
     out, run = [], []
     for s in stmts:
         if _synchronises(s):
@@ -56,6 +58,8 @@ def _split(stmts):
                 out.append(("shuffle", [s]))
             elif isinstance(s, Loop):
                 out.append(("loop", s))
+            elif isinstance(s, Mma):
+                out.append(("mma", s))
         else:
             run.append(s)
     if run:
@@ -96,6 +100,8 @@ class CpuWriter(SourceWriter):
                             seen.setdefault(r, set()).add(phase)
                 elif kind == "shuffle":
                     shared.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
+                elif kind == "mma":
+                    shared.update((item.dst, item.a, item.b, item.c))
                 else:
                     self.uniform.add(item.index)
                     shared.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
@@ -176,6 +182,12 @@ class CpuWriter(SourceWriter):
                     self.thread = "t"
                     self.emit(f"{self.ref(s.dst)} = {source}", inner)
                     self.at = 0
+            elif kind == "mma":  # a warp collective: all lanes' registers at once
+                s = item
+                rows = [self.rows[code_type_name(x.dtype)][x] for x in (s.a, s.b, s.c, s.dst)]
+                args = f"regs_uint32, {rows[0]}, {rows[1]}, regs_float32, {rows[2]}, {rows[3]}, {threads}"
+                bf16 = s.dtype.name == "bfloat16"
+                self.emit(f"mma_m16n8k16({args}, {', '.join(map(str, s.shape))}, {bf16})", indent)
             else:
                 self.loop(item, indent)
 

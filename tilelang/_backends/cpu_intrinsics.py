@@ -116,6 +116,63 @@ def round_bfloat16(x):
     return bfloat16_value(bfloat16_bits(x))
 
 
+@njit(cache=True)
+def pack_float16(lo, hi):
+    return np.uint32(float16_bits(lo)) | (np.uint32(float16_bits(hi)) << np.uint32(16))
+
+
+@njit(cache=True)
+def pack_bfloat16(lo, hi):
+    return np.uint32(bfloat16_bits(lo)) | (np.uint32(bfloat16_bits(hi)) << np.uint32(16))
+
+
+@njit(cache=True)
+def _half(word, high, bf16):
+    bits = (word >> np.uint32(16)) if high else (word & np.uint32(0xFFFF))
+    return np.float64(bfloat16_value(bits) if bf16 else float16_value(bits))
+
+
+@njit(cache=True)
+def mma_m16n8k16(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, bf16):
+    """Each warp's ``Mma`` (thread_ir.py: which words and slots hold which fragment), with
+    the element of each register from the PTX ISA's fragment tables for m16n8k16, lane
+    ``l = 4 g + t``: ``a`` element ``e`` (word ``e // 2``, high half when odd) is row
+    ``g + 8 (e // 2 % 2)``, column ``2 t + e % 2 + 8 (e // 4)``; ``b`` element ``e`` row
+    ``2 t + e % 2 + 8 (e // 2)``, column ``g``; ``c``/``d`` element ``e`` row ``g + 8 (e // 2)``,
+    column ``2 t + e % 2``. Products are exact in float64; each k-step's sum is rounded
+    to float32 once (the tensor cores' own rounding is finer than the dtype's tolerance)."""
+    a = np.empty((16, 16))
+    b = np.empty((16, 8))
+    c = np.empty((16, 8))
+    for warp in range(threads // 32):
+        for i in range(mi):
+            for j in range(ni):
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    for e in range(4):
+                        c[g + 8 * (e >> 1), 2 * t + (e & 1)] = accs[32 * warp + lane, c_row + 4 * (j + ni * i) + e]
+                for kk in range(ki):
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        th = 32 * warp + lane
+                        for e in range(8):
+                            word = words[th, a_row + 4 * (kk + ki * i) + (e >> 1)]
+                            a[g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)] = _half(word, e & 1, bf16)
+                        for e in range(4):
+                            word = words[th, b_row + 2 * (kk + ki * j) + (e >> 1)]
+                            b[2 * t + (e & 1) + 8 * (e >> 1), g] = _half(word, e & 1, bf16)
+                    for r in range(16):
+                        for col in range(8):
+                            total = c[r, col]
+                            for q in range(16):
+                                total += a[r, q] * b[q, col]
+                            c[r, col] = np.float32(total)
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    for e in range(4):
+                        accs[32 * warp + lane, d_row + 4 * (j + ni * i) + e] = c[g + 8 * (e >> 1), 2 * t + (e & 1)]
+
+
 select = intrinsic(select_intrinsic)
 floor = intrinsic(llvm_math_intrinsic("floor"))
 ceil = intrinsic(llvm_math_intrinsic("ceil"))

@@ -30,6 +30,7 @@ from .._lower.thread_ir import (
     Atomic,
     Barrier,
     Load,
+    Mma,
     SharedLoad,
     SharedStore,
     Shuffle,
@@ -168,8 +169,25 @@ class CudaWriter(SourceWriter):
             else:
                 self.emit(f"{ref(s.dst)} = {code_type_name(d)}({value})", indent)
             self.at = 0
+        elif isinstance(s, Mma):
+            self.mma(s, indent)
         else:
             raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
+
+    def mma(self, s: Mma, indent):
+        """Loops over the fragments (NVVM unrolls them: the register arrays stay registers)."""
+        mi, ni, ki = s.shape
+        acc = ", ".join(f"d{q}_" for q in range(4))
+        self.emit(f"for mma_i in range({mi}):", indent)
+        self.emit(f"for mma_j in range({ni}):", indent + 4)
+        inner = indent + 8
+        self.emit(f"mma_c = 4 * (mma_j + {ni} * mma_i)", inner)
+        self.emit(f"{acc} = {', '.join(self.ref(s.c, f'mma_c + {q}') for q in range(4))}", inner)
+        self.emit(f"for mma_k in range({ki}):", inner)
+        self.emit(f"mma_a, mma_b = 4 * (mma_k + {ki} * mma_i), 2 * (mma_k + {ki} * mma_j)", inner + 4)
+        words = [self.ref(s.a, f"mma_a + {q}") for q in range(4)] + [self.ref(s.b, f"mma_b + {q}") for q in range(2)]
+        self.emit(f"{acc} = mma_m16n8k16_{s.dtype.name}({', '.join(words)}, {acc})", inner + 4)
+        self.emit(f"{', '.join(self.ref(s.dst, f'mma_c + {q}') for q in range(4))} = {acc}", inner)
 
 
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may declare statically
@@ -416,10 +434,10 @@ class CudaKernel:
 
         if not config.ENABLE_CUDASIM:
             raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
-        if any(isinstance(s, Shuffle) for s in walk_statements(self.program.body)):
+        if any(isinstance(s, (Shuffle, Mma)) for s in walk_statements(self.program.body)):
             raise TileCompilerError(
-                f"kernel {self.program.name} uses warp shuffles, which numba's CUDA simulator does not have "
-                "(cuda.shfl_xor_sync); it runs on the GPU and on the CPU backend"
+                f"kernel {self.program.name} uses warp shuffles or tensor cores, which numba's CUDA simulator "
+                "does not have; it runs on the GPU and on the CPU backend"
             )
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 in grid:

@@ -420,6 +420,9 @@ globals().update(INTRINSICS)
 
 
 if not config.ENABLE_CUDASIM:
+    from .cuda_mma import MMA_INTRINSICS  # (the simulator refuses kernels using tensor cores)
+
+    globals().update(MMA_INTRINSICS)
     select = intrinsic(select_intrinsic)
     floor = intrinsic(llvm_math_intrinsic("floor"))
     ceil = intrinsic(llvm_math_intrinsic("ceil"))

@@ -18,6 +18,7 @@ from .._lower.thread_ir import (
     Imm,
     Load,
     Loop,
+    Mma,
     Op,
     Reg,
     SharedStore,
@@ -116,6 +117,8 @@ def expression(op: Op, ref=operand) -> str:
         return f"{a} != 0" if op.attr.is_bool else a
     if name == "from_bits":  # a 16-bit float from the raw bits a load left in a uint16
         return f"{op.dst.dtype.name}_value({a})"
+    if name == "pack16":  # two 16-bit floats' bits in a word, for the tensor cores
+        return f"pack_{op.attr.name}({a}, {b})"
     if name == "select":  # an LLVM select (an intrinsic): a branch would cost numba compile time
         return f"select({a}, {args[1]}, {args[2]})"
     raise TileCompilerError(f"the numba backends have no rule for thread op '{name}'")
@@ -249,7 +252,7 @@ def slot_groups(stmts) -> list[tuple]:
 
 
 def _per_slot(s) -> bool:
-    return not isinstance(s, (Barrier, Shuffle, Loop))
+    return not isinstance(s, (Barrier, Shuffle, Mma, Loop))
 
 
 def _shifted_reads(s):

@@ -188,6 +188,68 @@ def matmul_result(m: int, n: int, num_threads: int) -> Layout:
     return _assign((m, n), tn + tm, order, num_threads)
 
 
+MMA_DTYPES = ("float16", "bfloat16")  # operands of mma.sync m16n8k16 with float32 accumulation
+
+
+def mma_layouts(m: int, n: int, k: int, num_threads: int):
+    """The layouts of ``a (m, k)``, ``b (k, n)`` and the float32 result ``(m, n)`` of a dot
+    on tensor cores (``mma.sync.m16n8k16``), or None when a tile is smaller than one
+    fragment (16 x 16 of ``a``, 16 x 8 of ``b``).
+
+    Warps split the result over m and n (each warp bit to the dimension whose per-warp
+    extent is larger; bits left over replicate), each warp a ``MI x NI`` grid of 16 x 8
+    fragments, ``KI`` k-steps of 16. In each fragment lane ``l`` holds, as the PTX ISA
+    places them, rows ``l // 4 (+8)`` and column pairs ``2 * (l % 4) (+8)``: the lane bits
+    are index bits, the register bits listed first are a fragment's, so fragment ``(i, j)``
+    of the result is slots ``4 * (j + NI * i)`` to ``+ 3``, fragment ``(i, kk)`` of ``a``
+    slots ``8 * (kk + KI * i)`` to ``+ 7`` and ``(kk, j)`` of ``b`` ``4 * (kk + KI * j)`` to
+    ``+ 3`` (two 16-bit values to each 32-bit word of the instruction, lower slot low)."""
+    pm, pn, pk = (log2(pow2_ceil(s)) for s in (m, n, k))
+    if pm < 4 or pn < 3 or pk < 4:
+        return None
+    warps, wm, wn = [], 0, 0
+    for _ in range(log2(num_threads) - 5):
+        if pm - wm >= pn - wn and pm - wm > 4:
+            warps.append(("m", wm))
+            wm += 1
+        elif pn - wn > 3:
+            warps.append(("n", wn))
+            wn += 1
+        else:
+            warps.append(None)
+    mi, ni = pm - 4 - wm, pn - 3 - wn  # log2 of fragments per warp along m and n
+
+    def warp_bits(m_bit, n_bit):  # a warp bit: its dimension's next bit above the fragments
+        out = []
+        for w in warps:
+            first = None if w is None else (m_bit if w[0] == "m" else n_bit)
+            out.append(None if first is None else first + w[1])
+        return tuple(out)
+
+    # index bits: of the result (m, n) n low then m; of a (m, k) k then m; of b (k, n) n then k
+    rm, am, bk = pn, pk, pn  # where the m bits of the result and of a, and the k bits of b, start
+    k_steps = range(4, pk)
+    result = Layout(
+        (m, n),
+        (0, rm + 3, *(3 + j for j in range(ni)), *(rm + 4 + j for j in range(mi))),
+        (1, 2, rm, rm + 1, rm + 2),
+        warp_bits(rm + 4 + mi, 3 + ni),
+    )
+    a = Layout(
+        (m, k),
+        (0, am + 3, 3, *k_steps, *(am + 4 + j for j in range(mi))),
+        (1, 2, am, am + 1, am + 2),
+        warp_bits(am + 4 + mi, None),
+    )
+    b = Layout(
+        (k, n),
+        (bk, bk + 3, *(bk + j for j in k_steps), *(3 + j for j in range(ni))),
+        (bk + 1, bk + 2, 0, 1, 2),
+        warp_bits(None, 3 + ni),
+    )
+    return a, b, result
+
+
 def unbroadcast(layout: Layout, shape) -> Layout:
     """The layout a value of ``shape`` (``layout``'s shape with some axes of size 1) must
     have for broadcasting it to ``layout`` to move no data: the same threads hold each kept

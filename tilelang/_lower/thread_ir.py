@@ -8,10 +8,10 @@ registers. Two ops move between slots: ``slot`` (each slot's own number mapped b
 ``SlotMap``, where coordinates come from) and ``pick`` (``dst[r] = src[map(r)]``).
 Statements: operations, global loads and stores (masked, in vectors of up to 16 bytes whose
 fallback lives in the backend's intrinsic), atomics, shared-memory loads and stores,
-barriers, warp shuffles and structured ``Loop``. Every backend (numba-cuda, CPU) emits from
-this form. Each statement names the fields holding the registers it reads (``USES``) and
-defines (``DEFS``), so passes and backends that only follow registers need not dispatch on
-statement classes.
+barriers, warp shuffles, tensor-core multiply-adds (``Mma``) and structured ``Loop``.
+Every backend (numba-cuda, CPU) emits from this form. Each statement names the fields
+holding the registers it reads (``USES``) and defines (``DEFS``), so passes and backends
+that only follow registers need not dispatch on statement classes.
 
 Registers of 16-bit float type hold float32 values that are exactly representable in
 that type: backends compute each operation producing one in float32 and round it once,
@@ -190,6 +190,26 @@ class Shuffle:
 
 
 @dataclass
+class Mma:
+    """A warp's tensor-core multiply-add (all 32 lanes take part): ``dst = a @ b + c`` over
+    ``MI x NI`` result fragments of ``mma.sync.m16n8k16`` and ``KI`` k-steps, fragment ``(i,
+    j)`` summed over ``kk`` in order. ``a`` and ``b`` are uint32 words, two ``dtype`` values
+    each (the lower element low); their fragment ``(i, kk)`` is words ``4 * (kk + KI * i)``
+    to ``+ 3`` of ``a``, ``(kk, j)`` words ``2 * (kk + KI * j)`` to ``+ 1`` of ``b``; result
+    fragment ``(i, j)`` is slots ``4 * (j + NI * i)`` to ``+ 3`` of ``c`` and ``dst``
+    (float32). Within a fragment, registers are where the PTX ISA puts them."""
+
+    dst: Reg
+    a: object
+    b: object
+    c: object
+    shape: tuple  # (MI, NI, KI)
+    dtype: DType
+    USES: ClassVar = ("a", "b", "c")
+    DEFS: ClassVar = ("dst",)
+
+
+@dataclass
 class Loop:
     """``for index in range(start, stop, step)`` carrying ``params`` (initialised from
     ``inits``, updated to ``results`` at the end of each iteration; after the loop the
@@ -254,6 +274,7 @@ OPS = {
     "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
     "pick": 1,  # dst[r] = arg[attr(r)]
     "from_bits": 1,  # a 16-bit float from its raw bits (a uint16)
+    "pack16": 2,  # a uint32 of two 16-bit floats' bits (attr: their dtype), the first low
     "thread_id": 0,
     "block_id": 0,
     "num_blocks": 0,
@@ -345,6 +366,10 @@ def _lines(stmts, indent):
             yield f"{pad}barrier"
         elif isinstance(s, Shuffle):
             yield f"{pad}{_typed(s.dst)} = shuffle_xor {_text(s.src)} {s.xor}"
+        elif isinstance(s, Mma):
+            mi, ni, ki = s.shape
+            shape = f"{mi}x{ni}x{ki} m16n8k16.{s.dtype.short}"
+            yield f"{pad}{_typed(s.dst)} = mma[{shape}] {_text(s.a)} {_text(s.b)} {_text(s.c)}"
         elif isinstance(s, Loop):
             carried = ", ".join(f"{_typed(p)}={_text(i)}" for p, i in zip(s.params, s.inits))
             yield f"{pad}for {s.index} in range({_text(s.start)}, {_text(s.stop)}, {_text(s.step)}) carry({carried}):"
@@ -387,7 +412,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
                     if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):
                         raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({kind})")
                     wide = n * getattr(s, "lanes", 1) // getattr(s, "pack", 1) if part in group + ("dst",) else n
-                    exempt = isinstance(s, Loop) or (isinstance(s, Op) and s.op == "pick")
+                    exempt = isinstance(s, (Loop, Mma)) or (isinstance(s, Op) and s.op == "pick")
                     if slots(x) not in (1, wide) and not exempt:
                         raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {kind} over {wide}")
             if isinstance(s, Loop):

@@ -4,7 +4,8 @@ Anchors fix the layouts that decide speed: a ``load`` (and a ``gather``'s indice
 takes the ``blocked`` layout, 16 bytes per thread of the narrowest array its values
 meet, so both the loads and the stores of a chain of elementwise ops move 16 bytes at a
 time; reductions take the ``sliced`` layout of their input; ``dot`` results a
-register-blocked one. The rest propagate:
+register-blocked one, or on tensor cores the mma fragments (its operands then want
+theirs). The rest propagate:
 
 1. forward, by each primitive's ``layout`` rule below: elementwise results take their
    first operand that has a layout. Values cheap to rebuild anywhere (``full``, ``iota``,
@@ -24,6 +25,7 @@ from __future__ import annotations
 from .._ir.core import PRIMITIVES, Block, Eqn, Program, TileType, Var, tile_outputs
 from .._ir.primitives import ELEMENTWISE
 from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, scalar_layout, sliced, unbroadcast
+from .lower_dot import dot_layouts
 
 
 def default_num_threads(program: Program) -> int:
@@ -97,8 +99,22 @@ _rules(
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin",
     layout=lambda a, eqn: sliced(a.known(eqn.inputs[0]), eqn.params["axis"]),
 )  # fmt: skip
-_rules("dot", layout=lambda a, eqn: matmul_result(*eqn.outputs[0].type.shape, a.t), wants=lambda layouts, eqn, i: (
-    layouts[eqn.outputs[0]] if i == 2 else None))  # fmt: skip
+
+
+def _dot_layout(a, eqn):
+    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, a.t)
+    return plan[2] if plan else matmul_result(*eqn.outputs[0].type.shape, a.t)
+
+
+def _dot_wants(layouts, eqn, i):
+    """The accumulator in the result's layout; on tensor cores the operands in fragments."""
+    if i == 2:
+        return layouts[eqn.outputs[0]]
+    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, layouts[eqn.outputs[0]].num_threads)
+    return plan[i] if plan else None
+
+
+_rules("dot", layout=_dot_layout, wants=_dot_wants)
 
 
 class _Assigner:

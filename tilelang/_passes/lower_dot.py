@@ -1,17 +1,69 @@
-"""Lowering of ``tl.dot`` (registered by ``_passes/lower_threads.py``).
+"""Lowering of ``tl.dot`` (registered by ``_passes/lower_threads.py``), two strategies:
 
-The one strategy today, on CUDA cores: both operands staged in one shared buffer, then a
-loop over ``k`` in which each thread reads the ``a`` value of each of its rows and the
-``b`` value of each of its columns and multiply-adds them into its accumulator slots.
+- **tensor cores** (``mma.sync.m16n8k16``) for 16-bit float operands with tiles of at least
+  one fragment: the operands arrive in the fragment layouts (``mma_layouts``; layout
+  assignment asked for them), are packed two to a 32-bit word and multiplied by an ``Mma``
+  statement per warp;
+- **CUDA cores** otherwise: both operands staged in one shared buffer, then a loop over
+  ``k`` in which each thread reads the ``a`` value of each of its rows and the ``b`` value
+  of each of its columns and multiply-adds them into its accumulator slots.
 """
 
 from __future__ import annotations
 
+from .. import dtypes as D
+from .._lower.layout import MMA_DTYPES, log2, mma_layouts, pow2_ceil
 from .._lower.lowering import b1, i32, output
-from .._lower.thread_ir import Imm, Loop, SharedLoad, SharedStore, SlotMap, slots
+from .._lower.thread_ir import Imm, Loop, Mma, Op, SharedLoad, SharedStore, SlotMap, slots
+
+
+def dot_layouts(a_type, b_type, num_threads: int):
+    """The operand and result layouts of the tensor-core strategy, or None where it does not apply."""
+    if a_type.dtype.name not in MMA_DTYPES:
+        return None
+    (m, k), (_, n) = a_type.shape, b_type.shape
+    return mma_layouts(m, n, k, num_threads)
 
 
 def lower_dot(lw, eqn, a, b, acc):
+    plan = dot_layouts(a.type, b.type, lw.t)
+    if plan is not None and lw.layout(eqn.outputs[0]) == plan[2]:
+        return _lower_mma(lw, eqn, a, b, acc, plan)
+    return _lower_fma(lw, eqn, a, b, acc)
+
+
+def _lower_mma(lw, eqn, a, b, acc, plan):
+    """Each warp's fragments multiplied on tensor cores. Padding along k (up to a power of
+    two) is zeroed in both operands: it would add whatever the registers hold."""
+    la, lb, lc = plan
+    k = a.type.shape[1]
+    words = []
+    for atom, layout, axis in ((a, la, 1), (b, lb, 0)):
+        v = _all_slots(lw, lw.regs(atom, layout), layout.num_regs)
+        if k != pow2_ceil(k):
+            v = lw.op(atom.type.dtype, "select", lw.valid(layout, dims=(axis,)), v, Imm(0.0, atom.type.dtype))
+        half = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
+        lo, hi = (lw.pick(v, half, layout.num_regs // 2, const=c) for c in (0, 1))
+        words.append(lw.op(D.uint32, "pack16", lo, hi, attr=atom.type.dtype))
+    c = _all_slots(lw, lw.regs(acc, lc), lc.num_regs)
+    dst = lw.reg(D.float32, lc.num_regs, "acc")
+    frags = (lc.num_regs // 4, la.num_regs // 8)  # per warp: result fragments, a fragments
+    ki = 1 << (log2(pow2_ceil(k)) - 4)
+    mi = frags[1] // ki
+    lw.stmts.append(Mma(dst, *words, c, (mi, frags[0] // mi, ki), a.type.dtype))
+    output(lw, eqn, dst)
+
+
+def _all_slots(lw, x, n):
+    """``x`` as a register array of ``n`` slots (a uniform value copied to each)."""
+    if slots(x) == n:
+        return x
+    dst = lw.reg(x.dtype, n, "v")
+    lw.stmts.append(Op(dst, "pick", (x,), SlotMap()))
+    return dst
+
+
+def _lower_fma(lw, eqn, a, b, acc):
     """Operands staged in shared memory; each thread accumulates its register block of
     the result over k, reading each operand value once per row or column it owns."""
     out = eqn.outputs[0]

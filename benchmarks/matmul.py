@@ -1,0 +1,157 @@
+"""Matmul benchmarks: tilelang's tl.dot against cuBLAS (torch) and Triton, same run.
+
+    python benchmarks/matmul.py [--quick] [--out results.md]
+
+Each case checks tilelang's result against torch (float64 reference) on random inputs,
+output poisoned first, then times every implementation with CUDA events (median) and
+reports TFLOP/s (2 M N K flops).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+
+import tilelang as tl
+
+
+def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, GROUP: tl.Constant):
+    """c = a @ b, blocks grouped GROUP rows of tiles at a time (tiles of a stay in L2)."""
+    pid, rows, cols = tl.block_id(0), tl.cdiv(a.shape[0], BM), tl.cdiv(b.shape[1], BN)
+    group = pid // (GROUP * cols)
+    first = group * GROUP
+    size = tl.minimum(rows - first, GROUP)
+    i, j = first + pid % size, (pid % (GROUP * cols)) // size
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc.astype(c.dtype), index=(i, j))
+
+
+def linear_relu(x, w, bias, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """out = relu(x @ w + bias): the epilogue on the accumulator, before the one store."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BK)):
+        acc = tl.dot(tl.load(x, index=(i, k), shape=(BM, BK)), tl.load(w, index=(k, j), shape=(BK, BN)), acc)
+    y = acc + tl.load(bias, index=(0, j), shape=(1, BN)).astype(tl.float32)
+    tl.store(out, tl.maximum(y, 0.0).astype(out.dtype), index=(i, j))
+
+
+CONFIGS = [(128, 128, 32, 256), (128, 256, 32, 512), (64, 128, 32, 128), (128, 128, 64, 256), (64, 64, 32, 128)]
+KERNELS = {
+    t: (tl.tile_kernel(matmul, num_threads=t), tl.tile_kernel(linear_relu, num_threads=t)) for t in (128, 256, 512)
+}
+
+
+def triton_matmul(triton):
+    import triton.language as tt
+
+    @triton.jit
+    def kernel(A, B, C, M, N, K, BM: tt.constexpr, BN: tt.constexpr, BK: tt.constexpr, GROUP: tt.constexpr):
+        """The Triton tutorial's matmul (grouped block order, masked K tail)."""
+        pid = tt.program_id(0)
+        rows, cols = tt.cdiv(M, BM), tt.cdiv(N, BN)
+        group = pid // (GROUP * cols)
+        first = group * GROUP
+        size = min(rows - first, GROUP)
+        pm, pn = first + (pid % size), (pid % (GROUP * cols)) // size
+        rm, rn, rk = pm * BM + tt.arange(0, BM), pn * BN + tt.arange(0, BN), tt.arange(0, BK)
+        a = A + rm[:, None] * K + rk[None, :]
+        b = B + rk[:, None] * N + rn[None, :]
+        acc = tt.zeros((BM, BN), dtype=tt.float32)
+        for k in range(0, tt.cdiv(K, BK)):
+            x = tt.load(a, mask=rk[None, :] < K - k * BK, other=0.0)
+            y = tt.load(b, mask=rk[:, None] < K - k * BK, other=0.0)
+            acc = tt.dot(x, y, acc)
+            a += BK
+            b += BK * N
+        c = C + rm[:, None] * N + rn[None, :]
+        tt.store(c, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    return kernel
+
+
+def _launcher(kernel, grid, args, **constants):
+    return lambda: kernel[grid](*args, **constants)
+
+
+def time_ms(fn, torch, reps=30, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, stop in events:
+        start.record()
+        fn()
+        stop.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(stop) for start, stop in events)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None)
+    opts = parser.parse_args()
+    import torch
+
+    try:
+        import triton
+
+        tk = triton_matmul(triton)
+    except Exception:
+        tk = None
+    rows = []
+
+    def report(case, impl, ms, flops, ok=""):
+        tflops = flops / ms / 1e9
+        rows.append((case, impl, ms, tflops, ok))
+        print(f"{case:32s} {impl:30s} {ms:9.4f} ms {tflops:8.1f} TFLOP/s {ok}", flush=True)
+
+    def check(got, want, k):
+        err = ((got.double() - want).abs() / (want.abs() + k**0.5)).max().item()
+        return "ok" if err < 1e-2 else f"WRONG (err {err:.1e})"
+
+    n = 1024 if opts.quick else 4096
+    for dtype in (torch.float16, torch.bfloat16):
+        a, b = (torch.randn(n, n, device="cuda").to(dtype) for _ in range(2))
+        want = a.double() @ b.double()
+        case = f"matmul {n}^3 {str(dtype)[6:]}"
+        flops = 2 * n**3
+        for bm, bn, bk, t in CONFIGS:
+            c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+            run = _launcher(KERNELS[t][0], tl.cdiv(n, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8)
+            run()
+            report(case, f"tilelang {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c, want, n))
+        report(case, "torch (cuBLAS)", time_ms(functools.partial(torch.matmul, a, b), torch), flops)
+        if tk is not None:
+            c = torch.empty((n, n), device="cuda", dtype=dtype)
+            for bm, bn, bk, warps, stages in ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4)):
+                grid = (tl.cdiv(n, bm) * tl.cdiv(n, bn),)
+                run = _launcher(tk, grid, (a, b, c, n, n, n), BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=warps,
+                                num_stages=stages)  # fmt: skip
+                run()
+                report(case, f"triton {bm}x{bn}x{bk} {warps}w {stages}s", time_ms(run, torch), flops, check(c, want, n))
+
+    # Linear + bias + ReLU, fp16, one config
+    x, w = (torch.randn(n, n, device="cuda").half() for _ in range(2))
+    bias = torch.randn(1, n, device="cuda").half()
+    want = torch.relu(x.double() @ w.double() + bias.double())
+    out = torch.full((n, n), float("nan"), device="cuda", dtype=torch.float16)
+    case = f"linear+bias+relu {n}^3 f16"
+    run = _launcher(KERNELS[256][1], (tl.cdiv(n, 128), tl.cdiv(n, 128)), (x, w, bias, out), BM=128, BN=128, BK=32)
+    run()
+    report(case, "tilelang 128x128x32 256 thr", time_ms(run, torch), 2 * n**3, check(out, want, n))
+    report(case, "torch", time_ms(lambda: torch.relu(torch.addmm(bias, x, w)), torch), 2 * n**3)
+
+    table = "| case | implementation | ms | TFLOP/s | check |\n|---|---|---|---|---|\n"
+    table += "".join(f"| {c} | {i} | {ms:.4f} | {f:.1f} | {ok} |\n" for c, i, ms, f, ok in rows)
+    if opts.out:
+        with open(opts.out, "w") as f:
+            f.write(f"# matmul on {torch.cuda.get_device_name()}\n\n" + table)
+
+
+if __name__ == "__main__":
+    main()
