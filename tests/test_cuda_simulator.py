@@ -180,8 +180,8 @@ def case_transpose_through_shared_memory():
 @case
 def case_matmul_runtime_loop():
     M, N, K = 20, 24, 40  # partial tiles in every dimension, 3 iterations of a loop with barriers
-    a = RNG.standard_normal((M, K)).astype(np.float16)
-    b = RNG.standard_normal((K, N)).astype(np.float16)
+    a = RNG.standard_normal((M, K)).astype(np.float32)  # (16-bit floats take tensor cores, which it has not)
+    b = RNG.standard_normal((K, N)).astype(np.float32)
     c = np.zeros((M, N), np.float32)
     _simulate(matmul, (2, 2), a, b, c, K, BM=16, BN=16, BK=16)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)

@@ -264,3 +264,25 @@ def test_line_info_only_when_asked_for():
     env = dict(os.environ, TILELANG_LINEINFO="1")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("dtype, ptx_type", [("f16", "f16"), ("bf16", "bf16")])
+@pytest.mark.parametrize("tile, threads, whole", [((128, 128, 32), 256, True), ((64, 64, 32), 128, True),
+                                                  ((16, 8, 16), 32, False)])  # fmt: skip
+def test_16_bit_dots_run_on_tensor_cores(dtype, ptx_type, tile, threads, whole):
+    """One mma.sync.m16n8k16 per fragment and k-step of each warp's share of the tile, its
+    operands read from shared memory with ldmatrix (.trans for b, stored k-major), two
+    16-bit values per 32-bit shared store and no scalar shared loads left. (A b of one
+    fragment, 16 x 8, is half an ldmatrix.x4: it takes the general conversion.)"""
+    bm, bn, bk = tile
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads)
+    ptx = explain(kernel, f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]", BM=bm, BN=bn, BK=bk)["ptx"]
+    mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32"
+    assert ptx.count(mma) == bm * bn * bk // (16 * 8 * 16) // (threads // 32)
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    assert ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in ptx) == whole
+    if not whole:
+        return
+    ops = instructions(ptx)
+    assert not [op for op in ops if op.startswith("ld.shared")]
+    assert {op for op in ops if op.startswith("st.shared")} == {"st.shared.u32"}

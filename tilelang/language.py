@@ -663,7 +663,12 @@ def dot(a, b, acc=None) -> Tile:
     """Matrix product of 2-d tiles ``(M,K) @ (K,N)``, plus ``acc`` if given (also ``a @ b``).
 
     16-bit float operands accumulate in float32, narrow ints in int32; the result has the
-    accumulator's dtype. Example: ``acc = tl.dot(a, b, acc)``.
+    accumulator's dtype. float16/bfloat16 tiles of at least 16 x 16 (``a``) and 16 x 8
+    (``b``) run on tensor cores (``mma.sync``). Example::
+
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, tl.cdiv(K, BK)):
+            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
     """
     xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
     d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)

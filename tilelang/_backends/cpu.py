@@ -19,6 +19,7 @@ from .._lower.thread_ir import (
     Atomic,
     Barrier,
     Imm,
+    LdMatrix,
     Load,
     Loop,
     Mma,
@@ -38,14 +39,14 @@ from .numba_source import SourceWriter, code_type_name, lane_slot
 
 
 def _synchronises(s) -> bool:
-    if isinstance(s, (Barrier, Shuffle, Mma)):
+    if isinstance(s, (Barrier, Shuffle, Mma, LdMatrix)):
         return True
     return isinstance(s, Loop) and any(map(_synchronises, s.body))
 
 
 def _split(stmts):
-    """Phases: ("threads", [stmts]) runs, ("shuffle", [shuffles]), ("mma", s), ("loop", s);
-    barriers just split."""
+    """Phases: ("threads", [stmts]) runs, ("shuffle", [shuffles]), ("warp", s) for the other
+    warp collectives, ("loop", s); barriers just split."""
     out, run = [], []
     for s in stmts:
         if _synchronises(s):
@@ -58,8 +59,8 @@ def _split(stmts):
                 out.append(("shuffle", [s]))
             elif isinstance(s, Loop):
                 out.append(("loop", s))
-            elif isinstance(s, Mma):
-                out.append(("mma", s))
+            elif isinstance(s, (Mma, LdMatrix)):
+                out.append(("warp", s))
         else:
             run.append(s)
     if run:
@@ -100,8 +101,8 @@ class CpuWriter(SourceWriter):
                             seen.setdefault(r, set()).add(phase)
                 elif kind == "shuffle":
                     shared.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
-                elif kind == "mma":
-                    shared.update((item.dst, item.a, item.b, item.c))
+                elif kind == "warp":
+                    shared.update(x for x in registers(item, item.DEFS + item.USES) if isinstance(x, Reg))
                 else:
                     self.uniform.add(item.index)
                     shared.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
@@ -182,14 +183,24 @@ class CpuWriter(SourceWriter):
                     self.thread = "t"
                     self.emit(f"{self.ref(s.dst)} = {source}", inner)
                     self.at = 0
-            elif kind == "mma":  # a warp collective: all lanes' registers at once
-                s = item
-                rows = [self.rows[code_type_name(x.dtype)][x] for x in (s.a, s.b, s.c, s.dst)]
-                args = f"regs_uint32, {rows[0]}, {rows[1]}, regs_float32, {rows[2]}, {rows[3]}, {threads}"
-                bf16 = s.dtype.name == "bfloat16"
-                self.emit(f"mma_m16n8k16({args}, {', '.join(map(str, s.shape))}, {bf16})", indent)
+            elif kind == "warp":  # mma or ldmatrix: all lanes' registers at once
+                self.collective(item, indent)
             else:
                 self.loop(item, indent)
+
+    def collective(self, s, indent):
+        def row(x):
+            return self.rows[code_type_name(x.dtype)][x]
+
+        threads = self.program.num_threads
+        if isinstance(s, Mma):
+            args = f"regs_uint32, {row(s.a)}, {row(s.b)}, regs_float32, {row(s.c)}, {row(s.dst)}, {threads}"
+            shape = ", ".join(map(str, s.shape))
+            self.emit(f"mma_m16n8k16({args}, {shape}, {s.dtype.name == 'bfloat16'})", indent)
+        else:
+            groups = s.dst.slots // 4
+            args = f"regs_uint32, {row(s.dst)}, {s.buffer}, regs_int32, {row(s.index)}, {groups}, {threads}"
+            self.emit(f"ldmatrix_x4({args}, {s.trans})", indent)
 
     def loop(self, s: Loop, indent):
         threads = self.program.num_threads

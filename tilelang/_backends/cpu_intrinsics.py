@@ -173,6 +173,28 @@ def mma_m16n8k16(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, b
                         accs[32 * warp + lane, d_row + 4 * (j + ni * i) + e] = c[g + 8 * (e >> 1), 2 * t + (e & 1)]
 
 
+@njit(cache=True)
+def ldmatrix_x4(words, dst_row, buffer, index, index_row, groups, threads, trans):
+    """Each warp's ``LdMatrix`` (thread_ir.py), as the PTX ISA describes ``ldmatrix``: lane
+    ``8 q + i`` gives the address of row ``i`` of matrix ``q``; lane ``l = 4 g + t`` receives
+    row ``g``, columns ``2 t`` and ``2 t + 1`` (with ``.trans``: rows ``2 t`` and ``2 t + 1``,
+    column ``g``), the first in the low half."""
+    for warp in range(threads // 32):
+        for grp in range(groups):
+            for lane in range(32):
+                g, t = lane >> 2, lane & 3
+                for q in range(4):
+                    if trans:
+                        word = np.uint32(0)
+                        for h in range(2):
+                            start = index[32 * warp + 8 * q + 2 * t + h, index_row + grp]
+                            half = (buffer[start + (g >> 1)] >> np.uint32(16 * (g & 1))) & np.uint32(0xFFFF)
+                            word |= half << np.uint32(16 * h)
+                    else:
+                        word = buffer[index[32 * warp + 8 * q + g, index_row + grp] + t]
+                    words[32 * warp + lane, dst_row + 4 * grp + q] = word
+
+
 select = intrinsic(select_intrinsic)
 floor = intrinsic(llvm_math_intrinsic("floor"))
 ceil = intrinsic(llvm_math_intrinsic("ceil"))

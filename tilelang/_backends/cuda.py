@@ -29,6 +29,7 @@ from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
     Barrier,
+    LdMatrix,
     Load,
     Mma,
     SharedLoad,
@@ -84,9 +85,11 @@ class CudaWriter(SourceWriter):
         self.header("cuda", "cuda_intrinsics")
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
+        matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, LdMatrix)}
         for name, (d, size) in p.shared.items():
             if not dynamic:
-                self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)})", 4)
+                align = ", alignment=16" if name in matrices else ""  # (ldmatrix reads 16-byte rows)
+                self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)}{align})", 4)
         for d in sorted({code_type_name(d) for d, _ in p.shared.values()} if dynamic else ()):
             self.emit(f"dynamic_{d} = cuda.shared.array(0, {d})", 4)  # all start at the same base
         for x in self.array_registers():  # one per tile value: LLVM unrolls the slot loops into registers
@@ -171,6 +174,15 @@ class CudaWriter(SourceWriter):
             self.at = 0
         elif isinstance(s, Mma):
             self.mma(s, indent)
+        elif isinstance(s, LdMatrix):
+            groups = s.dst.slots // 4
+            if groups > 1:
+                self.emit(f"for r in range({groups}):", indent)
+                self.at, indent = "r", indent + 4
+            array, index = self.shared_place(s.buffer, s.index)
+            words = ", ".join(ref(s.dst, lane_slot(self.at, 4, q)) for q in range(4))
+            self.emit(f"{words}, = ldmatrix_x4{'_trans' if s.trans else ''}({array}, {index})", indent)
+            self.at = 0
         else:
             raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
 
@@ -434,7 +446,7 @@ class CudaKernel:
 
         if not config.ENABLE_CUDASIM:
             raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
-        if any(isinstance(s, (Shuffle, Mma)) for s in walk_statements(self.program.body)):
+        if any(isinstance(s, (Shuffle, Mma, LdMatrix)) for s in walk_statements(self.program.body)):
             raise TileCompilerError(
                 f"kernel {self.program.name} uses warp shuffles or tensor cores, which numba's CUDA simulator "
                 "does not have; it runs on the GPU and on the CPU backend"

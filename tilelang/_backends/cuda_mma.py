@@ -6,6 +6,8 @@
 - ``mma_m16n8k16_<d>(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)``: one warp-wide
   ``mma.sync.aligned.m16n8k16.row.col.f32.<d>.<d>.f32``, the four float32 results as a
   tuple. Every lane of the warp must execute it together (the lowering emits it for all).
+- ``ldmatrix_x4[_trans](buffer, index)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16``
+  from word ``index`` of a shared uint32 array, the four words as a tuple.
 """
 
 from __future__ import annotations
@@ -51,4 +53,28 @@ def _mma(name: str):
     return mma
 
 
-MMA_INTRINSICS = {f"pack_{name}": _pack(name) for name in _PTX} | {f"mma_m16n8k16_{name}": _mma(name) for name in _PTX}
+def _ldmatrix(trans: bool):
+    fn = ir.FunctionType(ir.LiteralStructType([I32] * 4), [ir.IntType(64)])
+    text = "{ .reg .u64 s; cvta.to.shared.u64 s, $4; "
+    text += f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0,$1,$2,$3}}, [s]; }}"
+    asm = ir.InlineAsm(fn, text, "=r,=r,=r,=r,l", side_effect=True)  # (it reads memory: not above a barrier)
+    ret = types.UniTuple(types.uint32, 4)
+
+    @intrinsic
+    def ldmatrix(typingctx, buffer, index):
+        def codegen(context, builder, sig, args):
+            array = context.make_array(sig.args[0])(context, builder, args[0])
+            at = builder.gep(array.data, [builder.sext(args[1], ir.IntType(64))])
+            out = builder.call(asm, [builder.ptrtoint(at, ir.IntType(64))])
+            return context.make_tuple(builder, ret, [builder.extract_value(out, i) for i in range(4)])
+
+        return ret(buffer, types.int32), codegen
+
+    return ldmatrix
+
+
+MMA_INTRINSICS = (
+    {f"pack_{name}": _pack(name) for name in _PTX}
+    | {f"mma_m16n8k16_{name}": _mma(name) for name in _PTX}
+    | {"ldmatrix_x4": _ldmatrix(False), "ldmatrix_x4_trans": _ldmatrix(True)}
+)

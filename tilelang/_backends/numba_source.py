@@ -16,6 +16,7 @@ from .._lower.thread_ir import (
     Atomic,
     Barrier,
     Imm,
+    LdMatrix,
     Load,
     Loop,
     Mma,
@@ -252,7 +253,7 @@ def slot_groups(stmts) -> list[tuple]:
 
 
 def _per_slot(s) -> bool:
-    return not isinstance(s, (Barrier, Shuffle, Mma, Loop))
+    return not isinstance(s, (Barrier, Shuffle, Mma, LdMatrix, Loop))
 
 
 def _shifted_reads(s):

@@ -23,7 +23,7 @@ from .. import dtypes as D
 from .._ir.core import PRIMITIVES, Block, Literal, Var
 from ..errors import TileCompilerError
 from .layout import Layout, log2, same_threads, scalar_layout, unbroadcast
-from .thread_ir import Barrier, Imm, Op, Reg, SharedLoad, SharedStore, SlotMap, slots
+from .thread_ir import Barrier, Imm, LdMatrix, Op, Reg, SharedLoad, SharedStore, SlotMap, slots
 
 i32, i64, b1 = D.int32, D.int64, D.bool_
 
@@ -41,6 +41,7 @@ class Lowering:
         self.t = num_threads
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
+        self.packed: dict = {}  # 16-bit float Var -> its raw bits, slots 2w and 2w + 1 in uint32 word w, where made
         self.shared: dict = {}
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
@@ -200,6 +201,44 @@ class Lowering:
         self.release(buf)
         return dst
 
+    def through_matrices(self, atom, layout: Layout):
+        """A 16-bit float tile converted to ``layout`` through shared memory with ``ldmatrix``
+        (its words, or None where ``layout`` is not one ldmatrix makes). ``layout``'s
+        register bit 0 and lane bits 0-1 must span 8 consecutive elements of a row (or, with
+        ``.trans``, of a column) and lanes 2-4 the 8 rows (columns) of a matrix, register bits
+        1-2 the four matrices of a group: the fragments of mma operands. The address each lane
+        gives is then itself a layout (``_matrix_rows``). Words are stored two elements at a
+        time, rows 16 bytes more than a row apart: the 8 rows of a matrix hit distinct banks."""
+        src, dtype, shape = self.layout(atom), atom.type.dtype, atom.type.shape
+        if not (dtype.is_float and dtype.bits == 16 and len(shape) == 2 and src.reg[:1] == (src.dim_bits(1).start,)):
+            return None
+        rows = _matrix_rows(layout)
+        if rows is None:
+            return None
+        pitched = (src.padded[0], src.padded[1] + 8)
+        buf = self.buffer(D.uint32, pitched[0] * pitched[1] // 2)
+        words = self.packed.get(atom)
+        if words is None:
+            v = self.values[atom]
+            n = src.num_regs
+            pairs = [(i, i + 1) for i in range(len(src.reg) - 1)]
+            words = self.op(D.uint32, "pack16", *(self.pick(v, pairs, n // 2, const=c) for c in (0, 1)), attr=dtype)
+        at = self.op(i32, "shr", self.flat(self.coords(src, lanes=2), pitched), Imm(1, i32))
+        self.stmts.append(SharedStore(buf, at, words, self.owner(src)))
+        self.barrier()
+        index = self.op(i32, "shr", self.flat(self.coords(rows), pitched), Imm(1, i32))
+        dst = self.reg(D.uint32, layout.num_regs // 2, "i")
+        self.stmts.append(LdMatrix(dst, buf, index, trans=layout.reg[0] == layout.dim_bits(0).start))
+        self.release(buf)
+        return dst
+
+    def unpacked(self, words, dtype, n):
+        """The ``n`` values of 16-bit float type ``dtype`` whose bits ``words`` hold, two to a word."""
+        word = self.pick(words, [(a, a - 1) for a in range(1, log2(n))], n)  # slot r's word: r >> 1
+        half = self.op(i32, "slot", attr=SlotMap.of_bits([(0, 4)]), n=n)  # its shift: 16 * (r & 1)
+        shifted = self.op(D.uint32, "shr", word, self.op(D.uint32, "convert", half, attr=D.uint32))
+        return self.op(dtype, "from_bits", self.op(D.uint16, "convert", shifted, attr=D.uint16))
+
     def buffer(self, dtype, size) -> str:
         """A shared scratch buffer no live data is in, held until ``release``d and a barrier
         passed (no thread still reads it): uses one after another share a buffer (or take
@@ -230,6 +269,25 @@ class Lowering:
             self.loc = eqn.loc
             rule(self, eqn, *eqn.inputs, **eqn.params)
         self.loc = outer
+
+
+def _matrix_rows(layout: Layout) -> Layout | None:
+    """Where each lane points ``ldmatrix`` to make ``layout`` (None: it cannot). For group
+    ``g``, lane ``l`` gives the start of stored row ``l % 8`` of matrix ``l // 8``: the tile's
+    row that lanes 2-4 of ``layout`` index or, with ``.trans``, the index along dimension 0
+    that register bit 0 and lanes 0-1 do. That is a layout too: lane bits 0-2 the stored
+    row's index bits, lane bits 3-4 the matrix's (register bits 1-2), registers the groups'."""
+    if len(layout.shape) != 2 or len(layout.reg) < 3:
+        return None
+    r, c = layout.dim_bits(0).start, layout.dim_bits(1).start
+    row_bits = (layout.reg[0], *layout.lane[:2])
+    if row_bits == (c, c + 1, c + 2) and c + 2 in layout.dim_bits(1):  # rows of the tile
+        lanes = layout.lane[2:5]
+    elif row_bits == (r, r + 1, r + 2) and r + 2 in layout.dim_bits(0) and layout.lane[2:5] == (c, c + 1, c + 2):
+        lanes = row_bits  # .trans
+    else:
+        return None
+    return Layout(layout.shape, layout.reg[3:], (*lanes, *layout.reg[1:3]), layout.warp)
 
 
 def fold(op, dtype, args, attr):

@@ -8,7 +8,8 @@ registers. Two ops move between slots: ``slot`` (each slot's own number mapped b
 ``SlotMap``, where coordinates come from) and ``pick`` (``dst[r] = src[map(r)]``).
 Statements: operations, global loads and stores (masked, in vectors of up to 16 bytes whose
 fallback lives in the backend's intrinsic), atomics, shared-memory loads and stores,
-barriers, warp shuffles, tensor-core multiply-adds (``Mma``) and structured ``Loop``.
+barriers, warp shuffles, tensor-core loads and multiply-adds (``LdMatrix``, ``Mma``) and
+structured ``Loop``.
 Every backend (numba-cuda, CPU) emits from this form. Each statement names the fields
 holding the registers it reads (``USES``) and defines (``DEFS``), so passes and backends
 that only follow registers need not dispatch on statement classes.
@@ -170,6 +171,22 @@ class SharedStore:
     add: bool = False
     USES: ClassVar = ("index", "value", "mask")
     DEFS: ClassVar = ()
+
+
+@dataclass
+class LdMatrix:
+    """A warp's ``ldmatrix.x4`` per group ``g`` of ``dst`` (all 32 lanes take part): four
+    8 x 8 matrices of 16-bit values, matrix ``q``'s row ``i`` the 8 values (4 words) from word
+    ``index[g]`` of ``buffer`` in lane ``8 q + i``. Lane ``l`` gets in word ``4 g + q`` the
+    values at row ``l // 4``, columns ``2 (l % 4)`` and ``+ 1`` of matrix ``q`` (with
+    ``trans``: rows ``2 (l % 4)`` and ``+ 1`` of column ``l // 4``), the first low."""
+
+    dst: Reg
+    buffer: str
+    index: object
+    trans: bool
+    USES: ClassVar = ("index",)
+    DEFS: ClassVar = ("dst",)
 
 
 @dataclass
@@ -366,6 +383,8 @@ def _lines(stmts, indent):
             yield f"{pad}barrier"
         elif isinstance(s, Shuffle):
             yield f"{pad}{_typed(s.dst)} = shuffle_xor {_text(s.src)} {s.xor}"
+        elif isinstance(s, LdMatrix):
+            yield f"{pad}{_typed(s.dst)} = ldmatrix{'.trans' if s.trans else ''} {s.buffer}[{_text(s.index)}]"
         elif isinstance(s, Mma):
             mi, ni, ki = s.shape
             shape = f"{mi}x{ni}x{ki} m16n8k16.{s.dtype.short}"
@@ -412,7 +431,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
                     if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):
                         raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({kind})")
                     wide = n * getattr(s, "lanes", 1) // getattr(s, "pack", 1) if part in group + ("dst",) else n
-                    exempt = isinstance(s, (Loop, Mma)) or (isinstance(s, Op) and s.op == "pick")
+                    exempt = isinstance(s, (Loop, Mma, LdMatrix)) or (isinstance(s, Op) and s.op == "pick")
                     if slots(x) not in (1, wide) and not exempt:
                         raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {kind} over {wide}")
             if isinstance(s, Loop):

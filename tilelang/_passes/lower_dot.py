@@ -33,24 +33,31 @@ def lower_dot(lw, eqn, a, b, acc):
 
 
 def _lower_mma(lw, eqn, a, b, acc, plan):
-    """Each warp's fragments multiplied on tensor cores. Padding along k (up to a power of
-    two) is zeroed in both operands: it would add whatever the registers hold."""
+    """Each warp's fragments multiplied on tensor cores, from the operands' words (made by
+    the ldmatrix conversion, else packed here). Padding along k (up to a power of two) is
+    zeroed in both operands: it would add whatever the registers hold."""
     la, lb, lc = plan
     k = a.type.shape[1]
     words = []
     for atom, layout, axis in ((a, la, 1), (b, lb, 0)):
-        v = _all_slots(lw, lw.regs(atom, layout), layout.num_regs)
+        n = layout.num_regs
+        halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
+        w = lw.packed.get(atom) if lw.layout(atom) == layout else None
+        if w is None:
+            v = lw.regs(atom, layout)
+            w = lw.op(D.uint32, "pack16", *(lw.pick(v, halves, n // 2, const=c) for c in (0, 1)), attr=atom.type.dtype)
         if k != pow2_ceil(k):
-            v = lw.op(atom.type.dtype, "select", lw.valid(layout, dims=(axis,)), v, Imm(0.0, atom.type.dtype))
-        half = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
-        lo, hi = (lw.pick(v, half, layout.num_regs // 2, const=c) for c in (0, 1))
-        words.append(lw.op(D.uint32, "pack16", lo, hi, attr=atom.type.dtype))
+            valid = lw.valid(layout, dims=(axis,))
+            lo, hi = (lw.pick(valid, halves, n // 2, const=c) for c in (0, 1))
+            keep = lw.op(D.uint32, "or", *(lw.op(D.uint32, "select", ok, Imm(m, D.uint32), Imm(0, D.uint32))
+                                          for ok, m in ((lo, 0xFFFF), (hi, 0xFFFF0000))))  # fmt: skip
+            w = lw.op(D.uint32, "and", w, keep)
+        words.append(_all_slots(lw, w, n // 2))
     c = _all_slots(lw, lw.regs(acc, lc), lc.num_regs)
     dst = lw.reg(D.float32, lc.num_regs, "acc")
-    frags = (lc.num_regs // 4, la.num_regs // 8)  # per warp: result fragments, a fragments
     ki = 1 << (log2(pow2_ceil(k)) - 4)
-    mi = frags[1] // ki
-    lw.stmts.append(Mma(dst, *words, c, (mi, frags[0] // mi, ki), a.type.dtype))
+    mi = la.num_regs // 8 // ki
+    lw.stmts.append(Mma(dst, *words, c, (mi, lc.num_regs // 4 // mi, ki), a.type.dtype))
     output(lw, eqn, dst)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var
 from .._ir.primitives import ELEMENTWISE
-from .._lower.layout import log2, reshaped, same_threads, scalar_layout
+from .._lower.layout import reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.thread_ir import (
     ArrayParam,
@@ -131,7 +131,12 @@ def _lower_reshape(lw, eqn, x, *, shape):
 
 @rule("convert_layout")
 def _lower_convert_layout(lw, eqn, x):
-    output(lw, eqn, lw.through_shared(x, lw.layout(eqn.outputs[0]), lambda coords: coords))
+    out, layout = eqn.outputs[0], lw.layout(eqn.outputs[0])
+    words = lw.through_matrices(x, layout)
+    if words is None:
+        return output(lw, eqn, lw.through_shared(x, layout, lambda coords: coords))
+    lw.packed[out] = words
+    output(lw, eqn, lw.unpacked(words, out.type.dtype, layout.num_regs))
 
 
 @rule("transpose")
@@ -229,28 +234,30 @@ def _lower_load(lw, eqn, array, *rest, shape):
     offset, mask, first, last = window.access()
     dtype, pad = out.type.dtype, lw.scalar(padding)
     if dtype.is_float and dtype.bits == 16 and isinstance(pad, Imm):
-        return output(lw, eqn, _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last))
+        raw = _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last)
+        if raw.dtype is D.uint16:
+            return output(lw, eqn, lw.op(dtype, "from_bits", raw))
+        lw.packed[out] = raw
+        return output(lw, eqn, lw.unpacked(raw, dtype, layout.num_regs))
     dst = lw.reg(dtype, layout.num_regs, "v")
     lw.stmts.append(Load(dst, window.name, offset, mask, pad, window.lanes, first, last))
     output(lw, eqn, dst)
 
 
 def _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last):
-    """Raw bits first, two to a word, and their values after every group is loaded: values
-    cut out of each access as it arrives made each group's load wait for its data before
-    the next one was issued (the GPU runs a thread's instructions in order)."""
+    """The raw bits: as uint16 one by one, or two to a uint32 word in vectors (their values are
+    cut out after every group is loaded: values cut out of each access as it arrived made each
+    group's load wait for its data before the next one was issued, the GPU running a thread's
+    instructions in order)."""
     dtype, n = pad.dtype, layout.num_regs
     bits = Imm(int(np.asarray(pad.value, dtype.np).view(np.uint16)), D.uint16)
     if window.lanes == 1:
         raw = lw.reg(D.uint16, n, "i")
         lw.stmts.append(Load(raw, window.name, offset, mask, bits, 1))
-        return lw.op(dtype, "from_bits", raw)
+        return raw
     words = lw.reg(D.uint32, n // 2, "i")
     lw.stmts.append(Load(words, window.name, offset, mask, bits, window.lanes, first, last, pack=2))
-    word = lw.pick(words, [(a, a - 1) for a in range(1, log2(n))], n)  # slot r's word: r >> 1
-    half = lw.op(i32, "slot", attr=SlotMap.of_bits([(0, 4)]), n=n)  # its shift: 16 * (r & 1)
-    shifted = lw.op(D.uint32, "shr", word, lw.op(D.uint32, "convert", half, attr=D.uint32))
-    return lw.op(dtype, "from_bits", lw.op(D.uint16, "convert", shifted, attr=D.uint16))
+    return words
 
 
 @rule("store")
