@@ -16,6 +16,9 @@ import numpy as np
 
 from .._lower.thread_ir import (
     ArrayParam,
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     Atomic,
     Barrier,
     Imm,
@@ -85,6 +88,7 @@ class CpuWriter(SourceWriter):
         self.loops: list = []  # loops with a runtime step, in ZeroStep numbering
         self.uniform: set = set()  # indices of block-level loops: plain scalars
         self.thread = "t"  # the thread whose registers code refers to
+        self.async_buffers = sorted({s.buffer for s in walk_statements(program.body) if isinstance(s, AsyncCopy)})
         self._classify(program.body)
 
     def _classify(self, stmts):
@@ -150,6 +154,10 @@ class CpuWriter(SourceWriter):
         self.emit(f"worker = {'get_thread_id()' if parallel else '0'}", 8)
         for name, _, _ in self.scratch():
             self.emit(f"{name} = {name}__all[worker]", 8)
+        for name in self.async_buffers:  # no copy in flight yet
+            self.emit(f"{name}__group[:] = -1", 8)
+        if self.async_buffers:
+            self.emit("async_groups[:] = 0", 8)
         self.phases(p.body, 8)
         return self.module()
 
@@ -163,6 +171,12 @@ class CpuWriter(SourceWriter):
         for name, table in self.rows.items():
             shape = (self.program.num_threads, sum(x.slots for x in table))
             out.append((f"regs_{name}", np.dtype(name.replace("boolean", "bool")), shape))
+        for name in self.async_buffers:  # the words in flight, their group and the thread copying
+            size = self.program.shared[name][1]
+            out += [(f"{name}__pending", np.dtype("uint32"), (size,)), (f"{name}__group", np.dtype("int64"), (size,))]
+            out.append((f"{name}__owner", np.dtype("int64"), (size,)))
+        if self.async_buffers:
+            out.append(("async_groups", np.dtype("int64"), (self.program.num_threads,)))
         return out
 
     def phases(self, stmts, indent):
@@ -281,6 +295,24 @@ class CpuWriter(SourceWriter):
             if d.is_float and d.bits == 16:
                 value = f"round_{d.name}({value})"
             self.masked(s.mask, f"{target} = {_to_memory(d, value)}", indent)
+        elif isinstance(s, AsyncCopy):  # into the words in flight: moved to the buffer at the wait
+            ok = f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
+            at, b = self.ref(s.index), s.buffer
+            self.emit("for w in range(4):", indent)
+            self.emit("word_ = uint32(0)", indent + 4)
+            self.emit("for i in range(2 * w, 2 * w + 2):", indent + 4)
+            self.emit(f"if {ok}:", indent + 8)
+            self.emit(f"word_ |= uint32({self.memory(s.array, s.offset, 'i')}) << uint32(16 * (i & 1))", indent + 12)
+            self.emit(f"{b}__pending[{at} + w], {b}__group[{at} + w], {b}__owner[{at} + w] = word_, async_groups[t], t",
+                      indent + 4)  # fmt: skip
+        elif isinstance(s, AsyncCommit):
+            self.emit("async_groups[t] += 1", indent)
+        elif isinstance(s, AsyncWait):  # this thread's copies of the groups done land in shared memory
+            for b in self.async_buffers:
+                self.emit(f"for w in range({self.program.shared[b][1]}):", indent)
+                done = f"{b}__owner[w] == t and 0 <= {b}__group[w] < async_groups[t] - {s.pending}"
+                self.emit(f"if {done}:", indent + 4)
+                self.emit(f"{b}[w], {b}__group[w] = {b}__pending[w], -1", indent + 8)
         elif isinstance(s, SharedLoad):
             value = f"{s.buffer}[{self.ref(s.index)}]"
             self.emit(

@@ -27,6 +27,9 @@ import numpy as np
 
 from .._lower.thread_ir import (
     ArrayParam,
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
     Atomic,
     Barrier,
     LdMatrix,
@@ -85,7 +88,7 @@ class CudaWriter(SourceWriter):
         self.header("cuda", "cuda_intrinsics")
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
-        matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, LdMatrix)}
+        matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, (LdMatrix, AsyncCopy))}
         for name, (d, size) in p.shared.items():
             if not dynamic:
                 align = ", alignment=16" if name in matrices else ""  # (ldmatrix reads 16-byte rows)
@@ -172,6 +175,15 @@ class CudaWriter(SourceWriter):
             else:
                 self.emit(f"{ref(s.dst)} = {code_type_name(d)}({value})", indent)
             self.at = 0
+        elif isinstance(s, AsyncCopy):
+            array, index = self.shared_place(s.buffer, s.index)
+            name = self.arrays[s.array].dtype.name
+            args = ", ".join(ref(x) for x in (s.offset, s.mask, s.first, s.last))
+            self.emit(f"cp_async16_{name}({array}, {index}, {s.array}__ptr, {args})", indent)
+        elif isinstance(s, AsyncCommit):
+            self.emit("cp_async_commit()", indent)
+        elif isinstance(s, AsyncWait):
+            self.emit(f"cp_async_wait_{s.pending}()", indent)
         elif isinstance(s, Mma):
             self.mma(s, indent)
         elif isinstance(s, LdMatrix):
@@ -446,7 +458,7 @@ class CudaKernel:
 
         if not config.ENABLE_CUDASIM:
             raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
-        if any(isinstance(s, (Shuffle, Mma, LdMatrix)) for s in walk_statements(self.program.body)):
+        if any(isinstance(s, (Shuffle, Mma, LdMatrix, AsyncCopy)) for s in walk_statements(self.program.body)):
             raise TileCompilerError(
                 f"kernel {self.program.name} uses warp shuffles or tensor cores, which numba's CUDA simulator "
                 "does not have; it runs on the GPU and on the CPU backend"

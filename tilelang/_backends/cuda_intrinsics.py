@@ -266,6 +266,67 @@ def _store(d: DType, lanes: int):
     return store_vector
 
 
+def _async_copy(d: DType):
+    """``cp_async16_<dtype>(buffer, index, ptr, offset, ok, first, last)`` for 16-bit ``d``: the
+    8 lanes ``ptr[offset + i]`` (``ok and first <= i < last``, else 0) to words ``index`` to
+    ``+ 3`` of a shared uint32 array, as raw bits two to a word. A whole, aligned group is one
+    ``cp.async.cg`` (16 bytes, asynchronous); any other is loaded lane by lane and stored now
+    (a cp.async needs its 16 source bytes aligned)."""
+    copy16 = ir.InlineAsm(
+        ir.FunctionType(ir.VoidType(), [I64, I64]),
+        "{ .reg .u64 s; cvta.to.shared.u64 s, $0; cp.async.cg.shared.global [s], [$1], 16; }",
+        "l,l,~{memory}",
+        side_effect=True,
+    )
+
+    @intrinsic
+    def async_copy(typingctx, buffer, index, ptr, offset, ok, first, last):
+        def codegen(context, builder, sig, args):
+            buf, index, ptr, offset, ok, first, last = args
+            words = context.make_array(sig.args[0])(context, builder, buf).data
+            at = builder.sext(index, I64)
+            with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, 8)) as (whole, lanewise):
+                with whole:
+                    source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
+                    builder.call(copy16, [builder.ptrtoint(builder.gep(words, [at]), I64), source])
+                with lanewise:
+                    for w in range(4):
+                        word = ir.Constant(I32, 0)
+                        for h in range(2):
+                            slot = cgutils.alloca_once_value(builder, ir.Constant(I32, 0))
+                            with builder.if_then(_lane_ok(builder, ok, first, last, 2 * w + h)):
+                                lane = builder.add(offset, ir.Constant(I64, 2 * w + h))
+                                bits = builder.load(_address(builder, ptr, lane, dtypes.uint16), align=2)
+                                builder.store(builder.zext(bits, I32), slot)
+                            part = builder.load(slot)
+                            word = builder.or_(word, builder.shl(part, ir.Constant(I32, 16)) if h else part)
+                        builder.store(word, builder.gep(words, [builder.add(at, ir.Constant(I64, w))]))
+            return context.get_dummy_value()
+
+        sig = types.void(buffer, types.int32, types.uint64, types.int64, types.boolean, types.int32, types.int32)
+        return sig, codegen
+
+    return async_copy
+
+
+def _async_asm(text: str):
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
+
+    @intrinsic
+    def fn(typingctx):
+        def codegen(context, builder, sig, args):
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    return fn
+
+
+ASYNC_INTRINSICS = {f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)}
+ASYNC_INTRINSICS["cp_async_commit"] = _async_asm("cp.async.commit_group;")
+ASYNC_INTRINSICS |= {f"cp_async_wait_{n}": _async_asm(f"cp.async.wait_group {n};") for n in range(8)}
+
 _ROUND = {
     "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
     "bfloat16": "cvt.rn.bf16.f32 h, $1; cvt.f32.bf16 $0, h;",
@@ -423,6 +484,7 @@ if not config.ENABLE_CUDASIM:
     from .cuda_mma import MMA_INTRINSICS  # (the simulator refuses kernels using tensor cores)
 
     globals().update(MMA_INTRINSICS)
+    globals().update(ASYNC_INTRINSICS)
     select = intrinsic(select_intrinsic)
     floor = intrinsic(llvm_math_intrinsic("floor"))
     ceil = intrinsic(llvm_math_intrinsic("ceil"))

@@ -208,28 +208,34 @@ class Lowering:
         ``.trans``, of a column) and lanes 2-4 the 8 rows (columns) of a matrix, register bits
         1-2 the four matrices of a group: the fragments of mma operands. The address each lane
         gives is then itself a layout (``_matrix_rows``). Words are stored two elements at a
-        time, rows 16 bytes more than a row apart: the 8 rows of a matrix hit distinct banks."""
-        src, dtype, shape = self.layout(atom), atom.type.dtype, atom.type.shape
-        if not (dtype.is_float and dtype.bits == 16 and len(shape) == 2 and src.reg[:1] == (src.dim_bits(1).start,)):
+        time, rows 16 bytes more than a row apart (``matrix_tile``): the 8 rows of a matrix
+        hit distinct banks."""
+        src = self.layout(atom)
+        if not (stored_as_matrices(atom.type, src) and _matrix_rows(layout)):
             return None
-        rows = _matrix_rows(layout)
-        if rows is None:
-            return None
-        pitched = (src.padded[0], src.padded[1] + 8)
+        pitched = matrix_tile(src)
         buf = self.buffer(D.uint32, pitched[0] * pitched[1] // 2)
         words = self.packed.get(atom)
         if words is None:
             v = self.values[atom]
             n = src.num_regs
             pairs = [(i, i + 1) for i in range(len(src.reg) - 1)]
-            words = self.op(D.uint32, "pack16", *(self.pick(v, pairs, n // 2, const=c) for c in (0, 1)), attr=dtype)
+            words = self.op(
+                D.uint32, "pack16", *(self.pick(v, pairs, n // 2, const=c) for c in (0, 1)), attr=atom.type.dtype
+            )
         at = self.op(i32, "shr", self.flat(self.coords(src, lanes=2), pitched), Imm(1, i32))
         self.stmts.append(SharedStore(buf, at, words, self.owner(src)))
         self.barrier()
-        index = self.op(i32, "shr", self.flat(self.coords(rows), pitched), Imm(1, i32))
+        dst = self.read_matrices(layout, buf, Imm(0, i32), pitched)
+        self.release(buf)
+        return dst
+
+    def read_matrices(self, layout: Layout, buf: str, base, pitched):
+        """``layout``'s words read with ldmatrix from a tile stored at word ``base`` of ``buf``."""
+        flat = self.flat(self.coords(_matrix_rows(layout)), pitched)
+        index = self.op(i32, "add", self.op(i32, "shr", flat, Imm(1, i32)), base)
         dst = self.reg(D.uint32, layout.num_regs // 2, "i")
         self.stmts.append(LdMatrix(dst, buf, index, trans=layout.reg[0] == layout.dim_bits(0).start))
-        self.release(buf)
         return dst
 
     def unpacked(self, words, dtype, n):
@@ -262,13 +268,30 @@ class Lowering:
 
     # ---------------------------------------------------------------- program
 
-    def lower_block(self, block: Block):
+    def lower_block(self, block: Block, rules: dict | None = None):
+        """Each equation by its primitive's lower rule (or the one ``rules`` gives for it, by id)."""
         outer = self.loc
         for eqn in block.eqns:
-            rule = eqn.prim.rule("lower")
+            rule = (rules or {}).get(id(eqn)) or eqn.prim.rule("lower")
             self.loc = eqn.loc
             rule(self, eqn, *eqn.inputs, **eqn.params)
         self.loc = outer
+
+
+def stored_as_matrices(ttype, layout: Layout) -> bool:
+    """Whether a tile of ``ttype`` held in ``layout`` is stored in words of two elements of a row."""
+    d = ttype.dtype
+    return d.is_float and d.bits == 16 and len(ttype.shape) == 2 and layout.reg[:1] == (layout.dim_bits(1).start,)
+
+
+def matrix_tile(layout: Layout) -> tuple:
+    """The shape (in elements) a 2-d tile takes in shared memory for ldmatrix: rows 16 bytes longer."""
+    return (layout.padded[0], layout.padded[1] + 8)
+
+
+def matrix_layout(layout: Layout) -> bool:
+    """Whether ldmatrix makes ``layout`` (from a tile stored as :func:`matrix_tile` says)."""
+    return _matrix_rows(layout) is not None
 
 
 def _matrix_rows(layout: Layout) -> Layout | None:

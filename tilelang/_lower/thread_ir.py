@@ -8,8 +8,9 @@ registers. Two ops move between slots: ``slot`` (each slot's own number mapped b
 ``SlotMap``, where coordinates come from) and ``pick`` (``dst[r] = src[map(r)]``).
 Statements: operations, global loads and stores (masked, in vectors of up to 16 bytes whose
 fallback lives in the backend's intrinsic), atomics, shared-memory loads and stores,
-barriers, warp shuffles, tensor-core loads and multiply-adds (``LdMatrix``, ``Mma``) and
-structured ``Loop``.
+barriers, asynchronous copies to shared memory (``AsyncCopy``, ``AsyncCommit``,
+``AsyncWait``), warp shuffles, tensor-core loads and multiply-adds (``LdMatrix``, ``Mma``)
+and structured ``Loop``.
 Every backend (numba-cuda, CPU) emits from this form. Each statement names the fields
 holding the registers it reads (``USES``) and defines (``DEFS``), so passes and backends
 that only follow registers need not dispatch on statement classes.
@@ -187,6 +188,42 @@ class LdMatrix:
     trans: bool
     USES: ClassVar = ("index",)
     DEFS: ClassVar = ("dst",)
+
+
+@dataclass
+class AsyncCopy:
+    """Per group ``g``, 16 bytes from global to shared memory, asynchronously (``cp.async``):
+    the eight 16-bit elements ``array[offset[g] + i]`` where ``mask[g]`` and ``first[g] <= i
+    < last[g]`` (zero elsewhere) to words ``index[g]`` to ``+ 3`` of ``buffer``, two to a
+    word, the first low. The thread sees them after an ``AsyncWait`` that covers the
+    ``AsyncCommit`` group they were issued in; the other threads after a barrier after that."""
+
+    buffer: str
+    index: object
+    array: str
+    offset: object
+    mask: object
+    first: object
+    last: object
+    USES: ClassVar = ("index", "offset", "mask", "first", "last")
+    DEFS: ClassVar = ()
+
+
+@dataclass
+class AsyncCommit:
+    """Closes this thread's group of the ``AsyncCopy`` statements issued since the last one."""
+
+    USES: ClassVar = ()
+    DEFS: ClassVar = ()
+
+
+@dataclass
+class AsyncWait:
+    """Waits until at most ``pending`` of this thread's committed groups are still in flight."""
+
+    pending: int
+    USES: ClassVar = ()
+    DEFS: ClassVar = ()
 
 
 @dataclass
@@ -381,6 +418,13 @@ def _lines(stmts, indent):
             yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
+        elif isinstance(s, AsyncCopy):
+            mask = f"mask={_text(s.mask)} lanes=8 in [{_text(s.first)}, {_text(s.last)})"
+            yield f"{pad}async shared {s.buffer}[{_text(s.index)}] = {s.array}[{_text(s.offset)}] {mask}"
+        elif isinstance(s, AsyncCommit):
+            yield f"{pad}async_commit"
+        elif isinstance(s, AsyncWait):
+            yield f"{pad}async_wait {s.pending}"
         elif isinstance(s, Shuffle):
             yield f"{pad}{_typed(s.dst)} = shuffle_xor {_text(s.src)} {s.xor}"
         elif isinstance(s, LdMatrix):
@@ -422,7 +466,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
             kind = type(s).__name__
             if isinstance(s, Op) and OPS.get(s.op) != len(s.args):
                 raise TileCompilerError(f"thread IR: bad op {s.op} with {len(s.args)} operands")
-            if isinstance(s, (Load, Store, Atomic)) and s.array not in arrays:
+            if isinstance(s, (Load, Store, Atomic, AsyncCopy)) and s.array not in arrays:
                 raise TileCompilerError(f"thread IR: {kind} of unknown array {s.array}")
             n = extent(s)
             group = ("values",) if isinstance(s, Store) else ()

@@ -34,7 +34,10 @@ from .._lower.thread_ir import (
     array_reg,
     slots,
 )
+from .._lower.window import Window
 from .lower_dot import lower_dot
+from .lower_pipeline import NUM_STAGES
+from .lower_pipeline import plan as plan_pipeline
 
 # ------------------------------------------------------------------ elementwise
 
@@ -172,65 +175,12 @@ def _element_offsets(lw, array, coords):
     return offset, inside
 
 
-class _Window:
-    """A tile-shaped window of an array at element offsets ``starts``.
-
-    Once per window: the base offset (int64) and, per dimension, the range of tile
-    coordinates in bounds, clamped to int32 (exact for coordinates in [0, 2**31-2], so
-    masks are int32 compares whatever the array's size). Slots go in groups of ``lanes``
-    consecutive elements of a unit-stride last dimension (up to 16 bytes): per group the
-    element offset, the mask of the other dimensions and the range of lanes inside the last
-    one; the backend moves a whole group in one access when it is in and aligned."""
-
-    def __init__(self, lw, array, layout, starts):
-        self.lw, self.array, self.layout = lw, array, layout
-        self.name = lw.array_names[array]
-        self.unit_last = array.type.unit_stride
-        base = Imm(0, i64)
-        self.low, self.high = [], []
-        for d, start in enumerate(starts):
-            base = lw.op(i64, "add", base, self.scaled(start, d))
-            self.low.append(_clamp32(lw, lw.op(i64, "neg", start)))
-            self.high.append(_clamp32(lw, lw.op(i64, "sub", array_reg(self.name, "shape", d), start)))
-        self.base = base
-        itemsize = array.type.dtype.itemsize
-        self.lanes = min(layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last and starts else 1
-
-    def scaled(self, coord, d):
-        if d == self.array.type.ndim - 1 and self.unit_last:
-            return coord
-        return self.lw.op(i64, "mul", coord, array_reg(self.name, "stride", d))
-
-    def access(self):
-        """(offset, mask, first, last) of each group of slots."""
-        lw, lanes, last = self.lw, self.lanes, len(self.low) - 1
-        coords = lw.coords(self.layout, lanes)
-        offset = self.base
-        for d, c in enumerate(coords):
-            offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
-        inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
-        checks = [
-            lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))
-        ]
-        mask = lw.land(*checks, lw.valid(self.layout, inner, lanes))
-        if lanes == 1:
-            return offset, mask, None, None
-        size, padded = self.layout.shape[last], self.layout.padded[last]
-        high = self.high[last] if size == padded else lw.op(i32, "minimum", self.high[last], Imm(size, i32))
-        return offset, mask, lw.op(i32, "sub", self.low[last], coords[last]), lw.op(i32, "sub", high, coords[last])
-
-
-def _clamp32(lw, x):
-    low = lw.op(i64, "maximum", x, Imm(-1, i64))
-    return lw.op(i32, "convert", lw.op(i64, "minimum", low, Imm(2**31 - 1, i64)), attr=i32)
-
-
 @rule("load")
 def _lower_load(lw, eqn, array, *rest, shape):
     *starts, padding = rest
     out = eqn.outputs[0]
     layout = lw.layout(out)
-    window = _Window(lw, array, layout, [lw.scalar(s) for s in starts])
+    window = Window(lw, array, layout, [lw.scalar(s) for s in starts])
     offset, mask, first, last = window.access()
     dtype, pad = out.type.dtype, lw.scalar(padding)
     if dtype.is_float and dtype.bits == 16 and isinstance(pad, Imm):
@@ -264,7 +214,7 @@ def _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last):
 def _lower_store(lw, eqn, array, tile, *starts):
     layout = lw.layout(tile)
     values = lw.regs(tile, layout)
-    window = _Window(lw, array, layout, [lw.scalar(s) for s in starts])
+    window = Window(lw, array, layout, [lw.scalar(s) for s in starts])
     offset, mask, first, last = window.access()
     lw.stmts.append(Store(window.name, offset, values, lw.land(mask, lw.owner(layout)), window.lanes, first, last))
 
@@ -539,6 +489,9 @@ rule("dot")(lower_dot)
 def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     index, *carried = body.params
     index_reg = lw.reg(index.type.dtype, 1, "k")
+    pipeline = plan_pipeline(lw, eqn)  # tiles for tensor cores copied asynchronously, stages ahead
+    if pipeline:
+        pipeline.prologue()
     lw.values[index] = index_reg
     params, init_regs = [], []
     for p, init in zip(carried, inits):
@@ -546,16 +499,27 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         lw.values[p] = lw.reg(p.type.dtype, layout.num_regs, "c")
         params.append(lw.values[p])
         init_regs.append(lw.regs(init, layout))
+    if pipeline:  # the stage this iteration reads
+        stage = lw.reg(i32, 1, "stage")
+        params.append(stage)
+        init_regs.append(Imm(0, i32))
     outer, lw.stmts = lw.stmts, []
     outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
-    lw.lower_block(body)
+    if pipeline:
+        pipeline.refill(index_reg, stage)
+    lw.lower_block(body, pipeline.rules(stage) if pipeline else None)
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
+    if pipeline:
+        after = lw.op(i32, "add", stage, Imm(1, i32))
+        results.append(lw.op(i32, "select", lw.op(b1, "eq", after, Imm(NUM_STAGES, i32)), Imm(0, i32), after))
     if lw.read:  # the next iteration writes them again: every thread must be done reading
         lw.barrier()
     lw.read = outer_read
     loop_body, lw.stmts = lw.stmts, outer
     bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results, eqn.loc))
+    if pipeline:
+        pipeline.drain()
     for out, p in zip(eqn.outputs, carried):
         lw.values[out] = lw.values[p]
 

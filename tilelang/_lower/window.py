@@ -1,0 +1,59 @@
+"""The window of an array a tile load or store accesses: offsets, masks and vector groups."""
+
+from __future__ import annotations
+
+from .lowering import b1, i32, i64
+from .thread_ir import Imm, array_reg
+
+
+class Window:
+    """A tile-shaped window of an array at element offsets ``starts``.
+
+    Once per window: the base offset (int64) and, per dimension, the range of tile
+    coordinates in bounds, clamped to int32 (exact for coordinates in [0, 2**31-2], so
+    masks are int32 compares whatever the array's size). Slots go in groups of ``lanes``
+    consecutive elements of a unit-stride last dimension (up to 16 bytes): per group the
+    element offset, the mask of the other dimensions and the range of lanes inside the last
+    one; the backend moves a whole group in one access when it is in and aligned."""
+
+    def __init__(self, lw, array, layout, starts):
+        self.lw, self.array, self.layout = lw, array, layout
+        self.name = lw.array_names[array]
+        self.unit_last = array.type.unit_stride
+        base = Imm(0, i64)
+        self.low, self.high = [], []
+        for d, start in enumerate(starts):
+            base = lw.op(i64, "add", base, self.scaled(start, d))
+            self.low.append(_clamp32(lw, lw.op(i64, "neg", start)))
+            self.high.append(_clamp32(lw, lw.op(i64, "sub", array_reg(self.name, "shape", d), start)))
+        self.base = base
+        itemsize = array.type.dtype.itemsize
+        self.lanes = min(layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last and starts else 1
+
+    def scaled(self, coord, d):
+        if d == self.array.type.ndim - 1 and self.unit_last:
+            return coord
+        return self.lw.op(i64, "mul", coord, array_reg(self.name, "stride", d))
+
+    def access(self):
+        """(offset, mask, first, last) of each group of slots."""
+        lw, lanes, last = self.lw, self.lanes, len(self.low) - 1
+        coords = lw.coords(self.layout, lanes)
+        offset = self.base
+        for d, c in enumerate(coords):
+            offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
+        inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
+        checks = [
+            lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))
+        ]
+        mask = lw.land(*checks, lw.valid(self.layout, inner, lanes))
+        if lanes == 1:
+            return offset, mask, None, None
+        size, padded = self.layout.shape[last], self.layout.padded[last]
+        high = self.high[last] if size == padded else lw.op(i32, "minimum", self.high[last], Imm(size, i32))
+        return offset, mask, lw.op(i32, "sub", self.low[last], coords[last]), lw.op(i32, "sub", high, coords[last])
+
+
+def _clamp32(lw, x):
+    low = lw.op(i64, "maximum", x, Imm(-1, i64))
+    return lw.op(i32, "convert", lw.op(i64, "minimum", low, Imm(2**31 - 1, i64)), attr=i32)

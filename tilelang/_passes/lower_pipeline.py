@@ -1,0 +1,186 @@
+"""Software pipelining of the loads that feed tensor-core dots in a ``tl.range`` loop
+(used by the loop's lower rule in ``lower_threads.py``).
+
+Each such tile is copied from global to shared memory asynchronously (``cp.async``), its
+copies issued ``NUM_STAGES - 1`` iterations ahead into a ring of ``NUM_STAGES`` buffers,
+and read from there with ``ldmatrix`` in the fragment layout the dot wants: the copies
+take no registers and no shared stores, and their latency hides behind the dots of the
+iterations in between. A load qualifies when it is a 2-d 16-bit float tile of 16-byte
+groups padded with zeros, its only use is its conversion to an ldmatrix layout, its window
+is computed by pure scalar equations from the loop index and values from outside the loop,
+and nothing in the loop writes memory (a store could change what an early copy reads).
+
+Per iteration: wait until this iteration's copies are done (at most ``NUM_STAGES - 2``
+groups in flight), barrier (every thread's copies are visible, and every thread is done
+with the stage read the iteration before), issue the copies for the iteration ``NUM_STAGES
+- 1`` ahead into that stage, then the body. Before the loop the copies of its first
+``NUM_STAGES - 1`` iterations are issued; after it, those past its end are waited for.
+Copies past the end read only what the window's bounds allow (nothing past an array's end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import dtypes as D
+from .._ir.core import Block, Eqn, Literal, Var, sub_blocks
+from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
+from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm
+from .._lower.window import Window
+
+NUM_STAGES = 3
+
+
+@dataclass
+class _Copied:
+    load: Eqn  # x = load(...)
+    convert: Eqn  # y = convert_layout x
+    chain: list  # the body's equations computing the load's window
+    buffer: str = ""
+    stage_words: int = 0
+
+
+class Pipeline:
+    """The pipelined loads of one loop, and the statements that move them."""
+
+    def __init__(self, lw: Lowering, loop: Eqn, copies: list):
+        self.lw, self.copies = lw, copies
+        body = loop.params["body"]
+        self.index, (self.start, _, self.step) = body.params[0], loop.inputs[:3]
+        for c in copies:
+            rows, cols = matrix_tile(lw.layout(c.load.outputs[0]))
+            c.stage_words = rows * cols // 2
+            c.buffer = lw.buffer(D.uint32, NUM_STAGES * c.stage_words)  # (held to the kernel's end)
+
+    def prologue(self):
+        """The copies of the first ``NUM_STAGES - 1`` iterations, a group each."""
+        lw = self.lw
+        start, step = lw.scalar(self.start), lw.scalar(self.step)
+        for s in range(NUM_STAGES - 1):
+            self._issue(lw.op(i64, "add", start, lw.op(i64, "mul", step, Imm(s, i64))), Imm(s, i32))
+
+    def refill(self, index, stage):
+        """At the top of the body: wait for this iteration's tiles, then copy ahead."""
+        lw = self.lw
+        lw.stmts.append(AsyncWait(NUM_STAGES - 2))
+        lw.barrier()
+        ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(NUM_STAGES - 1, i64)))
+        later = lw.op(i32, "add", stage, Imm(NUM_STAGES - 1, i32))
+        self._issue(ahead, lw.op(i32, "select", lw.op(D.bool_, "ge", later, Imm(NUM_STAGES, i32)),
+                                 lw.op(i32, "sub", later, Imm(NUM_STAGES, i32)), later))  # fmt: skip
+
+    def rules(self, stage) -> dict:
+        """Lower rules standing in for the loads (nothing: they are copied) and their conversions."""
+
+        def convert(c):
+            def rule(lw, eqn, x):
+                base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
+                layout = lw.layout(eqn.outputs[0])
+                words = lw.read_matrices(layout, c.buffer, base, matrix_tile(lw.layout(x)))
+                lw.packed[eqn.outputs[0]] = words
+                lw.values[eqn.outputs[0]] = lw.unpacked(words, x.type.dtype, layout.num_regs)
+
+            return rule
+
+        rules = {id(c.load): lambda lw, eqn, *args, **params: None for c in self.copies}
+        return rules | {id(c.convert): convert(c) for c in self.copies}
+
+    def drain(self):
+        self.lw.stmts.append(AsyncWait(0))
+
+    def _issue(self, index, stage):
+        lw = self.lw
+        saved = {out: lw.values.get(out) for c in self.copies for e in c.chain for out in e.outputs}
+        outer_index, lw.values[self.index] = lw.values.get(self.index), index
+        for c in self.copies:
+            for e in c.chain:
+                e.prim.rule("lower")(lw, e, *e.inputs, **e.params)
+            array, *starts, _ = c.load.inputs
+            layout = lw.layout(c.load.outputs[0])
+            window = Window(lw, array, layout, [lw.scalar(x) for x in starts])
+            offset, mask, first, last = window.access()
+            pitched = matrix_tile(layout)
+            at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), pitched), Imm(1, i32))
+            at = lw.op(i32, "add", at, lw.op(i32, "mul", stage, Imm(c.stage_words, i32)))
+            lw.stmts.append(AsyncCopy(c.buffer, at, window.name, offset, lw.land(mask, lw.owner(layout)), first, last))
+        lw.stmts.append(AsyncCommit())
+        lw.values[self.index] = outer_index
+        for out, value in saved.items():
+            if value is None:
+                lw.values.pop(out, None)
+            else:
+                lw.values[out] = value
+
+
+def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
+    """The pipeline of ``loop``'s loads, or None when none qualifies."""
+    body = loop.params["body"]
+    if not _contains_dot(body) or _writes(body):
+        return None
+    varying = set(body.params[1:])
+    producer, uses = {}, {}
+    for eqn in body.eqns:
+        for x in eqn.inputs:
+            if isinstance(x, Var):
+                uses.setdefault(x, []).append(eqn)
+        for sub in sub_blocks(eqn):
+            for inner in _eqns(sub):
+                for x in inner.inputs:
+                    uses.setdefault(x, []).append(inner)
+        moves = any(x in varying for x in eqn.inputs if isinstance(x, Var))
+        if sub_blocks(eqn) or eqn.prim.effect is not None or moves:
+            varying.update(eqn.outputs)
+        producer.update((out, eqn) for out in eqn.outputs)
+    copies = []
+    for eqn in body.eqns:
+        if eqn.prim.name != "load" or any(x in varying for x in eqn.inputs[1:] if isinstance(x, Var)):
+            continue
+        out, array, padding = eqn.outputs[0], eqn.inputs[0], eqn.inputs[-1]
+        users = uses.get(out, [])
+        layout = lw.layout(out)
+        if not (
+            len(users) == 1
+            and users[0].prim.name == "convert_layout"
+            and stored_as_matrices(out.type, layout)
+            and layout.vector_width() >= 8
+            and array.type.unit_stride
+            and isinstance(padding, Literal)
+            and float(padding.value) == 0.0
+            and matrix_layout(lw.layout(users[0].outputs[0]))
+        ):
+            continue
+        copies.append(_Copied(eqn, users[0], _chain(eqn.inputs[1:], producer)))
+    return Pipeline(lw, loop, copies) if copies else None
+
+
+def _chain(atoms, producer) -> list:
+    """The equations of the body computing ``atoms``, in order."""
+    out, seen = [], set()
+
+    def visit(x):
+        if isinstance(x, Var) and x in producer and id(producer[x]) not in seen:
+            eqn = producer[x]
+            seen.add(id(eqn))
+            for y in eqn.inputs:
+                visit(y)
+            out.append(eqn)
+
+    for x in atoms:
+        visit(x)
+    return out
+
+
+def _eqns(block: Block):
+    for eqn in block.eqns:
+        yield eqn
+        for sub in sub_blocks(eqn):
+            yield from _eqns(sub)
+
+
+def _contains_dot(block: Block) -> bool:
+    return any(e.prim.name == "dot" for e in _eqns(block))
+
+
+def _writes(block: Block) -> bool:
+    return any(e.prim.effect == "write" for e in _eqns(block))
+
