@@ -440,9 +440,12 @@ class CudaKernel:
             # over 256 threads, .maxntid: ptxas keeps to the registers such a block may have (it
             # spills rather than build a kernel that cannot launch: 64 floats a thread at 512
             # threads took 194 registers without it). Smaller blocks launch with any count, and
-            # ptxas given the bound chose more registers for them (a softmax: 80, not 56)
+            # ptxas given the bound chose more registers for them (a softmax: 80, not 56). A
+            # 256-thread tensor-core kernel is asked for two blocks per SM (128 registers): one
+            # block of 8 warps leaves the tensor cores waiting on its loads and barriers
             threads = self.program.num_threads
-            bounds = (threads,) if threads > 256 else None
+            tensor_cores = any(isinstance(s, Mma) for s in walk_statements(self.program.body))
+            bounds = (threads,) if threads > 256 else ((threads, 2) if tensor_cores and threads == 256 else None)
             self._ptx[cc], _ = cuda.compile_ptx(
                 self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds
             )

@@ -26,6 +26,7 @@ from numba.cuda.extending import intrinsic
 from .. import dtypes
 from ..dtypes import DType
 from .cuda import intrinsic_table
+from .cuda_mma import shared_address
 from .numba_source import llvm_math_intrinsic, select_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -273,10 +274,7 @@ def _async_copy(d: DType):
     ``cp.async.cg`` (16 bytes, asynchronous); any other is loaded lane by lane and stored now
     (a cp.async needs its 16 source bytes aligned)."""
     copy16 = ir.InlineAsm(
-        ir.FunctionType(ir.VoidType(), [I64, I64]),
-        "{ .reg .u64 s; cvta.to.shared.u64 s, $0; cp.async.cg.shared.global [s], [$1], 16; }",
-        "l,l,~{memory}",
-        side_effect=True,
+        ir.FunctionType(ir.VoidType(), [I32, I64]), "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}", True
     )
 
     @intrinsic
@@ -288,7 +286,7 @@ def _async_copy(d: DType):
             with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, 8)) as (whole, lanewise):
                 with whole:
                     source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
-                    builder.call(copy16, [builder.ptrtoint(builder.gep(words, [at]), I64), source])
+                    builder.call(copy16, [shared_address(context, builder, sig.args[0], buf, index), source])
                 with lanewise:
                     for w in range(4):
                         word = ir.Constant(I32, 0)
@@ -322,10 +320,6 @@ def _async_asm(text: str):
 
     return fn
 
-
-ASYNC_INTRINSICS = {f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)}
-ASYNC_INTRINSICS["cp_async_commit"] = _async_asm("cp.async.commit_group;")
-ASYNC_INTRINSICS |= {f"cp_async_wait_{n}": _async_asm(f"cp.async.wait_group {n};") for n in range(8)}
 
 _ROUND = {
     "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
@@ -484,7 +478,9 @@ if not config.ENABLE_CUDASIM:
     from .cuda_mma import MMA_INTRINSICS  # (the simulator refuses kernels using tensor cores)
 
     globals().update(MMA_INTRINSICS)
-    globals().update(ASYNC_INTRINSICS)
+    globals().update({f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)})
+    globals().update({f"cp_async_wait_{n}": _async_asm(f"cp.async.wait_group {n};") for n in range(8)})
+    cp_async_commit = _async_asm("cp.async.commit_group;")
     select = intrinsic(select_intrinsic)
     floor = intrinsic(llvm_math_intrinsic("floor"))
     ceil = intrinsic(llvm_math_intrinsic("ceil"))

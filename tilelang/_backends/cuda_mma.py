@@ -53,19 +53,24 @@ def _mma(name: str):
     return mma
 
 
+def shared_address(context, builder, array_type, array, index):
+    """The 32-bit shared-memory address of word ``index`` of a shared array (a cast LLVM can
+    hoist and fold, where a ``cvta`` inside each instruction's asm would be repeated)."""
+    data = context.make_array(array_type)(context, builder, array).data
+    at = builder.gep(data, [builder.sext(index, ir.IntType(64))])
+    return builder.ptrtoint(builder.addrspacecast(at, ir.PointerType(at.type.pointee, 3)), I32)
+
+
 def _ldmatrix(trans: bool):
-    fn = ir.FunctionType(ir.LiteralStructType([I32] * 4), [ir.IntType(64)])
-    text = "{ .reg .u64 s; cvta.to.shared.u64 s, $4; "
-    text += f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0,$1,$2,$3}}, [s]; }}"
-    asm = ir.InlineAsm(fn, text, "=r,=r,=r,=r,l", side_effect=True)  # (it reads memory: not above a barrier)
+    fn = ir.FunctionType(ir.LiteralStructType([I32] * 4), [I32])
+    text = f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0,$1,$2,$3}}, [$4];"
+    asm = ir.InlineAsm(fn, text, "=r,=r,=r,=r,r,~{memory}", side_effect=True)  # (it reads memory: in order)
     ret = types.UniTuple(types.uint32, 4)
 
     @intrinsic
     def ldmatrix(typingctx, buffer, index):
         def codegen(context, builder, sig, args):
-            array = context.make_array(sig.args[0])(context, builder, args[0])
-            at = builder.gep(array.data, [builder.sext(args[1], ir.IntType(64))])
-            out = builder.call(asm, [builder.ptrtoint(at, ir.IntType(64))])
+            out = builder.call(asm, [shared_address(context, builder, sig.args[0], args[0], args[1])])
             return context.make_tuple(builder, ret, [builder.extract_value(out, i) for i in range(4)])
 
         return ret(buffer, types.int32), codegen

@@ -39,9 +39,10 @@ class Window:
         """(offset, mask, first, last) of each group of slots."""
         lw, lanes, last = self.lw, self.lanes, len(self.low) - 1
         coords = lw.coords(self.layout, lanes)
-        offset = self.base
-        for d, c in enumerate(coords):
+        offset = Imm(0, i64)  # the slots' offsets from the window's base, then the base: in a loop
+        for d, c in enumerate(coords):  # moving the window, LLVM keeps the first part out of it
             offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
+        offset = lw.op(i64, "add", offset, self.base)
         inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
         checks = [
             lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))

@@ -183,4 +183,3 @@ def _contains_dot(block: Block) -> bool:
 
 def _writes(block: Block) -> bool:
     return any(e.prim.effect == "write" for e in _eqns(block))
-

@@ -1,0 +1,122 @@
+"""Asynchronous copies (cp.async) on the CPU backend: a copy lands in shared memory at the
+wait that covers its group, not before, so a program missing a wait reads stale data on
+the CPU as it may on the GPU. Hand-written thread programs, then the pipelined matmul."""
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+from tilelang import dtypes as D
+from tilelang._backends.cpu import CpuKernel
+from tilelang._lower.thread_ir import (
+    ArrayParam,
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    Barrier,
+    Imm,
+    Op,
+    Reg,
+    SharedLoad,
+    SharedStore,
+    Store,
+    ThreadProgram,
+)
+
+i32, i64, u32, b1 = D.int32, D.int64, D.uint32, D.bool_
+
+
+def _program(wait: int | None, groups: int = 1):
+    """32 threads; thread t zeroes shared words [4 t, 4 t + 4), copies elements [8 t, 8 t + 8)
+    of ``x`` over them (the last of ``groups`` groups; the others copy zeros), waits (or not),
+    and after a barrier every thread stores the 4 words of thread ``t ^ 1`` to ``out``."""
+    stmts = []
+
+    def op(name, dtype, what, *args, attr=None):
+        stmts.append(Op(Reg(name, dtype), what, args, attr))
+        return stmts[-1].dst
+
+    t = op("t", i32, "thread_id")
+    word = op("w", i32, "mul", t, Imm(4, i32))
+    for q in range(4):
+        stmts.append(SharedStore("buf", op(f"z{q}", i32, "add", word, Imm(q, i32)), Imm(0, u32), Imm(True, b1)))
+    stmts.append(Barrier())
+    offset = op("off", i64, "mul", op("t64", i64, "convert", t, attr=i64), Imm(8, i64))
+    for g in range(groups):
+        stmts += [
+            AsyncCopy("buf", word, "x", offset, Imm(g == groups - 1, b1), Imm(0, i32), Imm(8, i32)),
+            AsyncCommit(),
+        ]
+    stmts += [AsyncWait(wait)] if wait is not None else []
+    stmts.append(Barrier())
+    partner = op("p", i32, "mul", op("tx", i32, "xor", t, Imm(1, i32)), Imm(4, i32))
+    for q in range(4):
+        value = Reg(f"v{q}", u32)
+        stmts.append(SharedLoad(value, "buf", op(f"r{q}", i32, "add", partner, Imm(q, i32))))
+        at = op(f"o{q}", i64, "convert", op(f"wo{q}", i32, "add", word, Imm(q, i32)), attr=i64)
+        stmts.append(Store("out", at, value, Imm(True, b1)))
+    params = [ArrayParam("x", D.float16, 1), ArrayParam("out", D.uint32, 1)]
+    return ThreadProgram("copies", params, 32, {"buf": (u32, 128)}, stmts)
+
+
+def _run(program):
+    x = (np.arange(256) % 251 + 1).astype(np.float16)
+    out = np.full(128, 7, np.uint32)
+    CpuKernel(program)((1,), [x, out])
+    return x.view(np.uint16).astype(np.uint32), out
+
+
+def _partner_words(bits):
+    words = bits[0::2] | (bits[1::2] << 16)  # word w: elements 2w (low) and 2w + 1
+    return words.reshape(32, 4)[np.arange(32) ^ 1].reshape(-1)
+
+
+def test_a_waited_copy_is_read_after_the_barrier():
+    bits, out = _run(_program(wait=0))
+    np.testing.assert_array_equal(out, _partner_words(bits))
+
+
+def test_a_copy_not_waited_for_leaves_the_old_contents():
+    _, out = _run(_program(wait=None))
+    assert not out.any()  # the zeros stored before the copy
+
+
+@pytest.mark.parametrize("wait, lands", [(0, True), (1, False)])
+def test_a_wait_covers_all_but_the_newest_groups(wait, lands):
+    """Two groups, the data in the second: waiting for all but one leaves it in flight."""
+    bits, out = _run(_program(wait=wait, groups=2))
+    np.testing.assert_array_equal(out, _partner_words(bits) if lands else 0)
+
+
+@tl.tile_kernel(num_threads=128)
+def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc, index=(i, j))
+
+
+def test_the_dot_loop_copies_its_tiles_ahead():
+    """Copies of the first stages before the loop; in it a wait, one barrier, the copies ahead,
+    then ldmatrix and mma; after it the copies past the end waited for."""
+    e = tl.explain(matmul, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
+    lines = [line.strip() for line in e["thread_ir"].splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("next "))
+    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * 2  # a and b, 2 stages
+    body = lines[loop + 1 : end]
+    assert body[:2] == ["async_wait 1", "barrier"]
+    assert sum(line == "barrier" for line in body) == 1
+    assert sum(line.startswith("async shared") for line in body) == 2
+    assert any("ldmatrix" in line for line in body) and any("mma[" in line for line in body)
+    assert lines[end + 1] == "async_wait 0"
+
+
+def test_the_pipelined_matmul_is_right_with_partial_tiles():
+    rng = np.random.default_rng(1)
+    m, n, k = 70, 45, 100  # 4 iterations of 32: a masked tail, stages wrapping around the ring
+    a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((m, k), (k, n)))
+    c = np.full((m, n), np.nan, np.float32)
+    matmul[(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
