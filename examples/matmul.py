@@ -1,5 +1,9 @@
 """Tiled matrix multiply: float16 inputs, float32 accumulation, a runtime loop over K.
 
+On tensor cores (mma.sync): each of the 8 warps computes a 32x64 share of the 128x128
+block from ldmatrix fragments, and the loop's tiles are copied to shared memory with
+cp.async two iterations ahead (`--explain` prints the thread program that says so).
+
 Run: python examples/matmul.py [--explain]
 """
 
@@ -10,7 +14,7 @@ import numpy as np
 import tilelang as tl
 
 
-@tl.tile_kernel
+@tl.tile_kernel(num_threads=256)
 def matmul(a, b, c, K, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     i, j = tl.block_id(0), tl.block_id(1)
     acc = tl.zeros((BM, BN), tl.float32)
@@ -21,7 +25,7 @@ def matmul(a, b, c, K, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     tl.store(c, acc, index=(i, j))
 
 
-def launch(a, b, BM=32, BN=32, BK=32):
+def launch(a, b, BM=128, BN=128, BK=32):
     (M, K), (_, N) = a.shape, b.shape
     c = np.empty((M, N), np.float32)
     matmul[tl.cdiv(M, BM), tl.cdiv(N, BN)](a, b, c, K, BM=BM, BN=BN, BK=BK)
@@ -29,7 +33,7 @@ def launch(a, b, BM=32, BN=32, BK=32):
 
 
 def main(explain=False):
-    M, N, K = 255, 193, 321  # not multiples of the 64x64x32 tiles
+    M, N, K = 255, 193, 321  # not multiples of the 128x128x32 tiles
     rng = np.random.default_rng(0)
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
@@ -45,7 +49,7 @@ def main(explain=False):
         raise AssertionError(f"matmul: error {error.max():.3g} exceeds the rounding-error bound")
     print(f"matmul {M}x{K} @ {K}x{N} (float16 -> float32) matches NumPy: max error {error.max():.2g}")
     if explain:
-        print(tl.explain(matmul, a, b, c, K, BM=32, BN=32, BK=32))  # the arguments of the launch
+        print(tl.explain(matmul, a, b, c, K, BM=128, BN=128, BK=32))  # the arguments of the launch
 
 
 if __name__ == "__main__":
