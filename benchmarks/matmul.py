@@ -3,15 +3,16 @@
     python benchmarks/matmul.py [--quick] [--out results.md]
 
 Each case checks tilelang's result against torch (float64 reference) on random inputs,
-output poisoned first, then times every implementation with CUDA events (median) and
-reports TFLOP/s (2 M N K flops).
+output poisoned first, then times every implementation with CUDA events (median, run.py's
+``time_ms``) and reports TFLOP/s (2 M N K flops). benchmarks/run.py runs it too.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import statistics
+
+from timing import time_ms
 
 import tilelang as tl
 
@@ -77,26 +78,9 @@ def _launcher(kernel, grid, args, **constants):
     return lambda: kernel[grid](*args, **constants)
 
 
-def time_ms(fn, torch, reps=30, warmup=3):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for start, stop in events:
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(stop) for start, stop in events)
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", default=None)
-    opts = parser.parse_args()
-    import torch
-
+def bench_matmul(torch, time_ms, quick=False) -> str:
+    """Every matmul case, checked and timed (``time_ms(fn, torch)``: run.py's CUDA-event
+    median); returns the results as a markdown table."""
     try:
         import triton
 
@@ -114,7 +98,7 @@ def main():
         err = ((got.double() - want).abs() / (want.abs() + k**0.5)).max().item()
         return "ok" if err < 1e-2 else f"WRONG (err {err:.1e})"
 
-    n = 1024 if opts.quick else 4096
+    n = 1024 if quick else 4096
     for dtype in (torch.float16, torch.bfloat16):
         a, b = (torch.randn(n, n, device="cuda").to(dtype) for _ in range(2))
         want = a.double() @ b.double()
@@ -147,7 +131,17 @@ def main():
     report(case, "torch", time_ms(lambda: torch.relu(torch.addmm(bias, x, w)), torch), 2 * n**3)
 
     table = "| case | implementation | ms | TFLOP/s | check |\n|---|---|---|---|---|\n"
-    table += "".join(f"| {c} | {i} | {ms:.4f} | {f:.1f} | {ok} |\n" for c, i, ms, f, ok in rows)
+    return table + "".join(f"| {c} | {i} | {ms:.4f} | {f:.1f} | {ok} |\n" for c, i, ms, f, ok in rows)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default=None)
+    opts = parser.parse_args()
+    import torch
+
+    table = bench_matmul(torch, time_ms, opts.quick)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(f"# matmul on {torch.cuda.get_device_name()}\n\n" + table)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import statistics
 import sys
 
 from axes import bench_axes
+from matmul import bench_matmul
 from rows import bench_rows
+from timing import time_ms
 
 import tilelang as tl
 
@@ -53,22 +54,6 @@ def total(x, out, n, TILE: tl.Constant):
 
 
 # ------------------------------------------------------------------------ timing
-
-
-def time_ms(fn, torch, reps=100, warmup=5):
-    """Median milliseconds of ``fn`` over ``reps`` back-to-back runs, timed with CUDA events
-    on the stream (as triton.testing.do_bench does): the host queues the next launch while
-    the GPU runs, so a launch slower than the kernel shows as a gap, a fast one does not."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for start, stop in events:
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(stop) for start, stop in events)
 
 
 def peers():
@@ -196,6 +181,7 @@ def main():
         "| case | implementation | ms | GB/s | check |\n|---|---|---|---|---|\n"
     )
     table = header + "".join(f"| {c} | {i} | {ms:.4f} | {g:.0f} | {ok} |\n" for c, i, ms, g, ok in rows)
+    table += "\n## matmul\n\n" + bench_matmul(torch, time_ms, opts.quick)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(table)

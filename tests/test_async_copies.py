@@ -4,6 +4,7 @@ the CPU as it may on the GPU. Hand-written thread programs, then the pipelined m
 
 import numpy as np
 import pytest
+from _blocks import tiled_matmul
 
 import tilelang as tl
 from tilelang import dtypes as D
@@ -88,13 +89,7 @@ def test_a_wait_covers_all_but_the_newest_groups(wait, lands):
     np.testing.assert_array_equal(out, _partner_words(bits) if lands else 0)
 
 
-@tl.tile_kernel(num_threads=128)
-def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    i, j = tl.block_id(0), tl.block_id(1)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
-    tl.store(c, acc, index=(i, j))
+matmul = tl.tile_kernel(tiled_matmul.fn, num_threads=128)
 
 
 def test_the_dot_loop_copies_its_tiles_ahead():
