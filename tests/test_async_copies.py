@@ -105,7 +105,7 @@ def test_the_dot_loop_copies_its_tiles_ahead():
     assert sum(line == "barrier" for line in body) == 1
     assert sum(line.startswith("async shared") for line in body) == 2
     assert any("ldmatrix" in line for line in body) and any("mma[" in line for line in body)
-    assert lines[end + 1] == "async_wait 0"
+    assert lines[end + 1 : end + 3] == ["async_wait 0", "barrier"]
 
 
 def test_the_pipelined_matmul_is_right_with_partial_tiles():
@@ -115,3 +115,24 @@ def test_the_pipelined_matmul_is_right_with_partial_tiles():
     c = np.full((m, n), np.nan, np.float32)
     matmul[(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+@tl.tile_kernel(num_threads=128)
+def matmul_twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """The pipelined loop inside another: its prologue refills the ring each time round."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    total = tl.zeros((BM, BN), tl.float32)
+    for _ in tl.range(0, 2):
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+        total = total + acc
+    tl.store(c, total, index=(i, j))
+
+
+def test_a_pipelined_loop_run_twice():
+    rng = np.random.default_rng(2)
+    a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((40, 70), (70, 50)))
+    c = np.full((40, 50), np.nan, np.float32)
+    matmul_twice[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    np.testing.assert_allclose(c, 2 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)

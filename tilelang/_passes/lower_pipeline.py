@@ -15,7 +15,8 @@ Per iteration: wait until this iteration's copies are done (at most ``NUM_STAGES
 groups in flight), barrier (every thread's copies are visible, and every thread is done
 with the stage read the iteration before), issue the copies for the iteration ``NUM_STAGES
 - 1`` ahead into that stage, then the body. Before the loop the copies of its first
-``NUM_STAGES - 1`` iterations are issued; after it, those past its end are waited for.
+``NUM_STAGES - 1`` iterations are issued; after it, those past its end are waited for, and
+a barrier frees the ring.
 Copies past the end read only what the window's bounds allow (nothing past an array's end).
 """
 
@@ -88,7 +89,10 @@ class Pipeline:
         return rules | {id(c.convert): convert(c) for c in self.copies}
 
     def drain(self):
+        """After the loop: the copies past its end land, and every thread is done with the
+        ring (the loop may run again, inside another, and its prologue refill the stages)."""
         self.lw.stmts.append(AsyncWait(0))
+        self.lw.barrier()
 
     def _issue(self, index, stage):
         lw = self.lw
