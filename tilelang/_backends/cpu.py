@@ -296,23 +296,16 @@ class CpuWriter(SourceWriter):
                 value = f"round_{d.name}({value})"
             self.masked(s.mask, f"{target} = {_to_memory(d, value)}", indent)
         elif isinstance(s, AsyncCopy):  # into the words in flight: moved to the buffer at the wait
-            ok = f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
-            at, b = self.ref(s.index), s.buffer
-            self.emit("for w in range(4):", indent)
-            self.emit("word_ = uint32(0)", indent + 4)
-            self.emit("for i in range(2 * w, 2 * w + 2):", indent + 4)
-            self.emit(f"if {ok}:", indent + 8)
-            self.emit(f"word_ |= uint32({self.memory(s.array, s.offset, 'i')}) << uint32(16 * (i & 1))", indent + 12)
-            self.emit(f"{b}__pending[{at} + w], {b}__group[{at} + w], {b}__owner[{at} + w] = word_, async_groups[t], t",
-                      indent + 4)  # fmt: skip
+            b, array = s.buffer, s.array
+            lanes = ", ".join(self.ref(x) for x in (s.offset, s.mask, s.first, s.last))
+            self.emit(f"async_copy({b}__pending, {b}__group, {b}__owner, {self.ref(s.index)}, {array}__buf, "
+                      f"{array}__origin, {lanes}, async_groups[t], t)", indent)  # fmt: skip
         elif isinstance(s, AsyncCommit):
             self.emit("async_groups[t] += 1", indent)
         elif isinstance(s, AsyncWait):  # this thread's copies of the groups done land in shared memory
             for b in self.async_buffers:
-                self.emit(f"for w in range({self.program.shared[b][1]}):", indent)
-                done = f"{b}__owner[w] == t and 0 <= {b}__group[w] < async_groups[t] - {s.pending}"
-                self.emit(f"if {done}:", indent + 4)
-                self.emit(f"{b}[w], {b}__group[w] = {b}__pending[w], -1", indent + 8)
+                self.emit(f"async_land({b}, {b}__pending, {b}__group, {b}__owner, t, async_groups[t] - {s.pending})",
+                          indent)  # fmt: skip
         elif isinstance(s, SharedLoad):
             value = f"{s.buffer}[{self.ref(s.index)}]"
             self.emit(

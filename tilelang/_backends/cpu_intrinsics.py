@@ -195,6 +195,27 @@ def ldmatrix_x4(words, dst_row, buffer, index, index_row, groups, threads, trans
                     words[32 * warp + lane, dst_row + 4 * grp + q] = word
 
 
+@njit(cache=True)
+def async_copy(pending, group, owner, at, memory, origin, offset, ok, first, last, tag, t):
+    """Thread ``t``'s ``AsyncCopy`` of one group: the 8 16-bit lanes at ``offset`` (where ``ok
+    and first <= i < last``, else 0) into words ``at`` to ``+ 3`` of ``pending``, tagged with
+    the thread and its group ``tag``: they reach the buffer at the wait covering it."""
+    for w in range(4):
+        word = np.uint32(0)
+        for i in range(2 * w, 2 * w + 2):
+            if ok and first <= i < last:
+                word |= np.uint32(memory[origin + offset + i]) << np.uint32(16 * (i & 1))
+        pending[at + w], group[at + w], owner[at + w] = word, tag, t
+
+
+@njit(cache=True)
+def async_land(buffer, pending, group, owner, t, done):
+    """Thread ``t``'s copies of the groups before ``done`` move into ``buffer``."""
+    for w in range(buffer.size):
+        if owner[w] == t and 0 <= group[w] < done:
+            buffer[w], group[w] = pending[w], -1
+
+
 select = intrinsic(select_intrinsic)
 floor = intrinsic(llvm_math_intrinsic("floor"))
 ceil = intrinsic(llvm_math_intrinsic("ceil"))
