@@ -215,14 +215,7 @@ class Lowering:
             return None
         pitched = matrix_tile(src)
         buf = self.buffer(D.uint32, pitched[0] * pitched[1] // 2)
-        words = self.packed.get(atom)
-        if words is None:
-            v = self.values[atom]
-            n = src.num_regs
-            pairs = [(i, i + 1) for i in range(len(src.reg) - 1)]
-            words = self.op(
-                D.uint32, "pack16", *(self.pick(v, pairs, n // 2, const=c) for c in (0, 1)), attr=atom.type.dtype
-            )
+        words = self.words(atom, src)
         at = self.op(i32, "shr", self.flat(self.coords(src, lanes=2), pitched), Imm(1, i32))
         self.stmts.append(SharedStore(buf, at, words, self.owner(src)))
         self.barrier()
@@ -238,12 +231,25 @@ class Lowering:
         self.stmts.append(LdMatrix(dst, buf, index, trans=layout.reg[0] == layout.dim_bits(0).start))
         return dst
 
-    def unpacked(self, words, dtype, n):
-        """The ``n`` values of 16-bit float type ``dtype`` whose bits ``words`` hold, two to a word."""
+    def set_words(self, var, words):
+        """``var`` (a 16-bit float tile) is held as raw bits two to a uint32 word (slots 2w and
+        2w + 1 in word w, the first low): kept for a dot, and its values cut out of them."""
+        self.packed[var] = words
+        n = self.layout(var).num_regs
         word = self.pick(words, [(a, a - 1) for a in range(1, log2(n))], n)  # slot r's word: r >> 1
         half = self.op(i32, "slot", attr=SlotMap.of_bits([(0, 4)]), n=n)  # its shift: 16 * (r & 1)
         shifted = self.op(D.uint32, "shr", word, self.op(D.uint32, "convert", half, attr=D.uint32))
-        return self.op(dtype, "from_bits", self.op(D.uint16, "convert", shifted, attr=D.uint16))
+        self.values[var] = self.op(var.type.dtype, "from_bits", self.op(D.uint16, "convert", shifted, attr=D.uint16))
+
+    def words(self, atom, layout: Layout):
+        """``atom``'s raw words in ``layout`` (two 16-bit values to each, as :meth:`set_words`
+        says): those it was made with, else its values packed."""
+        if self.layout(atom) == layout and atom in self.packed:
+            return self.packed[atom]
+        values, n = self.regs(atom, layout), layout.num_regs
+        halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
+        pair = (self.pick(values, halves, n // 2, const=c) for c in (0, 1))
+        return self.op(D.uint32, "pack16", *pair, attr=atom.type.dtype)
 
     def buffer(self, dtype, size) -> str:
         """A shared scratch buffer no live data is in, held until ``release``d and a barrier

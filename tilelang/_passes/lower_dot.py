@@ -42,10 +42,7 @@ def _lower_mma(lw, eqn, a, b, acc, plan):
     for atom, layout, axis in ((a, la, 1), (b, lb, 0)):
         n = layout.num_regs
         halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
-        w = lw.packed.get(atom) if lw.layout(atom) == layout else None
-        if w is None:
-            v = lw.regs(atom, layout)
-            w = lw.op(D.uint32, "pack16", *(lw.pick(v, halves, n // 2, const=c) for c in (0, 1)), attr=atom.type.dtype)
+        w = lw.words(atom, layout)
         if k != pow2_ceil(k):
             valid = lw.valid(layout, dims=(axis,))
             lo, hi = (lw.pick(valid, halves, n // 2, const=c) for c in (0, 1))

@@ -68,9 +68,13 @@ class Pipeline:
         lw.stmts.append(AsyncWait(NUM_STAGES - 2))
         lw.barrier()
         ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(NUM_STAGES - 1, i64)))
-        later = lw.op(i32, "add", stage, Imm(NUM_STAGES - 1, i32))
-        self._issue(ahead, lw.op(i32, "select", lw.op(D.bool_, "ge", later, Imm(NUM_STAGES, i32)),
-                                 lw.op(i32, "sub", later, Imm(NUM_STAGES, i32)), later))  # fmt: skip
+        self._issue(ahead, self.stage_after(stage, NUM_STAGES - 1))
+
+    def stage_after(self, stage, k: int):
+        """The ring's stage ``k`` (< NUM_STAGES) after ``stage``."""
+        lw, later = self.lw, self.lw.op(i32, "add", stage, Imm(k, i32))
+        wrapped = lw.op(i32, "sub", later, Imm(NUM_STAGES, i32))
+        return lw.op(i32, "select", lw.op(D.bool_, "ge", later, Imm(NUM_STAGES, i32)), wrapped, later)
 
     def rules(self, stage) -> dict:
         """Lower rules standing in for the loads (nothing: they are copied) and their conversions."""
@@ -78,10 +82,8 @@ class Pipeline:
         def convert(c):
             def rule(lw, eqn, x, **params):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                layout = lw.layout(eqn.outputs[0])
                 words = lw.read_matrices(_read_layout(lw, eqn), c.buffer, base, matrix_tile(lw.layout(x)))
-                lw.packed[eqn.outputs[0]] = words
-                lw.values[eqn.outputs[0]] = lw.unpacked(words, x.type.dtype, layout.num_regs)
+                lw.set_words(eqn.outputs[0], words)
 
             return rule
 

@@ -36,7 +36,6 @@ from .._lower.thread_ir import (
 )
 from .._lower.window import Window
 from .lower_dot import lower_dot
-from .lower_pipeline import NUM_STAGES
 from .lower_pipeline import plan as plan_pipeline
 
 # ------------------------------------------------------------------ elementwise
@@ -138,8 +137,7 @@ def _lower_convert_layout(lw, eqn, x):
     words = lw.through_matrices(x, layout)
     if words is None:
         return output(lw, eqn, lw.through_shared(x, layout, lambda coords: coords))
-    lw.packed[out] = words
-    output(lw, eqn, lw.unpacked(words, out.type.dtype, layout.num_regs))
+    lw.set_words(out, words)
 
 
 @rule("transpose")
@@ -147,8 +145,7 @@ def _lower_transpose(lw, eqn, x, *, perm):
     out, layout = eqn.outputs[0], lw.layout(eqn.outputs[0])
     words = lw.through_matrices(x, transposed(layout)) if len(perm) == 2 else None
     if words is not None:  # x's rows stored, read into x.T's layout with ldmatrix (no transpose pass)
-        lw.packed[out] = words
-        return output(lw, eqn, lw.unpacked(words, out.type.dtype, layout.num_regs))
+        return lw.set_words(out, words)
 
     def source_coords(coords):
         src = [None] * len(perm)
@@ -191,8 +188,7 @@ def _lower_load(lw, eqn, array, *rest, shape):
         raw = _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last)
         if raw.dtype is D.uint16:
             return output(lw, eqn, lw.op(dtype, "from_bits", raw))
-        lw.packed[out] = raw
-        return output(lw, eqn, lw.unpacked(raw, dtype, layout.num_regs))
+        return lw.set_words(out, raw)
     dst = lw.reg(dtype, layout.num_regs, "v")
     lw.stmts.append(Load(dst, window.name, offset, mask, pad, window.lanes, first, last))
     output(lw, eqn, dst)
@@ -514,8 +510,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     lw.lower_block(body, pipeline.rules(stage) if pipeline else None)
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     if pipeline:
-        after = lw.op(i32, "add", stage, Imm(1, i32))
-        results.append(lw.op(i32, "select", lw.op(b1, "eq", after, Imm(NUM_STAGES, i32)), Imm(0, i32), after))
+        results.append(pipeline.stage_after(stage, 1))
     if lw.read:  # the next iteration writes them again: every thread must be done reading
         lw.barrier()
     lw.read = outer_read
