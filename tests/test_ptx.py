@@ -286,26 +286,3 @@ def test_16_bit_dots_run_on_tensor_cores(dtype, ptx_type, tile, threads, whole):
     ops = instructions(ptx)
     assert not [op for op in ops if op.startswith("ld.shared")]
     assert {op for op in ops if op.startswith("st.shared")} == {"st.shared.u32"}
-
-
-@tl.tile_kernel(num_threads=128)
-def matmul_transposed_b(a, w, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    """c = a @ w.T with w stored (N, K), as a Linear layer's weight."""
-    i, j = tl.block_id(0), tl.block_id(1)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
-    tl.store(c, acc, index=(i, j))
-
-
-def test_a_transposed_operand_costs_nothing():
-    """``w.T`` is no transpose pass: w's tile is copied as it is stored and ldmatrix (not
-    .trans) reads it into b's fragments; no shared loads or stores besides the copies."""
-    ptx = explain(matmul_transposed_b, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32)["ptx"]
-    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
-    assert "ldmatrix.sync.aligned.m8n8.x4.trans" not in ptx
-    assert "cp.async.cg.shared.global" in ptx
-    ops = instructions(ptx)
-    assert not [op for op in ops if op.startswith("ld.shared")]
-    assert {op for op in ops if op.startswith("st.shared")} <= {"st.shared.u32"}  # (the copies' fallback)
-    assert ptx.count("bar.sync") == 2  # (one per iteration, one after the loop: the ring is free)

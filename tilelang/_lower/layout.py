@@ -250,20 +250,6 @@ def mma_layouts(m: int, n: int, k: int, num_threads: int):
     return a, b, result
 
 
-def transposed(layout: Layout) -> Layout:
-    """The layout of a 2-d tile's transpose held by the same threads in the same slots: ``x``
-    in ``transposed(L)`` holds what ``x.T`` in ``L`` does (its index bits renumbered)."""
-    rows = layout.dim_bits(0)
-
-    def move(b):
-        if b is None:
-            return None
-        return b - rows.start if b in rows else b + len(rows)  # x's columns are x.T's rows
-
-    shape = layout.shape[::-1]
-    return Layout(shape, tuple(map(move, layout.reg)), tuple(map(move, layout.lane)), tuple(map(move, layout.warp)))
-
-
 def unbroadcast(layout: Layout, shape) -> Layout:
     """The layout a value of ``shape`` (``layout``'s shape with some axes of size 1) must
     have for broadcasting it to ``layout`` to move no data: the same threads hold each kept

@@ -9,8 +9,7 @@ theirs). The rest propagate:
 
 1. forward, by each primitive's ``layout`` rule below: elementwise results take their
    first operand that has a layout. Values cheap to rebuild anywhere (``full``, ``iota``,
-   ``broadcast``, elementwise ops of those) stay *open*, and so does a ``transpose`` (it
-   moves its data anyway: straight into the layout its consumer wants, a dot's fragments);
+   ``broadcast``, elementwise ops of those) stay *open*;
 2. backward, in reverse program order: an open value takes the layout its first consumer
    wants of it (``wants`` rule: an elementwise op its own layout, a broadcast the
    ``unbroadcast`` of its own), so a statistic broadcast back over a row is born in the
@@ -91,8 +90,7 @@ _rules("full", "iota", "broadcast", layout=lambda a, eqn: None)
 _rules("broadcast", wants=lambda layouts, eqn, i: unbroadcast(layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))
 _rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped(
     layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))  # fmt: skip
-_rules("load", layout=lambda a, eqn: a.default(eqn.outputs[0]))
-_rules("transpose", layout=lambda a, eqn: None)  # (moves data anyway: into what its consumer wants)
+_rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
 _rules("gather", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]), wants=_indexed_wants)
 _rules("scatter", "atomic", wants=_indexed_wants)
 _rules("histogram", layout=lambda a, eqn: a.default(eqn.outputs[0]), wants=lambda layouts, eqn, i: (

@@ -6,10 +6,9 @@ copies issued ``NUM_STAGES - 1`` iterations ahead into a ring of ``NUM_STAGES`` 
 and read from there with ``ldmatrix`` in the fragment layout the dot wants: the copies
 take no registers and no shared stores, and their latency hides behind the dots of the
 iterations in between. A load qualifies when it is a 2-d 16-bit float tile of 16-byte
-groups padded with zeros, its only use is its conversion (or transpose) to an ldmatrix
-layout, its window is computed by pure scalar equations from the loop index and values
-from outside the loop, and nothing in the loop writes memory (a store could change what an
-early copy reads).
+groups padded with zeros, its only use is its conversion to an ldmatrix layout, its window
+is computed by pure scalar equations from the loop index and values from outside the loop,
+and nothing in the loop writes memory (a store could change what an early copy reads).
 
 Per iteration: wait until this iteration's copies are done (at most ``NUM_STAGES - 2``
 groups in flight), barrier (every thread's copies are visible, and every thread is done
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 
 from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, sub_blocks
-from .._lower.layout import transposed
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm
 from .._lower.window import Window
@@ -37,7 +35,7 @@ NUM_STAGES = 3
 @dataclass
 class _Copied:
     load: Eqn  # x = load(...)
-    convert: Eqn  # y = convert_layout x (or transpose x)
+    convert: Eqn  # y = convert_layout x
     chain: list  # the body's equations computing the load's window
     buffer: str = ""
     stage_words: int = 0
@@ -80,9 +78,9 @@ class Pipeline:
         """Lower rules standing in for the loads (nothing: they are copied) and their conversions."""
 
         def convert(c):
-            def rule(lw, eqn, x, **params):
+            def rule(lw, eqn, x):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                words = lw.read_matrices(_read_layout(lw, eqn), c.buffer, base, matrix_tile(lw.layout(x)))
+                words = lw.read_matrices(lw.layout(eqn.outputs[0]), c.buffer, base, matrix_tile(lw.layout(x)))
                 lw.set_words(eqn.outputs[0], words)
 
             return rule
@@ -148,24 +146,17 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         layout = lw.layout(out)
         if not (
             len(users) == 1
-            and users[0].prim.name in ("convert_layout", "transpose")
+            and users[0].prim.name == "convert_layout"
             and stored_as_matrices(out.type, layout)
             and layout.vector_width() >= 8
             and array.type.unit_stride
             and isinstance(padding, Literal)
             and float(padding.value) == 0.0
-            and matrix_layout(_read_layout(lw, users[0]))
+            and matrix_layout(lw.layout(users[0].outputs[0]))
         ):
             continue
         copies.append(_Copied(eqn, users[0], _chain(eqn.inputs[1:], producer)))
     return Pipeline(lw, loop, copies) if copies else None
-
-
-def _read_layout(lw, user: Eqn):
-    """The layout ldmatrix must make from the stored tile for ``user`` (a conversion, or a
-    transpose: the stored tile's rows read into the transpose's layout)."""
-    layout = lw.layout(user.outputs[0])
-    return transposed(layout) if user.prim.name == "transpose" else layout
 
 
 def _chain(atoms, producer) -> list:

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var
 from .._ir.primitives import ELEMENTWISE
-from .._lower.layout import reshaped, same_threads, scalar_layout, transposed
+from .._lower.layout import reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.thread_ir import (
     ArrayParam,
@@ -142,10 +142,7 @@ def _lower_convert_layout(lw, eqn, x):
 
 @rule("transpose")
 def _lower_transpose(lw, eqn, x, *, perm):
-    out, layout = eqn.outputs[0], lw.layout(eqn.outputs[0])
-    words = lw.through_matrices(x, transposed(layout)) if len(perm) == 2 else None
-    if words is not None:  # x's rows stored, read into x.T's layout with ldmatrix (no transpose pass)
-        return lw.set_words(out, words)
+    layout = lw.layout(eqn.outputs[0])
 
     def source_coords(coords):
         src = [None] * len(perm)
