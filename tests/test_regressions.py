@@ -270,3 +270,20 @@ def test_carried_values_update_at_once(backend):
     hist = np.full((32, 4), -1, np.int32)
     carried_column[1](hist, 3, B=4, backend=backend)
     np.testing.assert_array_equal(hist, np.broadcast_to(np.arange(32)[:, None] + 2, (32, 4)))
+
+
+@tl.tile_kernel(num_threads=256)
+def scores(q, k, s, BM: tl.Constant, BN: tl.Constant, D: tl.Constant):
+    """Attention's q @ k.T with head dim 128: k.T's tile is 128 x 64."""
+    qt, kt = tl.load(q, index=(0, 0), shape=(BM, D)), tl.load(k, index=(0, 0), shape=(BN, D))
+    tl.store(s, tl.dot(qt, tl.transpose(kt)), index=(0, 0))
+
+
+def test_a_transposed_operand_keeps_to_the_size_limit():
+    """A transpose that took the tensor cores' b layout (replicated over the warps splitting m)
+    held 128 elements a thread and was refused (found in review, by compile_time.py)."""
+    rng = np.random.default_rng(0)
+    q, k = (rng.uniform(-1, 1, (64, 128)).astype(np.float16) for _ in range(2))
+    s = np.zeros((64, 64), np.float32)
+    scores[1](q, k, s, BM=64, BN=64, D=128, backend="cpu")
+    np.testing.assert_allclose(s, q.astype(np.float64) @ k.astype(np.float64).T, rtol=1e-5, atol=1e-4)
