@@ -35,8 +35,8 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
-from . import dtypes as _dt
-from .dtypes import ALL_DTYPES, DType
+from .. import dtypes as _dt
+from ..dtypes import ALL_DTYPES, DType
 
 __all__ = [
     "dtypes", "shapes", "arrays", "tolerance", "assert_close", "available_backends", "default_backends", "check_kernel",
@@ -169,7 +169,7 @@ def assert_close(actual, expected, dtype=None, *, rtol=None, atol=None, err_msg:
 
 def available_backends() -> tuple[str, ...]:
     """The backends kernels can run on here: the interpreter (the reference) first, the CPU backend, CUDA with a GPU."""
-    from ._runtime import gpu_available
+    from .._runtime import gpu_available
 
     return ("interpret", "cpu") + (("cuda",) if gpu_available() else ())
 

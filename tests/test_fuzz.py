@@ -1,0 +1,135 @@
+"""The random-program fuzzer (tilelang.testing.programs and .fuzz): a fixed, seeded budget
+of random kernels on the interpreter and the CPU backend, and checks that the fuzzer
+itself catches what it is for (a wrong value, a write outside an array, an invalid
+program) and that its reproducers and command line work."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+
+from tilelang.testing import fuzz, programs
+from tilelang.testing.programs import OPS, STATEMENTS, Program
+
+# Four flavours of 50 programs (seeded: the same programs on every run), so that xdist
+# spreads them over the workers and every kind of op is drawn often.
+FLAVOURS = {
+    "mixed": dict(),
+    "elementwise": dict(ops=("binary", "unary", "math", "where", "astype", "load"), max_ops=10, loops=False),
+    "reductions": dict(ops=("reduce", "scan", "shape", "dot", "binary", "astype")),
+    "memory": dict(ops=("load", "gather", "binary", "shape", *STATEMENTS)),
+}
+
+
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_random_programs_agree_on_interpreter_and_cpu(flavour):
+    @settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(sorted(FLAVOURS).index(flavour))
+    @given(programs.programs(**FLAVOURS[flavour]))
+    def run(program):
+        fuzz.check(program, ("interpret", "cpu"))
+
+    run()
+
+
+SOURCE = """@tl.tile_kernel(num_threads=32)
+def program(x0, out1):
+    i = tl.block_id(0)
+    v1 = tl.load(x0, index=(i, 0), shape=(4, 8))
+    tl.store(out1, tl.sum(v1, axis=1)[:, None], index=(i, 0))"""
+
+
+def _program(source=SOURCE, lo=-64, hi=64):
+    arrays = [
+        {"name": "x0", "role": "in", "dtype": "int16", "shape": [7, 8], "data": "small", "margin": [1, 2],
+         "fill": None, "err": 0.0},
+        {"name": "out1", "role": "out", "dtype": "int32", "shape": [7, 1], "data": None, "margin": [2, 1],
+         "fill": "sentinel", "err": 0.0, "lo": lo, "hi": hi},
+    ]  # fmt: skip
+    return Program(source, {"grid": 2, "seed": 5, "arrays": arrays, "scalars": [], "params": ["x0", "out1"]})
+
+
+def test_a_hand_written_program_agrees(tmp_path):
+    fuzz.check(_program(), ("interpret", "cpu"), directory=tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["value", "guard"])
+def test_a_wrong_backend_is_caught(tmp_path, monkeypatch, damage):
+    real = fuzz.launch
+
+    def wrong(kernel, grid, args, backend):
+        real(kernel, grid, args, "interpret")
+        if backend != "interpret":
+            out = args[-1]
+            if damage == "value":
+                out[3, 0] += 1
+            else:  # one element past the end of the view: inside the guard margin of the buffer
+                out.base[out.shape[0] + 2, 1] = 0
+
+    monkeypatch.setattr(fuzz, "launch", wrong)
+    with pytest.raises(fuzz.Mismatch, match="differ" if damage == "value" else "guard margin"):
+        fuzz.check(_program(), ("interpret", "second"), directory=tmp_path)
+
+
+def test_an_invalid_program_is_the_generators_fault(tmp_path):
+    with pytest.raises(fuzz.GeneratorError, match="rejected"):
+        fuzz.check(_program(SOURCE.replace("axis=1", "axis=3")), ("interpret",), directory=tmp_path)
+    with pytest.raises(fuzz.GeneratorError, match="ruled out"):  # the generator's interval was wrong
+        fuzz.check(_program(lo=-1, hi=1), ("interpret",), directory=tmp_path)
+
+
+def test_float_results_compare_within_their_bound():
+    ref = np.array([1.0, np.nan, np.inf, -0.0], np.float32)
+    assert fuzz._disagreement(ref, np.array([1.0, np.nan, np.inf, 0.0], np.float32), 0.0, fuzz._dt.float32) is None
+    assert fuzz._disagreement(ref, np.array([1.25, np.nan, np.inf, 0.0], np.float32), 0.5, fuzz._dt.float32) is None
+    assert "1 element" in fuzz._disagreement(
+        ref, np.array([1.25, np.nan, np.inf, 0.0], np.float32), 0.1, fuzz._dt.float32
+    )
+    assert "1 element" in fuzz._disagreement(ref, np.array([1.0, 0.0, np.inf, 0.0], np.float32), 1.0, fuzz._dt.float32)
+
+
+def test_a_reproducer_runs_by_itself(tmp_path):
+    path = fuzz.write(_program(), tmp_path)
+    done = subprocess.run([sys.executable, path, "cpu"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "interpret, cpu agree" in done.stdout
+
+
+def test_a_campaign_writes_its_shrunk_failures(tmp_path, monkeypatch):
+    real = fuzz.launch
+
+    def wrong(kernel, grid, args, backend):  # the second run of a program is off by one somewhere
+        real(kernel, grid, args, "interpret")
+        out = args[-1]
+        if backend != "interpret" and isinstance(out, np.ndarray) and out.dtype != bool:
+            out.flat[0] = 7 if out.flat[0] != 7 else 8
+
+    monkeypatch.setattr(fuzz, "launch", wrong)
+    ran, failures = fuzz.campaign(0.05, ("interpret", "again"), str(tmp_path), log=open(os.devnull, "w"))
+    assert ran >= 1 and failures >= 1
+    failure = (tmp_path / "failure_1.py").read_text()
+    assert failure.startswith("# Mismatch") and "def program(" in failure
+
+
+def test_every_kind_of_op_is_drawn():
+    seen = set()
+
+    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(programs.programs(max_ops=10))
+    def run(program):
+        seen.update(k for k, text in MARKERS.items() if text in program.source)
+
+    run()
+    assert set(MARKERS) >= set(OPS + STATEMENTS)
+    assert set(MARKERS) - seen == set()
+
+
+MARKERS = {
+    "binary": " * ", "unary": "abs(", "math": "tl.exp", "where": "tl.where(", "astype": ".astype(",
+    "reduce": "tl.argmax(", "scan": "tl.cumsum(", "shape": ".reshape(", "dot": "tl.dot(", "load": "offset=(",
+    "gather": "tl.gather(", "scatter": "tl.scatter(", "atomic": "tl.atomic_", "loop": "tl.range(",
+}  # fmt: skip

@@ -1,0 +1,263 @@
+"""Differential fuzzing of the compiler: random programs run on several backends, compared.
+
+:func:`check` writes a :class:`~tilelang.testing.programs.Program` to a file (kernels are
+traced from their source, and the file is a runnable reproducer), runs it on each backend
+with the same arguments, outputs pre-filled with a sentinel and set inside guard margins,
+and asserts that every backend agrees with the first (the interpreter, the reference):
+exactly for integers, bools and bit-identical float values, within the bound the
+generator derived for the others, and with the margins untouched.
+
+A campaign, for hours on a workstation or a GPU machine::
+
+    python -m tilelang.testing.fuzz --minutes 60 --backends interpret,cpu,cuda --out fuzz-out
+
+draws programs until the time is up; each failure is shrunk by Hypothesis and written to
+``fuzz-out/failure_<n>.py``, which ``python fuzz-out/failure_<n>.py cpu`` re-runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+import ml_dtypes
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import TileError
+from .programs import Program, programs
+
+
+class GeneratorError(AssertionError):
+    """The interpreter rejected a generated program: a bug of the generator, not of a backend."""
+
+
+class Mismatch(AssertionError):
+    """Two backends disagree on a generated program."""
+
+
+def sentinel(d) -> np.ndarray:
+    """The value output buffers are filled with: unusual, finite, exact in ``d``."""
+    d = _dt.dtype(d)
+    if d.is_bool:
+        return np.array(True)
+    if d.is_int:
+        return np.array(np.iinfo(d.np).max // 3, d.np)
+    return np.array(-1234.0, np.float32).astype(d.np)
+
+
+def _data(rng, d, shape, kind):
+    if kind == "bool":
+        return rng.random(shape) < 0.5
+    if kind == "wide":
+        info = np.iinfo(d.np)
+        return rng.integers(info.min, info.max, size=shape, dtype=d.np, endpoint=True)
+    if kind == "small" and d.is_int:
+        lo, hi = (0, 16) if d.kind == "u" else (-8, 8)
+        return rng.integers(lo, hi, size=shape, endpoint=True).astype(d.np)
+    if kind == "small":
+        return rng.integers(-8, 8, size=shape, endpoint=True).astype(np.float32).astype(d.np)
+    values = rng.uniform(-4, 4, size=shape).astype(np.float32)
+    if kind == "special":
+        big = float(ml_dtypes.finfo(d.np).max)
+        odd = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, big, -big, 1e-30], np.float64)
+        picks = rng.random(shape) < 0.2
+        values = np.where(picks, odd[rng.integers(0, len(odd), size=shape)], values)
+    return values.astype(d.np)
+
+
+def arguments(spec: dict):
+    """The launch arguments of ``spec`` (the same on every call) and the output buffers, as
+    ``(args, outputs)`` with ``outputs`` a list of (array spec, whole buffer, the view passed)."""
+    rng = np.random.default_rng(spec["seed"])
+    by_name, outputs = {}, []
+    for a in spec["arrays"]:
+        d, shape, margin = _dt.dtype(a["dtype"]), tuple(a["shape"]), a["margin"]
+        outer = tuple(s + 2 * m for s, m in zip(shape, margin))
+        inner = tuple(slice(m, m + s) for s, m in zip(shape, margin))
+        if a["role"] == "in":
+            buffer = _data(rng, d, outer, a["data"])
+        else:
+            buffer = np.full(outer, sentinel(d), d.np)
+            if a["fill"] != "sentinel":
+                buffer[inner] = a["fill"]
+            outputs.append((a, buffer, buffer[inner]))
+        by_name[a["name"]] = buffer[inner]
+    for s in spec["scalars"]:
+        by_name[s["name"]] = s["value"]
+    return [by_name[p] for p in spec["params"]], outputs
+
+
+def load(path):
+    """Import the program file at ``path`` as a module of its own."""
+    name = "tilelang_fuzz_" + hashlib.sha1(os.path.abspath(path).encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    loader = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[name] = module
+    loader.loader.exec_module(module)
+    return module
+
+
+def write(program: Program, directory) -> str:
+    """Write ``program``'s reproducer to ``directory`` (named by its digest); returns the path."""
+    text = program.module_text()
+    path = os.path.join(directory, f"program_{hashlib.sha1(text.encode()).hexdigest()[:16]}.py")
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(text)
+    return path
+
+
+def _outside(a, view, d) -> str | None:
+    """The reference's values that lie outside the interval the generator derived for them
+    (the sentinel aside): a check that the generator's reasoning is sound."""
+    if "lo" not in a:
+        return None
+    v = view.astype(np.float64) if not d.is_int else view.astype(object)
+    written = (view != sentinel(d)) & ~(np.isnan(v.astype(np.float64)) if d.is_float else False)
+    lo, hi = (-np.inf if a["lo"] is None else a["lo"]), (np.inf if a["hi"] is None else a["hi"])
+    bad = written & ((v < lo) | (v > hi))
+    return f"{v[bad][:4]} not in [{lo}, {hi}]" if bad.any() else None
+
+
+def _disagreement(ref, got, err, d) -> str | None:
+    """Where ``got`` differs from ``ref`` by more than ``err`` (exact for non-floats), described."""
+    if not d.is_float:
+        bad = ref != got
+    else:
+        r, g = ref.astype(np.float64), got.astype(np.float64)
+        both_nan = np.isnan(r) & np.isnan(g)
+        with np.errstate(invalid="ignore"):
+            close = (r == g) | (np.abs(r - g) <= err * 1.0001)
+        bad = ~(both_nan | close)
+    if not bad.any():
+        return None
+    where = np.argwhere(bad)[:4]
+    shown = ", ".join(f"{tuple(int(k) for k in w)}: {ref[tuple(w)]!r} vs {got[tuple(w)]!r}" for w in where)
+    return f"{int(bad.sum())} element(s) differ (allowed {err:.3g}): {shown}"
+
+
+def launch(kernel, grid, args, backend) -> None:
+    """One run of a program (a seam the tests use to play a wrong backend)."""
+    kernel[grid](*args, backend=backend)
+
+
+def check_module(module, backends=("interpret", "cpu"), path="") -> None:
+    """Run the program of ``module`` (a written reproducer) on ``backends`` and compare."""
+    spec, kernel = module.SPEC, module.program
+    results = []
+    for backend in backends:
+        args, outputs = arguments(spec)
+        try:
+            launch(kernel, spec["grid"], args, backend)
+        except TileError as e:
+            if backend == backends[0]:
+                raise GeneratorError(f"{path}: the {backend} rejected a generated program: {e}") from e
+            raise Mismatch(f"{path}: {backend} raised where {backends[0]} did not: {type(e).__name__}: {e}") from e
+        results.append((backend, outputs))
+    (first, reference), problems = results[0], []
+    for backend, outputs in results:
+        for (a, buffer, view), (*_, ref_view) in zip(outputs, reference):
+            d = _dt.dtype(a["dtype"])
+            guard = np.ones(buffer.shape, bool)
+            guard[tuple(slice(m, m + s) for s, m in zip(a["shape"], a["margin"]))] = False
+            if (buffer[guard] != sentinel(d)).any():
+                problems.append(f"{backend} wrote outside `{a['name']}` (into its guard margin)")
+            if backend == first and (why := _outside(a, view, d)):
+                raise GeneratorError(f"{path}: `{a['name']}` holds values the generator ruled out: {why}")
+            if backend != first and (why := _disagreement(ref_view, view, a["err"], d)):
+                problems.append(f"`{a['name']}` ({d.name}) on {backend} vs {first}: {why}")
+    if problems:
+        raise Mismatch(f"{path}:\n  " + "\n  ".join(problems))
+
+
+def check(program: Program, backends=("interpret", "cpu"), directory=None) -> None:
+    """Write ``program`` to ``directory`` (a temporary one by default), run it on every backend
+    and assert they agree (see the module docstring). Raises :class:`Mismatch` or, for an
+    invalid program, :class:`GeneratorError`; both name the reproducer file."""
+    directory = directory or _scratch()
+    path = write(program, directory)
+    check_module(load(path), tuple(backends), path)
+
+
+_SCRATCH = []
+
+
+def _scratch():
+    if not _SCRATCH:
+        _SCRATCH.append(tempfile.mkdtemp(prefix="tilelang-fuzz-"))
+    return _SCRATCH[0]
+
+
+def main_for_file(path, argv) -> None:
+    """A reproducer's main: ``python failure.py [interpret,cpu,...]``."""
+    backends = tuple(argv[0].split(",")) if argv else ("interpret", "cpu")
+    if backends[0] != "interpret":
+        backends = ("interpret",) + backends
+    check_module(load(path), backends, path)
+    print(f"{path}: {', '.join(backends)} agree")
+
+
+def campaign(minutes: float, backends, out: str, *, seed=0, max_ops=8, sample=0, log=sys.stderr) -> tuple[int, int]:
+    """Draw and check programs for ``minutes``; write each (shrunk) failure to ``out``, and every
+    ``sample``-th program too (for compute-sanitizer). Returns (programs run, failures)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import seed as with_seed
+
+    os.makedirs(out, exist_ok=True)
+    end, ran, failures, batch = time.time() + minutes * 60, 0, 0, 0
+    last = []
+
+    while time.time() < end:
+
+        @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @with_seed(seed + batch)
+        @given(programs(max_ops=max_ops))
+        def one(program):  # the clock is read between batches: a test that stopped early would be flaky
+            nonlocal ran
+            last[:] = [program]
+            ran += 1
+            check(program, backends)
+            if sample and ran % sample == 0:
+                os.makedirs(os.path.join(out, "sample"), exist_ok=True)
+                write(program, os.path.join(out, "sample"))
+
+        try:
+            one()
+        except Exception as e:  # a mismatch, or a backend that crashed (a compiler bug too)
+            failures += 1
+            path = os.path.join(out, f"failure_{failures}.py")
+            with open(path, "w") as f:
+                f.write(f"# {type(e).__name__}: {e}".replace("\n", "\n# ") + "\n" + last[0].module_text())
+            print(f"fuzz: failure {failures} written to {path}", file=log)
+        batch += 1
+        left = max(0.0, end - time.time()) / 60
+        print(f"fuzz: {ran} programs, {failures} failures, {left:.1f} min left", file=log, flush=True)
+    return ran, failures
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tilelang.testing.fuzz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=10)
+    parser.add_argument("--backends", default="interpret,cpu", help="comma-separated; the first is the reference")
+    parser.add_argument("--out", default="fuzz-out", help="directory for failures (and samples)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-ops", type=int, default=8)
+    parser.add_argument("--sample", type=int, default=0, help="also keep every N-th program under OUT/sample")
+    args = parser.parse_args(argv)
+    start = time.time()
+    ran, failures = campaign(args.minutes, tuple(args.backends.split(",")), args.out, seed=args.seed,
+                             max_ops=args.max_ops, sample=args.sample)  # fmt: skip
+    print(f"fuzz: {ran} programs on {args.backends} in {time.time() - start:.0f} s: {failures} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
