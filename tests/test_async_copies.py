@@ -136,3 +136,27 @@ def test_a_pipelined_loop_run_twice():
     c = np.full((40, 50), np.nan, np.float32)
     matmul_twice[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, 2 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("stages", [1, 2, 4])
+def test_num_stages_sets_the_depth_of_the_ring(stages):
+    """num_stages=S: S - 1 iterations copied before the loop, a wait for all but S - 2 groups
+    in it, S buffers; 1 turns pipelining off. Right answers, a masked tail and wrap included."""
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, num_stages=stages)
+    e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
+    lines = [line.strip() for line in e["thread_ir"].splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
+    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * (stages - 1)
+    assert (f"async_wait {stages - 2}" in lines) == (stages > 1)
+    rng = np.random.default_rng(stages)
+    m, n, k = 70, 45, 170  # 6 iterations of 32
+    a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((m, k), (k, n)))
+    c = np.full((m, n), np.nan, np.float32)
+    kernel[(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("bad", [0, 9, 2.0])
+def test_num_stages_is_checked(bad):
+    with pytest.raises(tl.TileArgumentError, match="num_stages"):
+        tl.tile_kernel(tiled_matmul.fn, num_stages=bad)

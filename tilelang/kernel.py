@@ -122,9 +122,13 @@ class TileKernel:
     """A function written in the tile language, compiled per specialization and launched
     over a grid of blocks: ``kernel[grid](*args, **constants)``."""
 
-    def __init__(self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None):
+    def __init__(
+        self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
+        num_stages: int = 3,
+    ):  # fmt: skip
         self.fn = fn
         self.num_threads = num_threads
+        self.num_stages = num_stages
         self.debug = CHECKS if debug is None else bool(debug)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -234,21 +238,30 @@ class TileKernel:
         return compiled
 
 
-def tile_kernel(fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None):
+def tile_kernel(
+    fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
+    num_stages: int = 3,
+):  # fmt: skip
     """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
     ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
 
     ``backend`` is ``"cuda"``, ``"cpu"`` or ``"interpret"`` (default: CUDA when a GPU is
     present, else CPU; or ``TILELANG_BACKEND``); ``num_threads`` overrides the threads per
-    block chosen from the tile sizes (a power of two from 32 to 1024). ``debug=True`` (or
+    block chosen from the tile sizes (a power of two from 32 to 1024). ``num_stages`` is the
+    depth of the software pipeline of the loads that feed tensor-core dots in a ``tl.range``
+    loop: copies go ``num_stages - 1`` iterations ahead into as many shared buffers (1: no
+    pipelining). ``debug=True`` (or
     ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
     arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
     """
     if num_threads is not None and (num_threads < 32 or num_threads > 1024 or num_threads & (num_threads - 1)):
         raise TileArgumentError(f"num_threads must be a power of two from 32 to 1024, got {num_threads}")
+    if type(num_stages) is not int or not 1 <= num_stages <= 8:
+        raise TileArgumentError(f"num_stages must be an int from 1 to 8, got {num_stages!r}")
+    options = dict(backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages)
     if fn is None:
-        return lambda f: TileKernel(f, backend=backend, num_threads=num_threads, debug=debug)
-    return TileKernel(fn, backend=backend, num_threads=num_threads, debug=debug)
+        return lambda f: TileKernel(f, **options)
+    return TileKernel(fn, **options)
 
 
 # ------------------------------------------------------------------ pipeline
@@ -359,7 +372,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
     stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
     lap("layouts", None)
-    threads = lap("lower", lower_to_threads(program, layouts, num_threads))  # one thread's program
+    threads = lap("lower", lower_to_threads(program, layouts, num_threads, kernel.num_stages))  # one thread's program
     threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
     threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
     if DEBUG:

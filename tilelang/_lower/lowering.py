@@ -36,9 +36,10 @@ def smem_dtype(d: D.DType) -> D.DType:
 
 
 class Lowering:
-    def __init__(self, layouts: dict, num_threads: int):
+    def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3):
         self.layouts = layouts
         self.t = num_threads
+        self.num_stages = num_stages  # shared buffers of a software-pipelined load (lower_pipeline.py)
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
         self.packed: dict = {}  # 16-bit float Var -> its raw bits, slots 2w and 2w + 1 in uint32 word w, where made

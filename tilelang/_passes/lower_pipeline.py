@@ -2,7 +2,8 @@
 (used by the loop's lower rule in ``lower_threads.py``).
 
 Each such tile is copied from global to shared memory asynchronously (``cp.async``), its
-copies issued ``NUM_STAGES - 1`` iterations ahead into a ring of ``NUM_STAGES`` buffers,
+copies issued ``S - 1`` iterations ahead into a ring of ``S`` buffers (``S`` is the
+kernel's ``num_stages``, 3 by default; 1 turns pipelining off),
 and read from there with ``ldmatrix`` in the fragment layout the dot wants: the copies
 take no registers and no shared stores, and their latency hides behind the dots of the
 iterations in between. A load qualifies when it is a 2-d 16-bit float tile of 16-byte
@@ -10,11 +11,11 @@ groups padded with zeros, its only use is its conversion to an ldmatrix layout, 
 is computed by pure scalar equations from the loop index and values from outside the loop,
 and nothing in the loop writes memory (a store could change what an early copy reads).
 
-Per iteration: wait until this iteration's copies are done (at most ``NUM_STAGES - 2``
-groups in flight), barrier (every thread's copies are visible, and every thread is done
-with the stage read the iteration before), issue the copies for the iteration ``NUM_STAGES
-- 1`` ahead into that stage, then the body. Before the loop the copies of its first
-``NUM_STAGES - 1`` iterations are issued; after it, those past its end are waited for, and
+Per iteration: wait until this iteration's copies are done (at most ``S - 2`` groups in
+flight), barrier (every thread's copies are visible, and every thread is done with the
+stage read the iteration before), issue the copies for the iteration ``S - 1`` ahead into
+that stage, then the body. Before the loop the copies of its first ``S - 1`` iterations
+are issued; after it, those past its end are waited for, and
 a barrier frees the ring.
 Copies past the end read only what the window's bounds allow (nothing past an array's end).
 """
@@ -28,8 +29,6 @@ from .._ir.core import Block, Eqn, Literal, Var, sub_blocks
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm
 from .._lower.window import Window
-
-NUM_STAGES = 3
 
 
 @dataclass
@@ -45,34 +44,34 @@ class Pipeline:
     """The pipelined loads of one loop, and the statements that move them."""
 
     def __init__(self, lw: Lowering, loop: Eqn, copies: list):
-        self.lw, self.copies = lw, copies
+        self.lw, self.copies, self.stages = lw, copies, lw.num_stages
         body = loop.params["body"]
         self.index, (self.start, _, self.step) = body.params[0], loop.inputs[:3]
         for c in copies:
             rows, cols = matrix_tile(lw.layout(c.load.outputs[0]))
             c.stage_words = rows * cols // 2
-            c.buffer = lw.buffer(D.uint32, NUM_STAGES * c.stage_words)  # (held to the kernel's end)
+            c.buffer = lw.buffer(D.uint32, self.stages * c.stage_words)  # (held to the kernel's end)
 
     def prologue(self):
-        """The copies of the first ``NUM_STAGES - 1`` iterations, a group each."""
+        """The copies of the first ``stages - 1`` iterations, a group each."""
         lw = self.lw
         start, step = lw.scalar(self.start), lw.scalar(self.step)
-        for s in range(NUM_STAGES - 1):
+        for s in range(self.stages - 1):
             self._issue(lw.op(i64, "add", start, lw.op(i64, "mul", step, Imm(s, i64))), Imm(s, i32))
 
     def refill(self, index, stage):
         """At the top of the body: wait for this iteration's tiles, then copy ahead."""
         lw = self.lw
-        lw.stmts.append(AsyncWait(NUM_STAGES - 2))
+        lw.stmts.append(AsyncWait(self.stages - 2))
         lw.barrier()
-        ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(NUM_STAGES - 1, i64)))
-        self._issue(ahead, self.stage_after(stage, NUM_STAGES - 1))
+        ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.stages - 1, i64)))
+        self._issue(ahead, self.stage_after(stage, self.stages - 1))
 
     def stage_after(self, stage, k: int):
-        """The ring's stage ``k`` (< NUM_STAGES) after ``stage``."""
+        """The ring's stage ``k`` (< stages) after ``stage``."""
         lw, later = self.lw, self.lw.op(i32, "add", stage, Imm(k, i32))
-        wrapped = lw.op(i32, "sub", later, Imm(NUM_STAGES, i32))
-        return lw.op(i32, "select", lw.op(D.bool_, "ge", later, Imm(NUM_STAGES, i32)), wrapped, later)
+        wrapped = lw.op(i32, "sub", later, Imm(self.stages, i32))
+        return lw.op(i32, "select", lw.op(D.bool_, "ge", later, Imm(self.stages, i32)), wrapped, later)
 
     def rules(self, stage) -> dict:
         """Lower rules standing in for the loads (nothing: they are copied) and their conversions."""
@@ -121,7 +120,7 @@ class Pipeline:
 def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
     """The pipeline of ``loop``'s loads, or None when none qualifies."""
     body = loop.params["body"]
-    if not _contains_dot(body) or _writes(body):
+    if lw.num_stages < 2 or not _contains_dot(body) or _writes(body):
         return None
     varying = set(body.params[1:])
     producer, uses = {}, {}

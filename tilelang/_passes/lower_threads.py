@@ -523,9 +523,9 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
 # ---------------------------------------------------------------------- entry
 
 
-def lower_to_threads(program: Program, layouts: dict, num_threads: int) -> ThreadProgram:
-    """The thread program of ``program`` under ``layouts``."""
-    lw = Lowering(layouts, num_threads)
+def lower_to_threads(program: Program, layouts: dict, num_threads: int, num_stages: int = 3) -> ThreadProgram:
+    """The thread program of ``program`` under ``layouts``; pipelined loads take ``num_stages`` buffers."""
+    lw = Lowering(layouts, num_threads, num_stages)
     params = []
     for var, name in zip(program.body.params, program.arg_names):
         if isinstance(var.type, ArrayType):

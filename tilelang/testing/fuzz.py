@@ -18,9 +18,11 @@ draws programs until the time is up; each failure is shrunk by Hypothesis and wr
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -89,7 +91,7 @@ def arguments(spec: dict):
             outputs.append((a, buffer, buffer[inner]))
         by_name[a["name"]] = buffer[inner]
     for s in spec["scalars"]:
-        by_name[s["name"]] = s["value"]
+        by_name[s["name"]] = s["value"] if s["dtype"] is None else _dt.dtype(s["dtype"]).np.type(s["value"])
     return [by_name[p] for p in spec["params"]], outputs
 
 
@@ -191,8 +193,10 @@ _SCRATCH = []
 
 
 def _scratch():
+    """This process's directory for program files, removed when it exits."""
     if not _SCRATCH:
         _SCRATCH.append(tempfile.mkdtemp(prefix="tilelang-fuzz-"))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
     return _SCRATCH[0]
 
 

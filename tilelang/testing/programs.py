@@ -28,8 +28,8 @@ SIZES = [1, 2, 3, 4, 5, 7, 8, 13, 16, 32]
 BINARY = ["+", "-", "*", "maximum", "minimum", "<", "==", ">=", "!=", "/", "//", "%", "&", "|", "^", "<<", ">>"]
 UNARY = ["-", "abs", "~", "floor", "ceil"]
 REDUCTIONS = ["sum", "max", "min", "argmax", "argmin", "prod"]
-OPS = ["binary", "unary", "math", "where", "astype", "reduce", "scan", "shape", "dot", "load", "gather"]
-STATEMENTS = ["scatter", "atomic"]
+OPS = ["binary", "unary", "math", "where", "astype", "reduce", "scan", "shape", "dot", "load", "gather", "reload"]
+STATEMENTS = ["scatter", "atomic", "store"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,7 @@ class _Builder:
         self.pool: list[Value] = []
         self.used = set()
         self.params, self.arrays, self.scalars = [], [], []
+        self.stores = []  # {"spec": output array, "shifts": window offsets, "value": what it holds}
 
     # ------------------------------------------------------------------ plumbing
 
@@ -191,11 +192,17 @@ class _Builder:
         """A second operand for ``a``: a pool value it broadcasts with (a vector turned into a
         column if that is what fits), or a Python literal (weak: it takes ``a``'s dtype, or
         float32 for a float literal and an integer ``a``). Returns (value, is_literal)."""
-        if self.draw(st.integers(0, 3)) == 0:
+        choice = self.draw(st.integers(0, 7))
+        if choice <= 1:
             d = a.dtype
             lit = True if d.is_bool else self.pick([0.5, 2.0, -1.5, 3.0, 0.0] if d.is_float else [0, 1, 2, 3, 100, 0.5])
             weak, _ = _dt.promote(d, False, _dt.scalar_dtype(lit), True)
-            return V.constant(_literal(lit, weak), lit, weak), True
+            text = _literal(lit, weak) if choice == 0 else self.scalar(lit)  # a literal or a runtime argument
+            return V.constant(text, lit, weak), True
+        if choice == 2:  # a NumPy scalar argument: strongly typed
+            d = _dt.dtype(self.pick(DTYPES[1:]))
+            value = self.pick([1, 3, 7]) if not d.is_float else self.pick([1.5, -0.25, 3.0])
+            return V.constant(self.scalar(value, d), value, d), True
         b = self.recent(lambda v: _broadcast(a.shape, v.shape) is not None or
                         (len(v.shape) == 1 and _broadcast(a.shape, v.shape + (1,)) is not None))  # fmt: skip
         if b is None:
@@ -204,6 +211,13 @@ class _Builder:
         if column and (_broadcast(a.shape, b.shape) is None or self.draw(st.booleans())):
             b = replace(b, name=f"{b.name}[:, None]", shape=b.shape + (1,))
         return b, False
+
+    def scalar(self, value, d=None) -> str:
+        """A new runtime scalar argument: a Python number (weak), or a NumPy scalar of dtype ``d``."""
+        name = f"s{len(self.scalars)}"
+        self.scalars.append({"name": name, "value": value, "dtype": d.name if d else None})
+        self.params.append(name)
+        return name
 
     def op_binary(self):
         a = self.recent()
@@ -429,21 +443,59 @@ class _Builder:
         self.emit(f"tl.atomic_{op}({out['name']}, {modulo}, {v.name})")
         return v
 
-    def store(self, v: Value):
-        """Store ``v`` into a new output array: each block its own window along axis 0 (``index=``,
-        or ``offset=`` shifted the same for every block, so windows never overlap)."""
+    def store(self, v: Value, over=None):
+        """Store ``v`` into a new output array, or ``over`` an earlier store of the same dtype and
+        shape (its window again). Each block has its own window along axis 0 (``index=``, or
+        ``offset=`` shifted the same for every block), so blocks never write the same element."""
         if v.shape == ():
             v = replace(v, name=f"{v.name}[None]", shape=(1,))
-        shape = [max(1, self.grid * v.shape[0] + self.draw(st.integers(-2, 1)))]
-        shape += [max(1, s + self.draw(st.integers(-2, 1))) for s in v.shape[1:]]
-        out = self.array("out", v.dtype, shape, fill="sentinel")
-        out.update(err=v.err, lo=v.lo if v.lo > -INF else None, hi=v.hi if v.hi < INF else None)
-        if self.draw(st.booleans()):
+        if over is None:
+            shape = [max(1, self.grid * v.shape[0] + self.draw(st.integers(-2, 1)))]
+            shape += [max(1, s + self.draw(st.integers(-2, 1))) for s in v.shape[1:]]
+            out = self.array("out", v.dtype, shape, fill="sentinel")
+            over = {"spec": out, "shifts": [self.draw(st.integers(-2, 2)) for _ in v.shape], "value": v}
+            self.stores.append(over)
+        else:  # what the window holds afterwards: this value, or (in a loop that ran no iteration) the last
+            old = over["value"]
+            v = replace(v, lo=min(v.lo, old.lo), hi=max(v.hi, old.hi), nan=v.nan or old.nan,
+                        integral=v.integral and old.integral, err=max(v.err, old.err))  # fmt: skip
+            over["value"] = replace(v, name=old.name)
+        held = over["value"]
+        over["spec"].update(err=held.err, lo=held.lo if held.lo > -INF else None, hi=held.hi if held.hi < INF else None)
+        shifts = over["shifts"]
+        if not any(shifts) and self.draw(st.booleans()):
             where = f"index=({', '.join(['i'] + ['0'] * (len(v.shape) - 1))},)"
         else:
-            shifts = [self.draw(st.integers(-2, 2)) for _ in v.shape]
             where = f"offset=({', '.join([f'i * {v.shape[0]} + {shifts[0]}'] + [str(s) for s in shifts[1:]])},)"
-        self.emit(f"tl.store({out['name']}, {v.name}, {where})")
+        self.emit(f"tl.store({over['spec']['name']}, {v.name}, {where})")
+
+    def st_store(self):
+        """A store in the middle of the program (inside a loop only over an earlier store), so
+        later loads of the same window and later stores over it test the ordering of memory."""
+        v = self.recent(lambda v: v.name != "k")
+        same = [r for r in self.stores if r["value"].dtype is v.dtype and r["value"].shape == (v.shape or (1,))]
+        if self.indent > 1 and not same:
+            return None
+        self.store(v, self.pick(same) if same and (self.indent > 1 or self.draw(st.booleans())) else None)
+        return v
+
+    def op_reload(self):
+        """A load of part of a window this block stored earlier: it must see the stored values."""
+        if not self.stores:
+            return None
+        rec = self.pick(self.stores)
+        held, shifts = rec["value"], rec["shifts"]
+        sub = tuple(self.draw(st.integers(1, s)) for s in held.shape)
+        at = [shift + self.draw(st.integers(0, s - t)) for shift, s, t in zip(shifts, held.shape, sub)]
+        d = held.dtype
+        pad = self.padding(d)
+        p = V.constant("", pad, d)
+        integral = held.integral and (p.integral or not math.isfinite(p.lo))
+        value = replace(held, name=self.name(), shape=sub, lo=min(held.lo, p.lo), hi=max(held.hi, p.hi),
+                        nan=held.nan or p.nan, integral=integral)  # fmt: skip
+        coords = ", ".join([f"i * {held.shape[0]} + {at[0]}"] + [str(a) for a in at[1:]])
+        pad_text = f", padding={_literal(pad, d)}" if pad != 0 else ""
+        return self.define(value, f"tl.load({rec['spec']['name']}, offset=({coords},), shape={sub}{pad_text})")
 
     # ------------------------------------------------------------------ a loop
 
@@ -452,7 +504,7 @@ class _Builder:
         or down: (range text, trips, the loop index's Value)."""
         trips = self.draw(st.integers(0, 3))
         n = f"n{len(self.scalars)}"
-        self.scalars.append({"name": n, "value": trips})
+        self.scalars.append({"name": n, "value": trips, "dtype": None})
         self.params.append(n)
         forms = [(f"tl.range(0, {n})", 0, trips - 1), (f"tl.range({n} - 1, -1, -1)", 0, trips - 1),
                  (f"tl.range(2, {n} + 2)", 2, trips + 1)]  # fmt: skip

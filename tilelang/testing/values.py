@@ -97,7 +97,8 @@ def _fit(v: Value) -> Value | None:
     if d.is_int:
         lo, hi = int_range(d)
         return v if lo <= v.lo and v.hi <= hi else replace(v, lo=lo, hi=hi)
-    big = float_max(d)
+    big, widen = float_max(d), eps(d)  # outward by an ulp: the bounds themselves may round up
+    v = replace(v, lo=v.lo - widen * abs(v.lo), hi=v.hi + widen * abs(v.hi))
     if v.nan or v.lo < -big or v.hi > big:
         if v.err:
             return None
@@ -245,10 +246,10 @@ def math_fn(fn: str, x: Value, name) -> Value | None:
         return None
     ulps, interval = MATH[fn]
     lo, hi = interval(x.lo, x.hi)
-    out = Value(name, x.shape, d, lo, hi)
+    bound = max(abs(lo), abs(hi))
     # a few float32 ulps of the result, and for 16-bit floats one ulp of their own rounding
-    within = (ulps + 1) * eps(d if d.bits > 16 else _dt.float32) * out.bound + eps(d) * out.bound
-    return replace(out, err=within)
+    within = (ulps + 1) * eps(d if d.bits > 16 else _dt.float32) * bound + eps(d) * bound
+    return _fit(Value(name, x.shape, d, lo - within, hi + within, err=within))
 
 
 def unary(op: str, x: Value, name) -> Value | None:
