@@ -15,6 +15,7 @@ See docs/ for the language, the dtype rules and the compiler's stages.
 """
 
 from ._frontend.tracing import Array, Tile
+from .autotune import Config, autotune
 from .dtypes import (
     bfloat16,
     bool_,
@@ -51,9 +52,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     *_language_all,
-    "tile_kernel", "TileKernel", "explain", "Explanation", "Tile", "Array",
+    "tile_kernel", "TileKernel", "autotune", "Config", "explain", "Explanation", "Tile", "Array",
     "TileError", "TileTypeError", "TileShapeError", "TileValueError", "TileSyntaxError",
     "TileArgumentError", "TileOutsideKernelError", "TileCompilerError", "TileLimitError", "TileCheckError",
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64",
 ]  # fmt: skip
+
+
+def __getattr__(name):
+    """``tl.testing`` on first use: it imports Hypothesis, which kernels do not need."""
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module 'tilelang' has no attribute {name!r}")

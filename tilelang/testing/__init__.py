@@ -6,6 +6,10 @@
   the dtype.
 - :func:`check_kernel`: launch a kernel on every available backend (or those named in
   ``TILELANG_TEST_BACKENDS``) and compare its output arrays with a NumPy reference.
+- :func:`bench` and :func:`sweep` (timing.py): median milliseconds of a function (CUDA
+  events on the GPU), and a table and plot of implementations over sizes.
+- The compiler's fuzzer: :mod:`tilelang.testing.programs` (random kernels) and
+  :mod:`tilelang.testing.fuzz` (differential runs; ``python -m tilelang.testing.fuzz``).
 
 Example::
 
@@ -37,9 +41,11 @@ from hypothesis import strategies as st
 
 from .. import dtypes as _dt
 from ..dtypes import ALL_DTYPES, DType
+from .timing import bench, sweep
 
 __all__ = [
     "dtypes", "shapes", "arrays", "tolerance", "assert_close", "available_backends", "default_backends", "check_kernel",
+    "bench", "sweep",
 ]  # fmt: skip
 
 

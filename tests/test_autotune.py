@@ -1,0 +1,261 @@
+"""@tl.autotune on the CPU tier: choosing with a fake timer, the disk cache (hit, miss, a
+corrupt entry, a second process, concurrent processes), the safety of the caller's data
+while trials run, configs that fail, the progress line; and tl.testing.bench / sweep."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tilelang as tl
+from tilelang.autotune import dot_configs
+
+
+def _accumulate(x, out, TILE: tl.Constant):
+    """out += 2 x: a read-modify-write, so a trial that was not undone would show."""
+    i = tl.block_id(0)
+    tl.store(out, tl.load(out, index=(i,), shape=(TILE,)) + 2 * tl.load(x, index=(i,), shape=(TILE,)), index=(i,))
+
+
+CONFIGS = [tl.Config(TILE=64, num_threads=32), tl.Config(TILE=128, num_threads=64), tl.Config(TILE=256, num_threads=64)]
+FAKE_MS = {64: 3.0, 128: 1.0, 256: 2.0}
+
+
+def _fake_timer(calls):
+    def timer(run, config):
+        run()
+        calls.append(config.constants["TILE"])
+        return FAKE_MS[config.constants["TILE"]]
+
+    return timer
+
+
+def _tuned(calls=None, configs=CONFIGS, **options):
+    kernel = tl.tile_kernel(_accumulate, backend="cpu")
+    options.setdefault("timer", _fake_timer([] if calls is None else calls))
+    return tl.autotune(configs=configs, key=["x"], **options)(kernel)
+
+
+def _grid(n):
+    return lambda args: (tl.cdiv(n, args["TILE"]),)
+
+
+def _launch(kernel, n=1000, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-50, 50, n).astype(np.float32)
+    out = rng.integers(-50, 50, n).astype(np.float32)
+    expected = out + 2 * x
+    kernel[_grid(n)](x, out)
+    return out, expected
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_the_fastest_config_is_chosen_and_the_data_is_left_alone(cache):
+    calls = []
+    kernel = _tuned(calls)
+    out, expected = _launch(kernel)
+    np.testing.assert_array_equal(out, expected)  # the trials' writes were undone: one real launch
+    assert calls == [64, 128, 256]
+    assert kernel.choices[kernel.key_of({"x": np.zeros(1000, np.float32)}, "cpu")].constants == {"TILE": 128}
+    out, expected = _launch(kernel, seed=1)  # the same key: no trial runs
+    np.testing.assert_array_equal(out, expected)
+    assert calls == [64, 128, 256] and len(kernel.tunings) == 1
+    _launch(kernel, n=3000)  # a new shape is a new key
+    assert len(kernel.tunings) == 2
+
+
+def test_the_choice_is_cached_on_disk(cache):
+    calls = []
+    _launch(_tuned(calls))
+    (entry,) = (cache / "autotune").iterdir()
+    assert json.loads(entry.read_text())["chosen"] == "TILE=128 threads=64 stages=3"
+    again = _tuned(calls)  # as a new process would: nothing in memory
+    out, expected = _launch(again)
+    np.testing.assert_array_equal(out, expected)
+    assert len(calls) == 3 and again.tunings == []
+    _launch(_tuned(calls, cache=False))  # memory only: tuned again
+    assert len(calls) == 6
+
+
+def test_a_corrupt_cache_entry_is_tuned_again(cache, caplog):
+    _launch(_tuned())
+    (entry,) = (cache / "autotune").iterdir()
+    for garbage in ["{not json", json.dumps({"index": 7, "chosen": "x"}), json.dumps({"index": 0, "chosen": "x"})]:
+        entry.write_text(garbage)
+        kernel = _tuned()
+        with caplog.at_level(logging.WARNING, "tilelang.autotune"):
+            _launch(kernel)
+        assert "corrupt" in caplog.text and len(kernel.tunings) == 1
+        assert json.loads(entry.read_text())["chosen"] == "TILE=128 threads=64 stages=3"  # rewritten
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, numpy as np, tilelang as tl
+
+    @tl.autotune(configs=[tl.Config(TILE=64), tl.Config(TILE=128)], key=["x"],
+                 timer=lambda run, config: (run(), {64: 2.0, 128: 1.0}[config.constants["TILE"]])[1])
+    @tl.tile_kernel(backend="cpu")
+    def double(x, out, TILE: tl.Constant):
+        i = tl.block_id(0)
+        tl.store(out, 2 * tl.load(x, index=(i,), shape=(TILE,)), index=(i,))
+
+    x = np.arange(500, dtype=np.float32)
+    out = np.zeros_like(x)
+    double[lambda args: (tl.cdiv(500, args["TILE"]),)](x, out)
+    assert np.array_equal(out, 2 * x)
+    print("tuned" if double.tunings else "cached", list(double.choices.values())[0].constants["TILE"])
+    """
+)
+
+
+def _processes(path, cache, count):
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(cache))
+    started = [subprocess.Popen([sys.executable, str(path)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(count)]  # fmt: skip
+    done = [p.communicate(timeout=300) + (p.returncode,) for p in started]
+    for _, err, code in done:
+        assert code == 0, err
+    return done
+
+
+def test_a_second_process_launches_with_the_cached_choice(cache, tmp_path):
+    path = tmp_path / "double.py"
+    path.write_text(SCRIPT)
+    ((first, err, _),) = _processes(path, cache, 1)
+    assert first.split() == ["tuned", "128"] and "chose TILE=128" in err
+    ((second, err, _),) = _processes(path, cache, 1)
+    assert second.split() == ["cached", "128"] and "chose" not in err
+
+
+def test_concurrent_processes_tune_and_leave_one_valid_entry(cache, tmp_path):
+    path = tmp_path / "double.py"
+    path.write_text(SCRIPT)
+    done = _processes(path, cache, 3)
+    assert {out.split()[1] for out, _, _ in done} == {"128"}
+    (entry,) = (cache / "autotune").glob("*.json")
+    assert json.loads(entry.read_text())["chosen"] == "TILE=128 threads=auto stages=3"
+    assert not list((cache / "autotune").glob("*.tmp"))
+
+
+def test_configs_that_fail_are_skipped_with_their_reason(cache):
+    too_big = tl.Config(TILE=4096, num_threads=32)  # 128 elements a thread: over the limit
+    kernel = _tuned(configs=[too_big, *CONFIGS])
+    out, expected = _launch(kernel)
+    np.testing.assert_array_equal(out, expected)
+    times = kernel.tunings[0]["times_ms"]
+    assert "TileLimitError" in times["TILE=4096 threads=32 stages=3"] and times["TILE=128 threads=64 stages=3"] == 1.0
+
+
+def test_all_configs_failing_is_an_error_that_lists_them(cache):
+    kernel = _tuned(configs=[tl.Config(TILE=4096, num_threads=32), tl.Config(TILE=8192, num_threads=64)])
+    x = np.ones(100, np.float32)
+    out = x.copy()
+    with pytest.raises(tl.TileCompilerError, match="no config ran") as err:
+        kernel[_grid(100)](x, out)
+    assert "TILE=4096 threads=32" in str(err.value) and "TILE=8192 threads=64" in str(err.value)
+    np.testing.assert_array_equal(out, x)
+
+
+def test_without_a_timer_the_cpu_takes_the_first_config_that_runs(cache):
+    kernel = tl.autotune(configs=[tl.Config(TILE=4096, num_threads=32), *CONFIGS], key=["x"])(
+        tl.tile_kernel(_accumulate, backend="cpu")
+    )
+    out, expected = _launch(kernel)
+    np.testing.assert_array_equal(out, expected)
+    assert kernel.tunings[0]["chosen"] == "TILE=64 threads=32 stages=3"
+    assert list(kernel.tunings[0]["times_ms"]) == ["TILE=4096 threads=32 stages=3", "TILE=64 threads=32 stages=3"]
+
+
+class _Terminal:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_the_progress_line(cache, capsys, monkeypatch):
+    _launch(_tuned())
+    err = capsys.readouterr().err
+    assert err == "autotune _accumulate x=1000 on cpu: chose TILE=128 threads=64 stages=3 in " + err.split(" in ")[-1]
+    assert err.endswith(" s\n") and err.count("\n") == 1
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    _launch(_tuned(), n=999)
+    assert (
+        "\r" in terminal.text
+        and "1/3 configs, best 3.0000 ms" in terminal.text
+        and "3/3 configs, best 1.0000 ms" in terminal.text
+    )
+    monkeypatch.setattr(sys, "stderr", sys.__stderr__)
+    _launch(_tuned(quiet=True), n=998)
+    monkeypatch.setenv("TILELANG_AUTOTUNE_QUIET", "1")
+    _launch(_tuned(), n=997)
+    assert capsys.readouterr().err == ""
+
+
+def test_wrong_uses_are_clear_errors():
+    kernel = tl.tile_kernel(_accumulate, backend="cpu")
+    with pytest.raises(tl.TileArgumentError, match="not a tl.Constant"):
+        tl.autotune(configs=[tl.Config(TILE=64, WIDTH=3)])(kernel)
+    with pytest.raises(tl.TileArgumentError, match="key names `y`"):
+        tl.autotune(configs=CONFIGS, key=["y"])(kernel)
+    with pytest.raises(tl.TileArgumentError, match="BK, BM, BN"):
+        tl.autotune(key=["x"])(kernel)
+    with pytest.raises(tl.TileArgumentError, match="above @tl.tile_kernel"):
+        tl.autotune(configs=CONFIGS)(_accumulate)
+    with pytest.raises(tl.TileArgumentError, match="TILE set by the autotuner"):
+        tl.autotune(configs=CONFIGS)(kernel)[(1,)](np.ones(4, np.float32), np.ones(4, np.float32), TILE=64)
+
+
+def test_the_default_dot_configs_fit():
+    configs = dot_configs()
+    assert configs[0] == tl.Config(BM=128, BN=128, BK=32, num_threads=256, num_stages=3)
+    for c in configs:
+        bm, bn, bk = c.constants["BM"], c.constants["BN"], c.constants["BK"]
+        assert bm * bn // c.num_threads <= 64 and c.num_threads <= 512
+        assert c.num_stages * (bm + bn) * bk * 2 <= 160 * 1024
+    assert len(set(configs)) == len(configs) >= 6
+
+
+def test_bench_and_sweep_on_the_cpu(tmp_path, capsys):
+    calls = []
+    ms = tl.testing.bench(lambda: calls.append(1), warmup=2, rep=5, device="cpu")
+    assert ms >= 0 and len(calls) == 7
+    implementations = {"one": lambda n: lambda: None, "two": lambda n: None if n == 1 else (lambda: None)}
+    results = tl.testing.sweep(
+        [1, 2], implementations, metric=lambda n, ms: n, unit="things", title="demo", device="cpu", rep=2, warmup=0
+    )
+    assert results == {"one": [1, 2], "two": [None, 2]}
+    assert capsys.readouterr().out.splitlines()[:5] == [
+        "demo (things)",
+        "",
+        "| size | one | two |",
+        "|---|---|---|",
+        "| 1 | 1 | - |",
+    ]
+    with pytest.raises(ValueError, match="device"):
+        tl.testing.bench(lambda: None, device="tpu")
+
+
+def test_sweep_without_matplotlib_says_so(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    tl.testing.sweep([1], {"one": lambda n: (lambda: None)}, plot=str(tmp_path / "p.png"), device="cpu", rep=1)
+    assert "matplotlib is not installed" in capsys.readouterr().out and not (tmp_path / "p.png").exists()

@@ -1,0 +1,366 @@
+"""``@tl.autotune``: run a kernel with the fastest of several configs, chosen once per key.
+
+A :class:`Config` fixes some of a kernel's Constants and its launch options (threads,
+pipeline stages). On the first launch with a new key (the shapes and dtypes of the arrays
+named in ``key``, the values of the scalars, the backend) every config is compiled and
+timed on the caller's arrays; the fastest is remembered in memory and on disk, so later
+launches, also in later processes, go straight to it. What the trials write is put back:
+each written array is snapshotted first and restored after every config (and if tuning
+fails), so tuning a kernel that accumulates into its output leaves the output as it was
+before the real launch. A config that does not compile or launch is skipped with its
+reason; if none runs, the error lists them all.
+
+On the GPU a config is timed with :func:`tilelang.testing.bench` (CUDA events, median).
+On the CPU backend and the interpreter there is nothing worth timing: the first config
+that runs is taken (pass ``timer=`` to time anyway).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import os
+import sys
+import time
+
+import numpy as np
+
+from ._ir.core import array_accesses
+from ._runtime import array_info, current_device, default_backend, device_peaks
+from .errors import TileArgumentError, TileCompilerError, TileError
+from .kernel import TileKernel
+
+__all__ = ["Config", "autotune", "dot_configs"]
+
+log = logging.getLogger("tilelang.autotune")
+
+
+class Config:
+    """Constants and launch options for one trial: ``tl.Config(BM=128, BN=128, BK=32, num_threads=256)``.
+
+    ``num_threads`` (None: the kernel's own choice) and ``num_stages`` are the options of
+    :func:`tilelang.tile_kernel`; every other keyword is a ``tl.Constant`` of the kernel.
+    """
+
+    def __init__(self, num_threads: int | None = None, num_stages: int = 3, **constants):
+        self.constants, self.num_threads, self.num_stages = dict(constants), num_threads, num_stages
+
+    def _fields(self):
+        return tuple(sorted(self.constants.items())) + (
+            ("num_threads", self.num_threads),
+            ("num_stages", self.num_stages),
+        )
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self._fields() == other._fields()
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __repr__(self):
+        return f"Config({', '.join(f'{k}={v!r}' for k, v in self._fields())})"
+
+    def label(self) -> str:
+        """Short text for progress lines and the cache: ``BM=128 BN=128 BK=32 threads=256 stages=3``."""
+        parts = [f"{k}={v}" for k, v in self.constants.items()]
+        return " ".join(parts + [f"threads={self.num_threads or 'auto'}", f"stages={self.num_stages}"])
+
+
+def dot_configs(bits: int = 16) -> list[Config]:
+    """Default configs for a matmul-like kernel with Constants ``BM``, ``BN``, ``BK``: block
+    tiles of 64 to 256, ``BK`` 32 or 64, pruned to what fits (at most 64 accumulator elements
+    per thread, the stages' operand tiles within 160 KB of shared memory for ``bits``-wide
+    operands) and ordered from the shapes measured best on the H200 (docs/performance.md)."""
+    configs = []
+    for bm, bn, bk, stages in [
+        (128, 128, 32, 3), (64, 64, 32, 3), (64, 128, 32, 3), (128, 64, 32, 3), (128, 128, 64, 3),
+        (128, 256, 32, 3), (256, 128, 32, 3), (128, 128, 32, 4), (64, 64, 64, 4), (128, 128, 32, 2),
+    ]:  # fmt: skip
+        threads = max(128, bm * bn // 64)  # 64 accumulators a thread at most
+        if threads <= 512 and stages * (bm + bn) * bk * bits // 8 <= 160 * 1024:
+            configs.append(Config(BM=bm, BN=bn, BK=bk, num_threads=threads, num_stages=stages))
+    return configs
+
+
+def autotune(configs=None, key=(), *, timer=None, quiet: bool | None = None, cache: bool = True):
+    """Tune a tile kernel over ``configs`` (a list of :class:`Config`), once per key.
+
+    ``key`` names the parameters the choice depends on (an array by its shape and dtype, a
+    scalar by its value), or is a function of the bound arguments (a dict) returning a
+    hashable value. ``configs=None`` uses :func:`dot_configs` (the kernel needs Constants
+    ``BM``, ``BN``, ``BK``). ``timer(run, config)`` returns milliseconds (default: CUDA events
+    on the GPU; none elsewhere: the first config that runs wins). ``quiet`` (default: the
+    ``TILELANG_AUTOTUNE_QUIET`` environment variable) silences the progress line on stderr.
+    ``cache=False`` keeps choices in memory only. Example::
+
+        @tl.autotune(configs=[tl.Config(BM=128, BN=128, BK=32, num_threads=256),
+                              tl.Config(BM=64, BN=64, BK=32, num_threads=128)], key=["a", "b"])
+        @tl.tile_kernel
+        def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant): ...
+
+        grid = lambda args: (tl.cdiv(M, args["BM"]), tl.cdiv(N, args["BN"]))
+        matmul[grid](a, b, c)          # tunes on the first launch for these shapes
+    """
+
+    def wrap(kernel):
+        if not isinstance(kernel, TileKernel):
+            raise TileArgumentError("@tl.autotune goes above @tl.tile_kernel (it tunes a tile kernel)")
+        return Autotuned(kernel, configs, key, timer, quiet, cache)
+
+    return wrap
+
+
+class Autotuned:
+    """A tile kernel launched with the best of its configs: ``kernel[grid](*args)``."""
+
+    def __init__(self, kernel: TileKernel, configs, key, timer, quiet, cache):
+        if configs is None:
+            missing = {"BM", "BN", "BK"} - kernel.constants
+            if missing:
+                raise TileArgumentError(
+                    f"@tl.autotune on {kernel.__name__}: give configs=, or declare the Constants "
+                    f"{', '.join(sorted(missing))} that the default dot configs set"
+                )
+            configs = dot_configs()
+        configs = list(configs)
+        if not configs or not all(isinstance(c, Config) for c in configs):
+            raise TileArgumentError(f"@tl.autotune on {kernel.__name__}: configs must be a non-empty list of tl.Config")
+        for c in configs:
+            unknown = set(c.constants) - kernel.constants
+            if unknown:
+                raise TileArgumentError(
+                    f"@tl.autotune on {kernel.__name__}: {c!r} sets {', '.join(sorted(unknown))}, "
+                    f"which {'is not a' if len(unknown) == 1 else 'are not'} tl.Constant parameter of the kernel"
+                )
+        if not callable(key):
+            key = tuple([key] if isinstance(key, str) else key)
+            for name in key:
+                if name not in kernel.param_names:
+                    raise TileArgumentError(f"@tl.autotune on {kernel.__name__}: key names `{name}`, not a parameter")
+        self.kernel, self.configs, self.key, self.timer, self.quiet, self.cache = (
+            kernel,
+            configs,
+            key,
+            timer,
+            quiet,
+            cache,
+        )
+        self.__name__, self.__doc__ = kernel.__name__, kernel.__doc__
+        self.choices: dict = {}  # key -> Config
+        self.tunings: list = []  # what each tuning in this process measured
+        self._variants: dict = {}
+
+    def __repr__(self):
+        return f"<autotuned {self.kernel!r}, {len(self.configs)} configs>"
+
+    def __getitem__(self, grid):
+        return functools.partial(self._launch, grid)
+
+    def variant(self, config: Config) -> TileKernel:
+        """The tile kernel compiled with ``config``'s launch options (one per threads/stages pair)."""
+        options = (config.num_threads or self.kernel.num_threads, config.num_stages)
+        if options not in self._variants:
+            k = self.kernel
+            self._variants[options] = TileKernel(k.fn, k.backend, options[0], k.debug, options[1])
+        return self._variants[options]
+
+    def _launch(self, grid, *args, backend=None, stream=None, **kwargs):
+        try:
+            arguments = self.kernel.signature.bind_partial(*args, **kwargs).arguments
+        except TypeError as err:
+            raise TileArgumentError(f"{self.__name__}(): {err}") from None
+        every = {n for c in self.configs for n in c.constants}
+        given = every & set(arguments)
+        if given:
+            raise TileArgumentError(f"{self.__name__}: {', '.join(sorted(given))} set by the autotuner's configs")
+        backend = backend or self.kernel.backend or default_backend()
+        key = self.key_of(arguments, backend)
+        config = self.choices.get(key) or self._from_disk(key, backend)
+        if config is None:
+            config = self._tune(key, grid, args, kwargs, arguments, backend, stream)
+        self.choices[key] = config
+        options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
+        self.variant(config)[grid](*args, **kwargs, **config.constants, **options)
+
+    def key_of(self, arguments: dict, backend: str):
+        """The key a choice is remembered under: ``key``'s values, the backend."""
+        if callable(self.key):
+            return (self.key(dict(arguments)), backend)
+        parts = []
+        for name in self.key:
+            value = arguments.get(name)
+            info = array_info(value) if not isinstance(value, (int, float, bool, np.generic)) else None
+            parts.append((name, tuple(info.shape), info.dtype.name) if info is not None else (name, value))
+        return (tuple(parts), backend)
+
+    # ------------------------------------------------------------------ tuning
+
+    def _tune(self, key, grid, args, kwargs, arguments, backend, stream):
+        timer = self.timer
+        if timer is None and backend == "cuda":
+            from .testing.timing import bench
+
+            timer = lambda run, config: bench(run)  # noqa: E731
+        progress = _Progress(self, key, backend)
+        start, results = time.perf_counter(), []
+        snapshots = {}
+        try:
+            for config in self.configs:
+                kernel = self.variant(config)
+                options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
+
+                def run(kernel=kernel, config=config, options=options):
+                    kernel[grid](*args, **kwargs, **config.constants, **options)
+
+                try:
+                    written = self._written(kernel, arguments, config, backend)
+                    for name in written - set(snapshots):
+                        snapshots[name] = _Snapshot(name, arguments[name])
+                    run()  # compiles; a first launch
+                    ms = timer(run, config) if timer is not None else None
+                    results.append((config, ms, None))
+                except TileError as err:
+                    results.append((config, None, f"{type(err).__name__}: {str(err).splitlines()[0]}"))
+                except Exception as err:  # noqa: BLE001 - a launch the driver refused (resources), say why
+                    results.append(
+                        (config, None, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+                    )
+                finally:
+                    for s in snapshots.values():
+                        s.restore()
+                progress.update(results)
+                if timer is None and results[-1][2] is None:
+                    break  # nothing to time: the first config that runs
+        finally:
+            for s in snapshots.values():
+                s.restore()
+        ran = [(c, ms) for c, ms, why in results if why is None]
+        if not ran:
+            reasons = "\n".join(f"  {c.label()}: {why}" for c, _, why in results)
+            raise TileCompilerError(f"@tl.autotune on {self.__name__}: no config ran for {key[0]}:\n{reasons}")
+        chosen = min(ran, key=lambda r: r[1] or 0.0)[0]
+        seconds = time.perf_counter() - start
+        record = {"key": repr(key), "chosen": chosen.label(), "seconds": round(seconds, 3),
+                  "times_ms": {c.label(): (ms if why is None else why) for c, ms, why in results}}  # fmt: skip
+        self.tunings.append(record)
+        progress.finish(chosen, seconds)
+        log.info(
+            "%s %s: chose %s in %.2f s %s",
+            self.__name__,
+            _describe(key[0]),
+            chosen.label(),
+            seconds,
+            record["times_ms"],
+        )
+        if self.cache:
+            self._to_disk(key, backend, chosen, record)
+        return chosen
+
+    def _written(self, kernel, arguments, config, backend) -> set:
+        """Names of the arrays ``config``'s specialization writes (compiling it, as its first run would)."""
+        full = dict(arguments) | config.constants
+        bound = kernel.bind((), full)
+        spec, _ = kernel.specialize(bound)
+        return array_accesses(kernel.compile(spec, backend).program)[1]
+
+    # ------------------------------------------------------------------ the disk cache
+
+    def _cache_path(self, key, backend) -> str:
+        from . import __version__
+        from ._backends.cuda import cache_dir
+
+        try:
+            source = inspect.getsource(self.kernel.fn)
+        except (OSError, TypeError):
+            source = self.kernel.fn.__code__.co_code.hex()
+        device = device_peaks(current_device())[0] if backend == "cuda" else backend
+        text = repr((__version__, self.kernel.fn.__module__, self.kernel.fn.__qualname__, source, device, key,
+                     [c.label() for c in self.configs]))  # fmt: skip
+        digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+        return os.path.join(cache_dir(), "autotune", f"{self.__name__}-{digest}.json")
+
+    def _from_disk(self, key, backend) -> Config | None:
+        if not self.cache:
+            return None
+        path = self._cache_path(key, backend)
+        try:
+            with open(path) as f:
+                entry = json.load(f)
+            config = self.configs[entry["index"]]
+            if config.label() != entry["chosen"]:
+                raise ValueError("the chosen config does not match the configs")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
+            log.warning("ignoring the corrupt autotune cache entry %s (%s); tuning again", path, err)
+            return None
+        log.info("%s %s: %s, from the cache %s", self.__name__, _describe(key[0]), config.label(), path)
+        return config
+
+    def _to_disk(self, key, backend, chosen, record):
+        path = self._cache_path(key, backend)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w") as f:
+            json.dump(record | {"index": self.configs.index(chosen)}, f, indent=1)
+        os.replace(partial, path)  # atomic: a concurrent reader sees the old entry or the new one
+
+
+class _Snapshot:
+    """A copy of an array argument a trial writes, to put back afterwards (NumPy, torch,
+    CuPy and numba device arrays)."""
+
+    def __init__(self, name, array):
+        self.array = array
+        if isinstance(array, np.ndarray):
+            self.saved, self._restore = array.copy(), lambda: np.copyto(array, self.saved)
+        elif hasattr(array, "clone") and hasattr(array, "copy_"):  # torch
+            self.saved, self._restore = array.clone(), lambda: array.copy_(self.saved)
+        elif hasattr(array, "copy_to_host") and hasattr(array, "copy_to_device"):  # numba
+            self.saved, self._restore = array.copy_to_host(), lambda: array.copy_to_device(self.saved)
+        elif hasattr(array, "copy") and hasattr(array, "__setitem__"):  # CuPy and the like
+            self.saved = array.copy()
+            self._restore = lambda: array.__setitem__(Ellipsis, self.saved)
+        else:
+            raise TileArgumentError(
+                f"@tl.autotune cannot copy argument `{name}` ({type(array).__name__}) to restore it after the "
+                "trials; pass a NumPy, torch, CuPy or numba array"
+            )
+
+    def restore(self):
+        self._restore()
+
+
+class _Progress:
+    """The progress line on stderr: configs done / total and the best so far, redrawn in place
+    on a terminal; one line with the choice at the end."""
+
+    def __init__(self, tuner: Autotuned, key, backend):
+        quiet = (
+            tuner.quiet if tuner.quiet is not None else os.environ.get("TILELANG_AUTOTUNE_QUIET", "") not in ("", "0")
+        )
+        self.stream = None if quiet else sys.stderr
+        self.total, self.what = len(tuner.configs), f"autotune {tuner.__name__} {_describe(key[0])} on {backend}"
+
+    def update(self, results):
+        if self.stream is None or not self.stream.isatty():
+            return
+        timed = [(ms, c) for c, ms, why in results if ms is not None]
+        best = f", best {min(timed, key=lambda t: t[0])[0]:.4f} ms" if timed else ""
+        self.stream.write(f"\r{self.what}: {len(results)}/{self.total} configs{best}\x1b[K")
+        self.stream.flush()
+
+    def finish(self, chosen, seconds):
+        if self.stream is not None:
+            line = f"{self.what}: chose {chosen.label()} in {seconds:.1f} s"
+            self.stream.write(f"\r{line}\x1b[K\n" if self.stream.isatty() else f"{line}\n")
+            self.stream.flush()
+
+
+def _describe(key) -> str:
+    if isinstance(key, tuple) and all(isinstance(p, tuple) for p in key):
+        return " ".join(f"{p[0]}={'x'.join(map(str, p[1])) if isinstance(p[1], tuple) else p[1]}" for p in key)
+    return repr(key)
