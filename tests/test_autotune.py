@@ -257,5 +257,5 @@ def test_bench_and_sweep_on_the_cpu(tmp_path, capsys):
 
 def test_sweep_without_matplotlib_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    tl.testing.sweep([1], {"one": lambda n: (lambda: None)}, plot=str(tmp_path / "p.png"), device="cpu", rep=1)
+    tl.testing.sweep([1], {"one": lambda n: lambda: None}, plot=str(tmp_path / "p.png"), device="cpu", rep=1)
     assert "matplotlib is not installed" in capsys.readouterr().out and not (tmp_path / "p.png").exists()

@@ -79,9 +79,9 @@ def arguments(spec: dict):
     rng = np.random.default_rng(spec["seed"])
     by_name, outputs = {}, []
     for a in spec["arrays"]:
-        d, shape, margin = _dt.dtype(a["dtype"]), tuple(a["shape"]), a["margin"]
-        outer = tuple(s + 2 * m for s, m in zip(shape, margin))
-        inner = tuple(slice(m, m + s) for s, m in zip(shape, margin))
+        d, axes = _dt.dtype(a["dtype"]), _windows(a)
+        outer = tuple(size * abs(step) + 2 * margin for size, margin, step in axes)
+        inner = tuple(_window(*w) for w in axes)
         if a["role"] == "in":
             buffer = _data(rng, d, outer, a["data"])
         else:
@@ -93,6 +93,24 @@ def arguments(spec: dict):
     for s in spec["scalars"]:
         by_name[s["name"]] = s["value"] if s["dtype"] is None else _dt.dtype(s["dtype"]).np.type(s["value"])
     return [by_name[p] for p in spec["params"]], outputs
+
+
+def _windows(a) -> list:
+    """(size, margin, step) of each axis of array ``a``'s view into its buffer: the last axis
+    reversed or every second element for ``view`` "reversed" and "strided"."""
+    step = {"reversed": -1, "strided": 2}.get(a.get("view"), 1)
+    last = len(a["shape"]) - 1
+    return [(size, margin, step if k == last else 1) for k, (size, margin) in enumerate(zip(a["shape"], a["margin"]))]
+
+
+def _window(size, margin, step):
+    """The slice of a buffer axis a view takes: ``size`` elements after ``margin``, every
+    ``step``-th, backwards for a negative step."""
+    if step == 1:
+        return slice(margin, margin + size)
+    if step < 0:
+        return slice(margin + size - 1, margin - 1 if margin else None, -1)
+    return slice(margin, margin + size * step, step)
 
 
 def load(path):
@@ -169,7 +187,7 @@ def check_module(module, backends=("interpret", "cpu"), path="") -> None:
         for (a, buffer, view), (*_, ref_view) in zip(outputs, reference):
             d = _dt.dtype(a["dtype"])
             guard = np.ones(buffer.shape, bool)
-            guard[tuple(slice(m, m + s) for s, m in zip(a["shape"], a["margin"]))] = False
+            guard[tuple(_window(*w) for w in _windows(a))] = False
             if (buffer[guard] != sentinel(d)).any():
                 problems.append(f"{backend} wrote outside `{a['name']}` (into its guard margin)")
             if backend == first and (why := _outside(a, view, d)):

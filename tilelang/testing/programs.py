@@ -119,8 +119,9 @@ class _Builder:
     def array(self, role, dtype, shape, data=None, fill=None):
         name = f"{'x' if role == 'in' else 'out'}{len(self.arrays)}"
         margin = [self.draw(st.integers(0, 2)) for _ in shape]
+        view = self.pick(["plain", "plain", "reversed", "strided"])  # of the last axis
         spec = {"name": name, "role": role, "dtype": dtype.name, "shape": list(shape), "data": data, "margin": margin,
-                "fill": fill, "err": 0.0}  # fmt: skip
+                "fill": fill, "err": 0.0, "view": view}  # fmt: skip
         self.arrays.append(spec)
         self.params.append(name)
         return spec
@@ -164,6 +165,11 @@ class _Builder:
         choices = [0, 1, 7] + ([-1] if d.kind in "if" else []) + ([-INF, math.nan] if d.is_float else [])
         return self.pick(choices) if not d.is_bool else self.pick([0, 1])
 
+    def shift(self):
+        """A window's offset from its block's place: a little either way, or now and then far
+        outside the array (past int32's range too), where every element is padding."""
+        return self.pick([0, -1, 1, -2, 2, 2**31 + 5, -(2**31) - 3, 2**40])
+
     def load(self, spec=None, tile=None, loop_index=None):
         if spec is None:
             inputs = [a for a in self.arrays if a["role"] == "in"]
@@ -180,8 +186,9 @@ class _Builder:
         if loop_index is None and self.draw(st.booleans()):
             where = f"index=(i, {', '.join('0' for _ in tile[1:])})" if len(tile) > 1 else "index=(i,)"
         else:
-            shifts = [self.draw(st.integers(-2, 2)) for _ in tile]
-            coords = [f"i * {tile[0]}{step} + {shifts[0]}"] + [str(s) for s in shifts[1:]]
+            shifts = [self.shift() for _ in tile]
+            far = abs(shifts[0]) > 2**20  # a Python int that size does not fit the int32 block index: on its own
+            coords = [str(shifts[0]) if far else f"i * {tile[0]}{step} + {shifts[0]}"] + [str(s) for s in shifts[1:]]
             where = f"offset=({', '.join(coords)},)"
         pad_text = f", padding={_literal(pad, d)}" if pad != 0 else ""
         return self.define(value, f"tl.load({spec['name']}, {where}, shape={tile}{pad_text})")
