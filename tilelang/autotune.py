@@ -31,7 +31,7 @@ import numpy as np
 from ._ir.core import array_accesses
 from ._runtime import array_info, current_device, default_backend, device_peaks
 from .errors import TileArgumentError, TileCompilerError, TileError
-from .kernel import TileKernel
+from .kernel import TileKernel, _grid
 
 __all__ = ["Config", "autotune", "dot_configs"]
 
@@ -182,6 +182,8 @@ class Autotuned:
         if config is None:
             config = self._tune(key, grid, args, kwargs, arguments, backend, stream)
         self.choices[key] = config
+        if callable(grid):  # a fixed grid takes the kernel's fast launch path
+            grid = _grid(grid, self.kernel.bind(args, kwargs | config.constants))
         options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
         self.variant(config)[grid](*args, **kwargs, **config.constants, **options)
 
