@@ -1,5 +1,6 @@
 """Bugs found in review, each checked on the CPU backend against the interpreter."""
 
+import math
 import threading
 
 import numpy as np
@@ -287,3 +288,17 @@ def test_a_transposed_operand_keeps_to_the_size_limit():
     s = np.zeros((64, 64), np.float32)
     scores[1](q, k, s, BM=64, BN=64, D=128, backend="cpu")
     np.testing.assert_allclose(s, q.astype(np.float64) @ k.astype(np.float64).T, rtol=1e-5, atol=1e-4)
+
+
+@tl.tile_kernel(num_threads=32)
+def erf_of_one(x, out):
+    tl.store(out, tl.erf(tl.gather(x, 0))[None], index=(0,))
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_erf_of_a_0d_tile(backend):
+    """The interpreter's erf (NumPy's frompyfunc of math.erf) gave a Python float for a 0-d
+    tile and crashed converting it (found by the fuzzer, tilelang.testing.fuzz)."""
+    out = np.zeros(1, np.float32)
+    erf_of_one[1](np.array([0.5], np.float32), out, backend=backend)
+    np.testing.assert_allclose(out, math.erf(0.5), rtol=1e-6)

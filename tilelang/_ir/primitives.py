@@ -82,7 +82,7 @@ UNARY = {
     "sin": (np.sin, "f"),
     "cos": (np.cos, "f"),
     "tanh": (np.tanh, "f"),
-    "erf": (lambda x: _erf(x.astype(np.float64)).astype(np.float64), "f"),
+    "erf": (lambda x: np.asarray(_erf(x.astype(np.float64)), np.float64), "f"),  # (a 0-d result is a float)
     "sigmoid": (lambda x: np.where(x >= 0, 1, np.exp(-np.abs(x))) / (1 + np.exp(-np.abs(x))), "f"),  # no overflow
     "floor": (np.floor, "f"),
     "ceil": (np.ceil, "f"),
