@@ -160,3 +160,37 @@ def test_num_stages_sets_the_depth_of_the_ring(stages):
 def test_num_stages_is_checked(bad):
     with pytest.raises(tl.TileArgumentError, match="num_stages"):
         tl.tile_kernel(tiled_matmul.fn, num_stages=bad)
+
+
+@tl.tile_kernel(num_threads=128)
+def linear(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, T: tl.Constant):
+    """out = x @ w.T (w is (N, K), as a Linear layer's weight), or with T="a": x.T @ w.T."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(w.shape[1], BK)):
+        a = tl.load(x, index=(k, i), shape=(BK, BM)).T if T == "a" else tl.load(x, index=(i, k), shape=(BM, BK))
+        acc = tl.dot(a, tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
+    tl.store(out, acc, index=(i, j))
+
+
+@pytest.mark.parametrize("t", ["b", "a"])
+def test_a_transposed_operand_is_copied_ahead_and_read_by_ldmatrix(t):
+    """The transpose is folded into the ldmatrix read: w (N, K) is copied as it is and read
+    without .trans (a K-major b needs .trans), x.T (loaded (K, M)) read with it; nothing else
+    goes through shared memory, one barrier an iteration."""
+    e = tl.explain(linear, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, T=t, backend="cpu")
+    lines = [line.strip() for line in e["thread_ir"].splitlines()]
+    body = lines[next(i for i, ln in enumerate(lines) if ln.startswith("for ")) : lines.index("async_wait 0")]
+    assert sum(ln.startswith("async shared") for ln in body) == 2
+    assert not any(ln.startswith("shared ") or " = shared " in ln for ln in body)
+    assert sum(ln == "barrier" for ln in body) == 1
+    reads = [ln for ln in body if "ldmatrix" in ln]
+    assert len(reads) == 2 and ("ldmatrix.trans" in reads[0]) == (t == "a") and "ldmatrix.trans" not in reads[1]
+    rng = np.random.default_rng(3)
+    m, n, k = 70, 45, 100
+    a = rng.uniform(-2, 2, (m, k)).astype(np.float16)
+    w = rng.uniform(-2, 2, (n, k)).astype(np.float16)
+    out = np.full((m, n), np.nan, np.float32)
+    x = np.ascontiguousarray(a.T) if t == "a" else a
+    linear[(tl.cdiv(m, 64), tl.cdiv(n, 64))](x, w, out, BM=64, BN=64, BK=32, T=t, backend="cpu")
+    np.testing.assert_allclose(out, a.astype(np.float64) @ w.astype(np.float64).T, rtol=1e-5, atol=1e-4)

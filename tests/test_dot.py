@@ -25,16 +25,19 @@ def accumulator(d):
 
 
 def _matmul(a, b, c, HOW: tl.Constant, ACC: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    """c = a @ b (or c += a @ b when HOW == "init"); b is (N, K) when HOW == "bt"."""
+    """c = a @ b (or c += a @ b when HOW == "init"); b is (N, K) when HOW == "bt", a is (K, M) when "at"."""
     i, j = tl.block_id(0), tl.block_id(1)
     acc = tl.load(c, index=(i, j), shape=(BM, BN)) if HOW == "init" else tl.zeros((BM, BN), ACC)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        x = tl.load(a, index=(i, k), shape=(BM, BK))
+    for k in tl.range(0, tl.cdiv(b.shape[1 if HOW == "bt" else 0], BK)):
+        if HOW == "at":
+            x = tl.load(a, index=(k, i), shape=(BK, BM)).T
+        else:
+            x = tl.load(a, index=(i, k), shape=(BM, BK))
         if HOW == "bt":
             y = tl.load(b, index=(j, k), shape=(BN, BK)).T
         else:
             y = tl.load(b, index=(k, j), shape=(BK, BN))
-        if HOW in ("acc", "init", "bt"):
+        if HOW in ("acc", "init", "bt", "at"):
             acc = tl.dot(x, y, acc)
         elif HOW == "matmul":
             acc = acc + x @ y
@@ -62,7 +65,7 @@ def _operands(data, da, db, m, n, k):
     data=st.data(),
     da=tlt.dtypes("iuf"),
     same=st.booleans(),
-    how=st.sampled_from(["acc", "matmul", "plus", "init", "bt"]),
+    how=st.sampled_from(["acc", "matmul", "plus", "init", "bt", "at"]),
     tile=TILES,
 )
 def test_matmul(data, da, same, how, tile):
@@ -91,12 +94,12 @@ def test_matmul(data, da, same, how, tile):
     else:
         exact = a_d.astype(object) @ b_d.astype(object) + c.astype(object)
         expected = wrap(exact, acc)
-    b_arg = np.ascontiguousarray(b.T) if how == "bt" else b
+    a_arg, b_arg = _transposed_args(how, a, b)
 
     tlt.check_kernel(
         matmul_kernel,
         (tl.cdiv(m, bm), tl.cdiv(n, bn)),
-        args=(a, b_arg, c),
+        args=(a_arg, b_arg, c),
         reference=lambda a, b, c: expected,
         rtol=rtol,
         atol=atol,
@@ -106,6 +109,11 @@ def test_matmul(data, da, same, how, tile):
         BN=bn,
         BK=bk,
     )
+
+
+def _transposed_args(how, a, b):
+    """The arrays the kernel takes: b as (N, K) for "bt", a as (K, M) for "at"."""
+    return (np.ascontiguousarray(a.T) if how == "at" else a), (np.ascontiguousarray(b.T) if how == "bt" else b)
 
 
 # tiles of at least one tensor-core fragment (16 x 16 of a, 16 x 8 of b), powers of two and not
@@ -122,7 +130,7 @@ def pow2(n):
 @given(
     data=st.data(),
     d=st.sampled_from([tl.float16, tl.bfloat16]),
-    how=st.sampled_from(["acc", "matmul", "init", "bt"]),
+    how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]),
     tile=MMA_TILES,
     threads=st.sampled_from(sorted(MMA_KERNELS)),
 )
@@ -143,10 +151,11 @@ def test_matmul_on_tensor_cores(data, d, how, tile, threads):
     rtol, atol = tlt.tolerance(tl.float32)
     atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(bound, initial=0))
     kernel = MMA_KERNELS[threads]
-    stages = tl.explain(kernel, a, b, c, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
+    args = (*_transposed_args(how, a, b), c)
+    stages = tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
     assert "mma[" in stages["thread_ir"]
     tlt.check_kernel(
-        kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=(a, np.ascontiguousarray(b.T) if how == "bt" else b, c),
+        kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
         reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol,
         HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
     )  # fmt: skip

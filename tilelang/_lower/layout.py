@@ -250,6 +250,22 @@ def mma_layouts(m: int, n: int, k: int, num_threads: int):
     return a, b, result
 
 
+def permuted(layout: Layout, perm) -> Layout:
+    """The layout of ``transpose(x, perm)`` that leaves every element of ``x`` (in ``layout``)
+    where it is: the same registers, lanes and warps, index bits renumbered for the
+    permuted shape (result axis ``k`` is input axis ``perm[k]``)."""
+    shape = tuple(layout.shape[p] for p in perm)
+    moved = {}
+    for k, p in enumerate(perm):
+        for offset, b in enumerate(layout.dim_bits(p)):
+            moved[b] = _dim_start(shape, k) + offset
+
+    def move(b):
+        return None if b is None else moved[b]
+
+    return Layout(shape, tuple(map(move, layout.reg)), tuple(map(move, layout.lane)), tuple(map(move, layout.warp)))
+
+
 def unbroadcast(layout: Layout, shape) -> Layout:
     """The layout a value of ``shape`` (``layout``'s shape with some axes of size 1) must
     have for broadcasting it to ``layout`` to move no data: the same threads hold each kept

@@ -7,13 +7,19 @@
 - **CUDA cores** otherwise: both operands staged in one shared buffer, then a loop over
   ``k`` in which each thread reads the ``a`` value of each of its rows and the ``b`` value
   of each of its columns and multiply-adds them into its accumulator slots.
+
+A transposed operand (``a @ w.T``, ``q @ k.T``) costs nothing extra: ``folded_transposes``
+lowers ``convert_layout(transpose(w))`` to the fragments as one ldmatrix conversion of
+``w`` itself, stored in its own orientation and read without ``.trans`` where ``w`` would
+need it (and the other way round).
 """
 
 from __future__ import annotations
 
 from .. import dtypes as D
-from .._lower.layout import MMA_DTYPES, log2, mma_layouts, pow2_ceil
-from .._lower.lowering import b1, i32, output
+from .._ir.core import Block, Var, sub_blocks
+from .._lower.layout import MMA_DTYPES, Layout, log2, mma_layouts, permuted, pow2_ceil
+from .._lower.lowering import b1, i32, matrix_layout, output, stored_as_matrices
 from .._lower.thread_ir import Imm, Loop, Mma, Op, SharedLoad, SharedStore, SlotMap, slots
 
 
@@ -109,3 +115,59 @@ def _shared_at(lw, buf, dtype, acc_dtype, index):
     dst = lw.reg(dtype, slots(index), "v")
     lw.stmts.append(SharedLoad(dst, buf, index))
     return dst if dtype is acc_dtype else lw.op(acc_dtype, "convert", dst, attr=acc_dtype)
+
+
+# ------------------------------------------------------------- transposed operands
+
+
+def uses(block: Block) -> dict:
+    """Var -> the equations of ``block`` (nested blocks included) that read it; a block's
+    results count as a use by None."""
+    found = {}
+
+    def walk(b):
+        for eqn in b.eqns:
+            for x in eqn.inputs:
+                if isinstance(x, Var):
+                    found.setdefault(x, []).append(eqn)
+            for sub in sub_blocks(eqn):
+                walk(sub)
+        for x in b.results:
+            if isinstance(x, Var):
+                found.setdefault(x, []).append(None)
+
+    walk(block)
+    return found
+
+
+def transposed_read(lw, transpose, users) -> Layout | None:
+    """For ``z = transpose(y)`` whose only use (``users``) converts it to a layout ldmatrix
+    makes: that layout in ``y``'s coordinates, read from ``y`` stored as matrices (None where
+    this does not apply)."""
+    if transpose.prim.name != "transpose" or transpose.params["perm"] != (1, 0) or len(users) != 1:
+        return None
+    convert, y = users[0], transpose.inputs[0]
+    if convert is None or convert.prim.name != "convert_layout":
+        return None
+    target = permuted(lw.layout(convert.outputs[0]), (1, 0))
+    return target if stored_as_matrices(y.type, lw.layout(y)) and matrix_layout(target) else None
+
+
+def folded_transposes(lw, block: Block) -> dict:
+    """Lower rules (by equation id, for ``Lowering.lower_block``) for the transposes of
+    ``block`` that feed only an ldmatrix conversion: the transpose emits nothing, the
+    conversion stores the transpose's input and reads it with ldmatrix in the transposed
+    layout (one shared round trip, 16-byte stores, no scalar transpose)."""
+    used, rules = uses(block), {}
+    for eqn in block.eqns:
+        users = used.get(eqn.outputs[0], []) if eqn.prim.name == "transpose" else []
+        target = transposed_read(lw, eqn, users) if users else None
+        if target is None:
+            continue
+
+        def convert(lw, eqn, z, y=eqn.inputs[0], target=target):
+            lw.set_words(eqn.outputs[0], lw.through_matrices(y, target))
+
+        rules[id(eqn)] = lambda lw, eqn, *args, **params: None
+        rules[id(users[0])] = convert
+    return rules

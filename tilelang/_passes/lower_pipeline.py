@@ -7,7 +7,8 @@ kernel's ``num_stages``, 3 by default; 1 turns pipelining off),
 and read from there with ``ldmatrix`` in the fragment layout the dot wants: the copies
 take no registers and no shared stores, and their latency hides behind the dots of the
 iterations in between. A load qualifies when it is a 2-d 16-bit float tile of 16-byte
-groups padded with zeros, its only use is its conversion to an ldmatrix layout, its window
+groups padded with zeros, its only use is its conversion to an ldmatrix layout (directly,
+or through a transpose folded into the read: ``a @ w.T``), its window
 is computed by pure scalar equations from the loop index and values from outside the loop,
 and nothing in the loop writes memory (a store could change what an early copy reads).
 
@@ -26,16 +27,20 @@ from dataclasses import dataclass
 
 from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, sub_blocks
+from .._lower.layout import Layout
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm
 from .._lower.window import Window
+from .lower_dot import transposed_read, uses
 
 
 @dataclass
 class _Copied:
     load: Eqn  # x = load(...)
-    convert: Eqn  # y = convert_layout x
+    convert: Eqn  # y = convert_layout x (or of transpose x)
     chain: list  # the body's equations computing the load's window
+    read: Layout  # what ldmatrix reads, in x's coordinates: y's layout (or its transpose)
+    transpose: Eqn | None = None  # folded into the read
     buffer: str = ""
     stage_words: int = 0
 
@@ -79,13 +84,15 @@ class Pipeline:
         def convert(c):
             def rule(lw, eqn, x):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                words = lw.read_matrices(lw.layout(eqn.outputs[0]), c.buffer, base, matrix_tile(lw.layout(x)))
+                words = lw.read_matrices(c.read, c.buffer, base, matrix_tile(lw.layout(c.load.outputs[0])))
                 lw.set_words(eqn.outputs[0], words)
 
             return rule
 
-        rules = {id(c.load): lambda lw, eqn, *args, **params: None for c in self.copies}
-        return rules | {id(c.convert): convert(c) for c in self.copies}
+        nothing = {
+            id(e): lambda lw, eqn, *args, **params: None for c in self.copies for e in (c.load, c.transpose) if e
+        }
+        return nothing | {id(c.convert): convert(c) for c in self.copies}
 
     def drain(self):
         """After the loop: the copies past its end land, and every thread is done with the
@@ -123,15 +130,8 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
     if lw.num_stages < 2 or not _contains_dot(body) or _writes(body):
         return None
     varying = set(body.params[1:])
-    producer, uses = {}, {}
+    producer, used = {}, uses(body)
     for eqn in body.eqns:
-        for x in eqn.inputs:
-            if isinstance(x, Var):
-                uses.setdefault(x, []).append(eqn)
-        for sub in sub_blocks(eqn):
-            for inner in _eqns(sub):
-                for x in inner.inputs:
-                    uses.setdefault(x, []).append(inner)
         moves = any(x in varying for x in eqn.inputs if isinstance(x, Var))
         if sub_blocks(eqn) or eqn.prim.effect is not None or moves:
             varying.update(eqn.outputs)
@@ -141,20 +141,25 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         if eqn.prim.name != "load" or any(x in varying for x in eqn.inputs[1:] if isinstance(x, Var)):
             continue
         out, array, padding = eqn.outputs[0], eqn.inputs[0], eqn.inputs[-1]
-        users = uses.get(out, [])
+        users = used.get(out, [])
         layout = lw.layout(out)
-        if not (
-            len(users) == 1
-            and users[0].prim.name == "convert_layout"
-            and stored_as_matrices(out.type, layout)
+        if len(users) != 1 or not (
+            stored_as_matrices(out.type, layout)
             and layout.vector_width() >= 8
             and array.type.unit_stride
             and isinstance(padding, Literal)
             and float(padding.value) == 0.0
-            and matrix_layout(lw.layout(users[0].outputs[0]))
         ):
             continue
-        copies.append(_Copied(eqn, users[0], _chain(eqn.inputs[1:], producer)))
+        if (
+            users[0] is not None
+            and users[0].prim.name == "convert_layout"
+            and matrix_layout(lw.layout(users[0].outputs[0]))
+        ):
+            copies.append(_Copied(eqn, users[0], _chain(eqn.inputs[1:], producer), lw.layout(users[0].outputs[0])))
+        elif users[0] is not None and (target := transposed_read(lw, users[0], used.get(users[0].outputs[0], []))):
+            convert = used[users[0].outputs[0]][0]  # a transposed operand: read in the transposed layout
+            copies.append(_Copied(eqn, convert, _chain(eqn.inputs[1:], producer), target, users[0]))
     return Pipeline(lw, loop, copies) if copies else None
 
 

@@ -35,7 +35,7 @@ from .._lower.thread_ir import (
     slots,
 )
 from .._lower.window import Window
-from .lower_dot import lower_dot
+from .lower_dot import folded_transposes, lower_dot
 from .lower_pipeline import plan as plan_pipeline
 
 # ------------------------------------------------------------------ elementwise
@@ -504,7 +504,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
     if pipeline:
         pipeline.refill(index_reg, stage)
-    lw.lower_block(body, pipeline.rules(stage) if pipeline else None)
+    lw.lower_block(body, folded_transposes(lw, body) | (pipeline.rules(stage) if pipeline else {}))
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     if pipeline:
         results.append(pipeline.stage_after(stage, 1))
@@ -537,5 +537,5 @@ def lower_to_threads(program: Program, layouts: dict, num_threads: int, num_stag
             params.append(ScalarParam(reg))
     main = []
     lw.stmts = main
-    lw.lower_block(program.body)
+    lw.lower_block(program.body, folded_transposes(lw, program.body))
     return ThreadProgram(program.name, params, num_threads, lw.shared, lw.prologue + main, lw.shared_sites)
