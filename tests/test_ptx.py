@@ -286,3 +286,26 @@ def test_16_bit_dots_run_on_tensor_cores(dtype, ptx_type, tile, threads, whole):
     ops = instructions(ptx)
     assert not [op for op in ops if op.startswith("ld.shared")]
     assert {op for op in ops if op.startswith("st.shared")} == {"st.shared.u32"}
+
+
+@tl.tile_kernel(num_threads=256)
+def linear_layer(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """out = x @ w.T, w (N, K) as a Linear layer stores it."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BK)):
+        acc = tl.dot(tl.load(x, index=(i, k), shape=(BM, BK)), tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
+    tl.store(out, acc, index=(i, j))
+
+
+def test_a_transposed_operand_costs_what_a_plain_one_does():
+    """x @ w.T: both tiles copied ahead with cp.async and read with ldmatrix without .trans
+    (w is k-contiguous, as the mma's b wants it), no shared loads, no local memory, the same
+    mma count as x @ b."""
+    ptx = explain(linear_layer, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=128, BN=128, BK=32)["ptx"]
+    ops = instructions(ptx)
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 128 * 128 * 32 // (16 * 8 * 16) // 8
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" not in ptx
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 12  # 4 for x, 8 for w, each iteration
+    assert any(op.startswith("cp.async.cg") for op in ops)
+    assert not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
