@@ -274,3 +274,20 @@ def test_dot_with_an_accumulator_in_another_layout(src, d, shape):
         dot_acc_kernel, 1, args=(a, b, c, np.zeros((m, n), acc_dtype.np)), reference=lambda *_: expected,
         backends=BACKENDS, SRC=src, M=m, N=n, K=k,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("d, tile, threads, plan", [
+    (tl.float16, (128, 128, 32), 256, "tensor cores, mma.sync.m16n8k16.f16: 4 x 2 warps (m x n), each 2 x 8 "
+                                      "fragments of 16x8, 2 k-steps of 16"),
+    (tl.bfloat16, (16, 8, 16), 64, "tensor cores, mma.sync.m16n8k16.bf16: 1 x 1 warps (m x n), 2 replicating, "
+                                   "each 1 x 1 fragments of 16x8, 1 k-steps of 16"),
+    (tl.float32, (32, 32, 8), 64, "CUDA cores (FFMA from shared memory): float32"),
+    (tl.float16, (8, 8, 16), 32, "CUDA cores (FFMA from shared memory): tiles under one fragment"),
+])  # fmt: skip
+def test_explain_shows_each_dots_plan(d, tile, threads, plan):
+    """The layouts stage says under each dot how it will be lowered."""
+    bm, bn, bk = tile
+    kernel = MMA_KERNELS.get(threads) or tl.tile_kernel(_matmul, num_threads=threads)
+    a, b, c = (np.zeros(s, t.np) for s, t in (((bm, bk), d), ((bk, bn), d), ((bm, bn), accumulator(d))))
+    layouts = tl.explain(kernel, a, b, c, HOW="acc", ACC=accumulator(d), BM=bm, BN=bn, BK=bk, backend="cpu")["layouts"]
+    assert plan in layouts

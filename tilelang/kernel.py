@@ -25,7 +25,7 @@ from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
 from ._frontend.loops import rewrite_loops
 from ._frontend.tracing import Array, Tile, TraceScope, tracing
-from ._ir.core import ArrayType, Block, Program, TileType, Var
+from ._ir.core import ArrayType, Block, Program, TileType, Var, tile_outputs
 from ._ir.printer import format_program
 from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
@@ -33,6 +33,7 @@ from ._passes.assign_layouts import assign_layouts
 from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
 from ._passes.insert_conversions import insert_conversions
+from ._passes.lower_dot import dot_plan
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
@@ -370,7 +371,11 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         return CompiledKernel(stages, program, run, None, lap)
     program = insert_conversions(program, layouts)  # layouts that disagree: renamed, rebuilt or converted
     program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
-    stages["layouts"] = format_program(program, notes={v: str(lay) for v, lay in layouts.items() if lay.shape})
+    notes = {v: str(lay) for v, lay in layouts.items() if lay.shape}
+    for eqn, out in tile_outputs(program.body):  # what the lowering will do with each dot
+        if eqn.prim.name == "dot":
+            notes[out] += f"\n{dot_plan(eqn, layouts)}"
+    stages["layouts"] = format_program(program, notes=notes)
     lap("layouts", None)
     threads = lap("lower", lower_to_threads(program, layouts, num_threads, kernel.num_stages))  # one thread's program
     threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once

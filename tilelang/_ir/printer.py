@@ -66,8 +66,14 @@ def _eqn_lines(eqn, namer, indent):
 
 
 def _note_lines(variables, namer, pad):
-    """``# name: note`` under an equation, for annotated values (e.g. their layouts)."""
-    return [f"{pad}  # {namer.names[v]}: {namer.notes[v]}" for v in variables if v in namer.notes]
+    """``# name: note`` under an equation, for annotated values (e.g. their layouts); a note's
+    further lines indented under its first."""
+    lines = []
+    for v in variables:
+        if v in namer.notes:
+            first, *rest = namer.notes[v].split("\n")
+            lines += [f"{pad}  # {namer.names[v]}: {first}"] + [f"{pad}  #   {line}" for line in rest]
+    return lines
 
 
 def _block_lines(block: Block, namer, indent, label):

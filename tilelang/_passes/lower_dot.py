@@ -31,6 +31,27 @@ def dot_layouts(a_type, b_type, num_threads: int):
     return mma_layouts(m, n, k, num_threads)
 
 
+def dot_plan(eqn, layouts: dict) -> str:
+    """What the lowering does with a dot, for the layouts stage of ``tl.explain``: the
+    strategy and, on tensor cores, how the warps split the result and each warp's fragments."""
+    (a, b), out = eqn.inputs[:2], eqn.outputs[0]
+    plan = dot_layouts(a.type, b.type, layouts[out].num_threads)
+    if plan is None or layouts[out] != plan[2]:
+        small = a.type.dtype.name in MMA_DTYPES
+        return f"CUDA cores (FFMA from shared memory): {'tiles under one fragment' if small else a.type.dtype.name}"
+    lc = plan[2]
+    (m, k), n = a.type.shape, b.type.shape[1]
+    warps_m = 1 << sum(1 for w in lc.warp if w is not None and w in lc.dim_bits(0))
+    warps_n = 1 << sum(1 for w in lc.warp if w is not None and w in lc.dim_bits(1))
+    frag_m, frag_n = pow2_ceil(m) // 16 // warps_m, pow2_ceil(n) // 8 // warps_n
+    spare = len(lc.warp) - log2(warps_m * warps_n)
+    return (
+        f"tensor cores, mma.sync.m16n8k16.{a.type.dtype.short}: {warps_m} x {warps_n} warps (m x n)"
+        + (f", {1 << spare} replicating" if spare else "")
+        + f", each {frag_m} x {frag_n} fragments of 16x8, {pow2_ceil(k) // 16} k-steps of 16; operands by ldmatrix"
+    )
+
+
 def lower_dot(lw, eqn, a, b, acc):
     plan = dot_layouts(a.type, b.type, lw.t)
     if plan is not None and lw.layout(eqn.outputs[0]) == plan[2]:

@@ -575,7 +575,10 @@ class _Builder:
         self.emit(f"{acc.name} = tl.zeros(({m}, {n}), {_tl(out)})")
         self.emit(f"for k in {rng}:")
         self.emit(f"    a = tl.load({sa['name']}, offset=(i * {m} + {s0}, k * {kk}), shape=({m}, {kk}))")
-        self.emit(f"    b = tl.load({sb['name']}, offset=(k * {kk}, {s1}), shape=({kk}, {n}))")
+        if self.draw(st.booleans()):  # b as the transpose of an (N, K) tile: a Linear layer's weight
+            self.emit(f"    b = tl.load({sb['name']}, offset=({s1}, k * {kk}), shape=({n}, {kk})).T")
+        else:
+            self.emit(f"    b = tl.load({sb['name']}, offset=(k * {kk}, {s1}), shape=({kk}, {n}))")
         self.emit(f"    {acc.name} = tl.dot(a{conv}, b{conv}, {acc.name})")
         self.pool.append(state)
         return state
