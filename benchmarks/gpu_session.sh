@@ -8,18 +8,28 @@ export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tilelang-cache} PYTHONUNBUF
 python3 -c "import tilelang._launch" 2>/dev/null || gcc -O2 -shared -fPIC \
   -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" tilelang/_launch.c \
   -o "tilelang/_launch$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
-echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_limits.py 2>&1 | tail -4
+echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_limits.py \
+  tests/test_fuzz.py tests/test_autotune.py 2>&1 | tail -4
 echo "== op suites on cuda"
 TILELANG_TEST_BACKENDS=interpret,cuda timeout 240 python3 -m pytest -q -n 8 -p no:cacheprovider \
   tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_shape.py tests/test_ops_memory.py \
   tests/test_dot.py tests/test_loops.py tests/test_examples.py tests/test_folding.py tests/test_numerics.py \
-  tests/test_memory_order.py tests/test_dtypes.py tests/test_regressions.py tests/test_limits.py > "$out/suites.log" 2>&1
+  tests/test_memory_order.py tests/test_dtypes.py tests/test_regressions.py tests/test_limits.py \
+  tests/test_async_copies.py > "$out/suites.log" 2>&1
 grep -E "passed|failed|FAILED" "$out/suites.log" | head -20
 for tool in memcheck racecheck; do
   for ex in examples/*.py; do
     printf "== %s %s: " "$tool" "$ex"
     timeout 120 compute-sanitizer --tool "$tool" --print-limit 5 python3 "$ex" > "$out/san.log" 2>&1
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Error" "$out/san.log" | tail -1
+  done
+done
+echo "== fuzz campaign on cuda (issue 18), then compute-sanitizer over a sample of its programs"
+timeout 420 python3 -m tilelang.testing.fuzz --minutes 6 --backends interpret,cuda --sample 10 --out "$out/fuzz" 2>&1 | tail -2
+for f in $(ls "$out"/fuzz/sample/*.py 2>/dev/null | head -20); do
+  for tool in memcheck racecheck; do
+    timeout 60 compute-sanitizer --tool "$tool" python3 "$f" cuda > "$out/san.log" 2>&1
+    grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$out/san.log" || echo "$tool: $f"
   done
 done
 echo "== demo"; timeout 60 python3 examples/vector_add.py 2>&1 | tail -5

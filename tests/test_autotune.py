@@ -259,3 +259,20 @@ def test_sweep_without_matplotlib_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
     tl.testing.sweep([1], {"one": lambda n: lambda: None}, plot=str(tmp_path / "p.png"), device="cpu", rep=1)
     assert "matplotlib is not installed" in capsys.readouterr().out and not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tl._runtime.gpu_available(), reason="needs an NVIDIA GPU")
+def test_tuning_on_the_gpu_times_every_config(cache):
+    """On CUDA each config is timed with CUDA events; the choice is the fastest measured and
+    a later tuner (as a new process) takes it from the disk without timing."""
+    kernel = tl.autotune(configs=CONFIGS, key=["x"])(tl.tile_kernel(_accumulate))
+    out, expected = _launch(kernel, n=1 << 20)
+    np.testing.assert_array_equal(out, expected)
+    times = kernel.tunings[0]["times_ms"]
+    assert all(isinstance(ms, float) and ms > 0 for ms in times.values())
+    assert kernel.tunings[0]["chosen"] == min(times, key=times.get)
+    again = tl.autotune(configs=CONFIGS, key=["x"])(tl.tile_kernel(_accumulate))
+    out, expected = _launch(again, n=1 << 20)
+    np.testing.assert_array_equal(out, expected)
+    assert again.tunings == []

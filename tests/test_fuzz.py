@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
+from tilelang._runtime import gpu_available
 from tilelang.testing import fuzz, programs
 from tilelang.testing.programs import OPS, STATEMENTS, Program
 
@@ -31,6 +32,21 @@ def test_random_programs_agree_on_interpreter_and_cpu(flavour):
     @given(programs.programs(**FLAVOURS[flavour]))
     def run(program):
         fuzz.check(program, ("interpret", "cpu"))
+
+    run()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not gpu_available(), reason="needs an NVIDIA GPU")
+@pytest.mark.parametrize("flavour", sorted(FLAVOURS))
+def test_random_programs_agree_on_cuda(flavour):
+    """The same four flavours on CUDA too (the device campaign is the long run of this)."""
+
+    @settings(max_examples=50, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(10 + sorted(FLAVOURS).index(flavour))
+    @given(programs.programs(**FLAVOURS[flavour]))
+    def run(program):
+        fuzz.check(program, ("interpret", "cpu", "cuda"))
 
     run()
 
