@@ -178,10 +178,7 @@ class _Builder:
         d = _dt.dtype(spec["dtype"])
         pad = self.padding(d)
         name = self.name()
-        value = self.data_value(spec, tile, name)
-        p = V.constant(name, pad, d)
-        value = replace(value, lo=min(value.lo, p.lo), hi=max(value.hi, p.hi), nan=value.nan or p.nan,
-                        integral=value.integral and (p.integral or not math.isfinite(p.lo)))  # fmt: skip
+        value = V.padded(self.data_value(spec, tile, name), pad)
         step = f" + {loop_index} * {tile[0]}" if loop_index else ""
         if loop_index is None and self.draw(st.booleans()):
             where = f"index=(i, {', '.join('0' for _ in tile[1:])})" if len(tile) > 1 else "index=(i,)"
@@ -395,10 +392,7 @@ class _Builder:
         )
         pad = self.padding(d)
         name = self.name()
-        value = self.data_value(spec, shape, name)
-        p = V.constant(name, pad, d)
-        value = replace(value, lo=min(value.lo, p.lo), hi=max(value.hi, p.hi), nan=value.nan or p.nan,
-                        integral=value.integral and (p.integral or not math.isfinite(p.lo)))  # fmt: skip
+        value = V.padded(self.data_value(spec, shape, name), pad)
         extra = (f", mask={m.name}" if m else "") + (f", padding={_literal(pad, d)}" if pad != 0 else "")
         return self.define(value, f"tl.gather({spec['name']}, {', '.join(idx)}{extra})")
 
@@ -496,10 +490,7 @@ class _Builder:
         at = [shift + self.draw(st.integers(0, s - t)) for shift, s, t in zip(shifts, held.shape, sub)]
         d = held.dtype
         pad = self.padding(d)
-        p = V.constant("", pad, d)
-        integral = held.integral and (p.integral or not math.isfinite(p.lo))
-        value = replace(held, name=self.name(), shape=sub, lo=min(held.lo, p.lo), hi=max(held.hi, p.hi),
-                        nan=held.nan or p.nan, integral=integral)  # fmt: skip
+        value = V.padded(replace(held, name=self.name(), shape=sub), pad)
         coords = ", ".join([f"i * {held.shape[0]} + {at[0]}"] + [str(a) for a in at[1:]])
         pad_text = f", padding={_literal(pad, d)}" if pad != 0 else ""
         return self.define(value, f"tl.load({rec['spec']['name']}, offset=({coords},), shape={sub}{pad_text})")

@@ -88,6 +88,13 @@ def constant(name, value, d: DType, shape=()) -> Value:
     return Value(name, shape, d, v, v)
 
 
+def padded(v: Value, padding) -> Value:
+    """What a read of ``v``'s memory holds when elements outside the array read ``padding``."""
+    p = constant("", padding, v.dtype)
+    integral = v.integral and (p.integral or not math.isfinite(p.lo))
+    return replace(v, lo=min(v.lo, p.lo), hi=max(v.hi, p.hi), nan=v.nan or p.nan, integral=integral)
+
+
 def _fit(v: Value) -> Value | None:
     """``v`` with its interval clipped to what its dtype can hold: ints wrap (any value then),
     floats overflow to infinity (refused if the value is not bit-identical)."""
