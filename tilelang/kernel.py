@@ -32,6 +32,7 @@ from ._lower.thread_ir import format_thread_program, verify_thread_program
 from ._passes.assign_layouts import assign_layouts
 from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
+from ._passes.dead_code_threads import eliminate_dead_code
 from ._passes.insert_conversions import insert_conversions
 from ._passes.lower_dot import dot_plan
 from ._passes.lower_threads import lower_to_threads
@@ -379,6 +380,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     lap("layouts", None)
     threads = lap("lower", lower_to_threads(program, layouts, num_threads, kernel.num_stages))  # one thread's program
     threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
+    threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it
     threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
     if DEBUG:
         verify_thread_program(threads)
