@@ -260,10 +260,10 @@ def _triton_times(names) -> dict:
         with tempfile.TemporaryDirectory() as cache:
             env = dict(os.environ, TRITON_CACHE_DIR=cache)
             done = subprocess.run([sys.executable, script, name], env=env, capture_output=True, text=True, timeout=600)
+        if "no triton" in done.stdout + done.stderr:  # (said on stdout, with returncode 0)
+            break
         if done.returncode == 0 and done.stdout.strip():
             out[name] = float(done.stdout.strip().splitlines()[-1])
-        elif "no triton" in done.stdout + done.stderr:
-            break
     return out
 
 
