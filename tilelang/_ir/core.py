@@ -179,3 +179,23 @@ def array_accesses(program: Program) -> tuple[set, set]:
 
     walk(program.body)
     return reads, writes
+
+
+def uses(block: Block) -> dict:
+    """Var -> the equations of ``block`` (nested blocks included) that read it; a block's
+    results count as a use by None."""
+    found = {}
+
+    def walk(b):
+        for eqn in b.eqns:
+            for x in eqn.inputs:
+                if isinstance(x, Var):
+                    found.setdefault(x, []).append(eqn)
+            for sub in sub_blocks(eqn):
+                walk(sub)
+        for x in b.results:
+            if isinstance(x, Var):
+                found.setdefault(x, []).append(None)
+
+    walk(block)
+    return found

@@ -17,7 +17,7 @@ need it (and the other way round).
 from __future__ import annotations
 
 from .. import dtypes as D
-from .._ir.core import Block, Var, sub_blocks
+from .._ir.core import Block, uses
 from .._lower.layout import MMA_DTYPES, Layout, log2, mma_layouts, permuted, pow2_ceil
 from .._lower.lowering import b1, i32, matrix_layout, output, stored_as_matrices
 from .._lower.thread_ir import Imm, Loop, Mma, Op, SharedLoad, SharedStore, SlotMap, slots
@@ -139,26 +139,6 @@ def _shared_at(lw, buf, dtype, acc_dtype, index):
 
 
 # ------------------------------------------------------------- transposed operands
-
-
-def uses(block: Block) -> dict:
-    """Var -> the equations of ``block`` (nested blocks included) that read it; a block's
-    results count as a use by None."""
-    found = {}
-
-    def walk(b):
-        for eqn in b.eqns:
-            for x in eqn.inputs:
-                if isinstance(x, Var):
-                    found.setdefault(x, []).append(eqn)
-            for sub in sub_blocks(eqn):
-                walk(sub)
-        for x in b.results:
-            if isinstance(x, Var):
-                found.setdefault(x, []).append(None)
-
-    walk(block)
-    return found
 
 
 def transposed_read(lw, transpose, users) -> Layout | None:

@@ -26,12 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes as D
-from .._ir.core import Block, Eqn, Literal, Var, sub_blocks
+from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
 from .._lower.layout import Layout
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm
 from .._lower.window import Window
-from .lower_dot import transposed_read, uses
+from .lower_dot import transposed_read
 
 
 @dataclass
@@ -151,15 +151,14 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
             and float(padding.value) == 0.0
         ):
             continue
-        if (
-            users[0] is not None
-            and users[0].prim.name == "convert_layout"
-            and matrix_layout(lw.layout(users[0].outputs[0]))
-        ):
-            copies.append(_Copied(eqn, users[0], _chain(eqn.inputs[1:], producer), lw.layout(users[0].outputs[0])))
-        elif users[0] is not None and (target := transposed_read(lw, users[0], used.get(users[0].outputs[0], []))):
-            convert = used[users[0].outputs[0]][0]  # a transposed operand: read in the transposed layout
-            copies.append(_Copied(eqn, convert, _chain(eqn.inputs[1:], producer), target, users[0]))
+        user = users[0]
+        if user is None:  # (a loop result)
+            continue
+        chain = _chain(eqn.inputs[1:], producer)
+        if user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
+            copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0])))
+        elif target := transposed_read(lw, user, used.get(user.outputs[0], [])):  # read in the transposed layout
+            copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user))
     return Pipeline(lw, loop, copies) if copies else None
 
 
