@@ -30,7 +30,7 @@ import numpy as np
 
 from ._ir.core import array_accesses
 from ._runtime import array_info, current_device, default_backend, device_peaks
-from .errors import TileArgumentError, TileCompilerError, TileError
+from .errors import TileArgumentError, TileCompilerError
 from .kernel import TileKernel, _grid
 
 __all__ = ["Config", "autotune", "dot_configs"]
@@ -209,36 +209,29 @@ class Autotuned:
         progress = _Progress(self, key, backend)
         start, results = time.perf_counter(), []
         snapshots = {}
-        try:
-            for config in self.configs:
-                kernel = self.variant(config)
-                options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
+        for config in self.configs:
+            kernel = self.variant(config)
+            options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
 
-                def run(kernel=kernel, config=config, options=options):
-                    kernel[grid](*args, **kwargs, **config.constants, **options)
+            def run(kernel=kernel, config=config, options=options):
+                kernel[grid](*args, **kwargs, **config.constants, **options)
 
-                try:
-                    written = self._written(kernel, arguments, config, backend)
-                    for name in written - set(snapshots):
-                        snapshots[name] = _Snapshot(name, arguments[name])
-                    run()  # compiles; a first launch
-                    ms = timer(run, config) if timer is not None else None
-                    results.append((config, ms, None))
-                except TileError as err:
-                    results.append((config, None, f"{type(err).__name__}: {str(err).splitlines()[0]}"))
-                except Exception as err:  # noqa: BLE001 - a launch the driver refused (resources), say why
-                    results.append(
-                        (config, None, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
-                    )
-                finally:
-                    for s in snapshots.values():
-                        s.restore()
-                progress.update(results)
-                if timer is None and results[-1][2] is None:
-                    break  # nothing to time: the first config that runs
-        finally:
-            for s in snapshots.values():
-                s.restore()
+            try:
+                written = self._written(kernel, arguments, config, backend)
+                for name in written - set(snapshots):
+                    snapshots[name] = _Snapshot(name, arguments[name])
+                run()  # compiles; a first launch
+                ms = timer(run, config) if timer is not None else None
+                results.append((config, ms, None))
+            except Exception as err:  # noqa: BLE001 - a TileError, or a launch the driver refused: say why
+                first = str(err).splitlines()[:1]
+                results.append((config, None, f"{type(err).__name__}: {first[0] if first else ''}"))
+            finally:  # what the trial wrote, put back (also after a failure or an interrupt)
+                for s in snapshots.values():
+                    s.restore()
+            progress.update(results)
+            if timer is None and results[-1][2] is None:
+                break  # nothing to time: the first config that runs
         ran = [(c, ms) for c, ms, why in results if why is None]
         if not ran:
             reasons = "\n".join(f"  {c.label()}: {why}" for c, _, why in results)
