@@ -265,6 +265,27 @@ def campaign(minutes: float, backends, out: str, *, seed=0, max_ops=8, sample=0,
     return ran, failures
 
 
+def replay(paths, backends, log=sys.stderr) -> int:
+    """Re-run written programs (a sample, failures) in this one process, which is what a
+    compute-sanitizer run over hundreds of them needs; returns how many disagreed or crashed."""
+    failed = 0
+    for path in paths:
+        try:
+            check_module(load(path), tuple(backends), path)
+        except Exception as e:
+            failed += 1
+            print(f"fuzz: {path}: {type(e).__name__}: {e}", file=log, flush=True)
+    return failed
+
+
+def _job(job):
+    """One worker of ``--jobs``: its own seeds, its own output directory and log file."""
+    minutes, backends, out, seed, max_ops, sample = job
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "log.txt"), "w") as log:
+        return campaign(minutes, backends, out, seed=seed, max_ops=max_ops, sample=sample, log=log)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tilelang.testing.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10)
@@ -273,10 +294,25 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-ops", type=int, default=8)
     parser.add_argument("--sample", type=int, default=0, help="also keep every N-th program under OUT/sample")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes, each with its own seeds and OUT/job<k>")
+    parser.add_argument("--replay", nargs="+", metavar="FILE", help="re-run these program files instead of drawing")
     args = parser.parse_args(argv)
-    start = time.time()
-    ran, failures = campaign(args.minutes, tuple(args.backends.split(",")), args.out, seed=args.seed,
-                             max_ops=args.max_ops, sample=args.sample)  # fmt: skip
+    backends, start = tuple(args.backends.split(",")), time.time()
+    if args.replay:
+        failed = replay(args.replay, backends)
+        print(f"fuzz: replayed {len(args.replay)} programs on {args.backends}: {failed} failures")
+        return 1 if failed else 0
+    if args.jobs > 1:  # spawned, not forked: a forked CUDA context is unusable
+        import multiprocessing
+
+        jobs = [(args.minutes, backends, os.path.join(args.out, f"job{k}"), args.seed + k * 1_000_000,
+                 args.max_ops, args.sample) for k in range(args.jobs)]  # fmt: skip
+        with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+            counts = pool.map(_job, jobs)
+        ran, failures = (sum(c) for c in zip(*counts))
+    else:
+        ran, failures = campaign(args.minutes, backends, args.out, seed=args.seed, max_ops=args.max_ops,
+                                 sample=args.sample)  # fmt: skip
     print(f"fuzz: {ran} programs on {args.backends} in {time.time() - start:.0f} s: {failures} failures")
     return 1 if failures else 0
 
