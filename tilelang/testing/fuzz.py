@@ -227,26 +227,40 @@ def main_for_file(path, argv) -> None:
     print(f"{path}: {', '.join(backends)} agree")
 
 
+def _fatal(e: BaseException) -> bool:
+    """A driver error after which this process's CUDA context is unusable (an illegal address
+    in a kernel: every later call fails too, so shrinking it in-process is meaningless)."""
+    return type(e).__name__ == "CudaAPIError" or "CUDA_ERROR_" in str(e)
+
+
 def campaign(minutes: float, backends, out: str, *, seed=0, max_ops=8, sample=0, log=sys.stderr) -> tuple[int, int]:
     """Draw and check programs for ``minutes``; write each (shrunk) failure to ``out``, and every
-    ``sample``-th program too (for compute-sanitizer). Returns (programs run, failures)."""
+    ``sample``-th program too (for compute-sanitizer). A kernel that kills the CUDA context is
+    written as drawn (unshrunk) and ends the campaign. Returns (programs run, failures)."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import seed as with_seed
 
     os.makedirs(out, exist_ok=True)
     end, ran, failures, batch = time.time() + minutes * 60, 0, 0, 0
-    last = []
+    last, fatal = [], []
 
-    while time.time() < end:
+    while time.time() < end and not fatal:
 
         @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @with_seed(seed + batch)
         @given(programs(max_ops=max_ops))
         def one(program):  # the clock is read between batches: a test that stopped early would be flaky
             nonlocal ran
+            if fatal:
+                return
             last[:] = [program]
             ran += 1
-            check(program, backends)
+            try:
+                check(program, backends)
+            except Exception as error:
+                if _fatal(error):
+                    fatal.append((program, error))
+                raise
             if sample and ran % sample == 0:
                 os.makedirs(os.path.join(out, "sample"), exist_ok=True)
                 write(program, os.path.join(out, "sample"))
@@ -254,14 +268,17 @@ def campaign(minutes: float, backends, out: str, *, seed=0, max_ops=8, sample=0,
         try:
             one()
         except Exception as e:  # a mismatch, or a backend that crashed (a compiler bug too)
+            program, e = fatal[0] if fatal else (last[0], e)
             failures += 1
             path = os.path.join(out, f"failure_{failures}.py")
             with open(path, "w") as f:
-                f.write(f"# {type(e).__name__}: {e}".replace("\n", "\n# ") + "\n" + last[0].module_text())
+                f.write(f"# {type(e).__name__}: {e}".replace("\n", "\n# ") + "\n" + program.module_text())
             print(f"fuzz: failure {failures} written to {path}", file=log)
         batch += 1
         left = max(0.0, end - time.time()) / 60
         print(f"fuzz: {ran} programs, {failures} failures, {left:.1f} min left", file=log, flush=True)
+    if fatal:
+        print("fuzz: stopped: the CUDA context is lost (re-run the failure by itself)", file=log, flush=True)
     return ran, failures
 
 
@@ -275,6 +292,9 @@ def replay(paths, backends, log=sys.stderr) -> int:
         except Exception as e:
             failed += 1
             print(f"fuzz: {path}: {type(e).__name__}: {e}", file=log, flush=True)
+            if _fatal(e):
+                print("fuzz: stopped: the CUDA context is lost", file=log, flush=True)
+                break
     return failed
 
 
