@@ -158,7 +158,8 @@ def test_launch_parameters_match_the_ptx_entry():
         ("f32", "max", "atom.cas.b32"),  # NaN wins: a compare-and-swap loop
         ("f64", "min", "atom.cas.b64"),
         ("i8", "add", "atom.cas.b32"),  # on the aligned word holding the byte
-        ("bf16", "max", "atom.cas.b32"),
+        ("bf16", "max", "atom.cas.b16"),  # the 16-bit element alone
+        ("u16", "add", "atom.cas.b16"),
     ],
 )
 def test_atomics_of_every_kind_compile(dtype, op, instruction):

@@ -302,3 +302,25 @@ def test_erf_of_a_0d_tile(backend):
     out = np.zeros(1, np.float32)
     erf_of_one[1](np.array([0.5], np.float32), out, backend=backend)
     np.testing.assert_allclose(out, math.erf(0.5), rtol=1e-6)
+
+
+@tl.tile_kernel(num_threads=32)
+def wrapped_arithmetic(x, rem, total):
+    v = tl.load(x, index=(0,), shape=(8,))
+    square = v * v  # wraps for the large ones
+    tl.store(rem, square % 11, index=(0,))
+    tl.store(total, square + v - v * 3 - tl.sum(v), index=(0,))
+
+
+@pytest.mark.parametrize("backend", tl.testing.default_backends())
+def test_int64_arithmetic_wraps(backend):
+    """numba marks int64 `*`, `+`, `-` nsw (overflow undefined): LLVM took a wrapped square
+    for nonnegative and made its `% 11` an unsigned remainder (4 for 10). Found by the fuzzer."""
+    x = np.array([3623878656, -3037000500, 2**62 + 1, -(2**63), 7, -7, 2**32 + 3, 2**63 - 1], np.int64)
+    with np.errstate(over="ignore"):
+        square = x * x
+        want_rem, want_total = square % 11, square + x - x * 3 - x.sum()
+    rem, total = np.zeros(8, np.int64), np.zeros(8, np.int64)
+    wrapped_arithmetic[1](x, rem, total, backend=backend)
+    np.testing.assert_array_equal(rem, want_rem)
+    np.testing.assert_array_equal(total, want_total)

@@ -452,9 +452,14 @@ class CudaRunner:
                     continue
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
+                flat_host = np.ascontiguousarray(host).reshape(-1)
+                if name in self.written and host.dtype.itemsize == 1 and host.size % 4:
+                    # an 8-bit atomic updates the aligned 32-bit word holding its element: the
+                    # copy ends on a whole word (else compute-sanitizer sees a read past its end)
+                    flat_host = np.concatenate([flat_host, np.zeros(-host.size % 4, host.dtype)])
                 with cuda.gpus[device]:  # allocated on the GPU the kernel runs on; copied flat, as
                     # numba's shape checks refused some (a (1, 1) array against a (0, 1) one on the H200)
-                    copy = cuda.to_device(np.ascontiguousarray(host).reshape(-1))
+                    copy = cuda.to_device(flat_host)
                 keep.append(copy)  # alive until the kernel has run
                 if name in self.written:
                     copies.append((host, copy))
@@ -469,7 +474,7 @@ class CudaRunner:
 
             cuda.synchronize()
         for host, copy in copies:
-            host[...] = copy.copy_to_host().reshape(host.shape)
+            host[...] = copy.copy_to_host()[: host.size].reshape(host.shape)
 
     def fast_launch(self, arguments: dict, infos: dict):
         """What a fast path for calls like this one launches with (see tilelang/_fastpath.py):

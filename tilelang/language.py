@@ -377,7 +377,12 @@ def _atomic(op):
     atomic_op.__name__ = f"atomic_{op}"
     atomic_op.__doc__ = (
         f"Atomically combine ``values`` into ``array[indices...]`` with {op}, element by element.\n\n"
-        f"Repeated indices all take effect. Example: ``tl.atomic_{op}(hist, bins, tl.full(bins.shape, 1, tl.int32))``."
+        "Repeated indices all take effect. Example:\n"
+        f"``tl.atomic_{op}(hist, bins, tl.full(bins.shape, 1, tl.int32))``.\n\n"
+        "On the GPU an 8-bit ``array`` is updated by compare-and-swap on the aligned 32-bit word holding\n"
+        "the element (the GPU has no 8-bit atomics; the word's other bytes are left as they are). For a\n"
+        "device array whose allocation ends inside that word, compute-sanitizer memcheck reports the\n"
+        "read past its end (harmless: allocations are whole words); host arrays are copied padded."
     )
     return atomic_op
 

@@ -10,7 +10,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-from .numba_source import llvm_math_intrinsic, select_intrinsic
+from .numba_source import WRAPPING, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
 
 
 class ZeroStep(Exception):
@@ -219,3 +219,4 @@ def async_land(buffer, pending, group, owner, t, done):
 select = intrinsic(select_intrinsic)
 floor = intrinsic(llvm_math_intrinsic("floor"))
 ceil = intrinsic(llvm_math_intrinsic("ceil"))
+globals().update({f"wrapping_{name}": intrinsic(wrapping_intrinsic(name)) for name in WRAPPING})

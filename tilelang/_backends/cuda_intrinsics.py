@@ -27,7 +27,7 @@ from .. import dtypes
 from ..dtypes import DType
 from .cuda import intrinsic_table
 from .cuda_mma import shared_address
-from .numba_source import llvm_math_intrinsic, select_intrinsic
+from .numba_source import WRAPPING, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -418,16 +418,24 @@ def _compare_and_swap_loop(builder, word, update):
     builder.position_at_end(loop)
     seen = builder.phi(word.type.pointee)
     seen.add_incoming(first, entry)
-    result = builder.cmpxchg(word, seen, update(seen), "monotonic", "monotonic")
-    seen.add_incoming(builder.extract_value(result, 0), builder.block)
-    builder.cbranch(builder.extract_value(result, 1), done, loop)
+    if word.type.pointee == I16:  # (NVVM's cmpxchg takes 32- and 64-bit words only)
+        fn = ir.FunctionType(I16, [I64, I16, I16])
+        asm = ir.InlineAsm(fn, "atom.cas.b16 $0, [$1], $2, $3;", "=h,l,h,h,~{memory}", side_effect=True)
+        old = builder.call(asm, [builder.ptrtoint(word, I64), seen, update(seen)])
+        swapped = builder.icmp_unsigned("==", old, seen)
+    else:
+        result = builder.cmpxchg(word, seen, update(seen), "monotonic", "monotonic")
+        old, swapped = builder.extract_value(result, 0), builder.extract_value(result, 1)
+    seen.add_incoming(old, builder.block)
+    builder.cbranch(swapped, done, loop)
     builder.position_at_end(done)
 
 
 def _atomic(op: str, d: DType):
     """``atomic_<op>_<dtype>(ptr, offset, value)``: the hardware's atomics for 32- and 64-bit
-    integers and float add; compare-and-swap loops for float max/min (numba's drop NaN)
-    and for 8- and 16-bit types (on the aligned 32-bit word holding the element)."""
+    integers and float add; compare-and-swap loops for float max/min (numba's drop NaN),
+    16-bit types (``atom.cas.b16``, the element alone) and 8-bit ones (no 8-bit atomics: on
+    the aligned 32-bit word holding the element, whose other bytes it leaves as they are)."""
     reg = code_type(d)
 
     @intrinsic
@@ -435,7 +443,7 @@ def _atomic(op: str, d: DType):
         def codegen(context, builder, sig, args):
             ptr, offset, value = args
             address = _address(builder, ptr, offset, d, addrspace=0)
-            if d.itemsize < 4:
+            if d.itemsize == 1:
                 byte = builder.ptrtoint(address, I64)
                 word = builder.inttoptr(builder.and_(byte, ir.Constant(I64, ~3)), I32.as_pointer())
                 shift = builder.trunc(builder.shl(builder.and_(byte, ir.Constant(I64, 3)), ir.Constant(I64, 3)), I32)
@@ -445,6 +453,13 @@ def _atomic(op: str, d: DType):
                     element = _widen(builder, builder.trunc(builder.lshr(old, shift), ir.IntType(d.bits)), d)
                     new = builder.zext(_narrow(builder, _combined(builder, op, d, element, value), d), I32)
                     return builder.or_(builder.and_(old, builder.not_(field)), builder.shl(new, shift))
+
+                _compare_and_swap_loop(builder, word, update)
+            elif d.itemsize == 2:
+                word = builder.bitcast(address, I16.as_pointer())
+
+                def update(old):
+                    return _narrow(builder, _combined(builder, op, d, _widen(builder, old, d), value), d)
 
                 _compare_and_swap_loop(builder, word, update)
             elif d.is_float and op == "add":
@@ -484,3 +499,4 @@ if not config.ENABLE_CUDASIM:
     select = intrinsic(select_intrinsic)
     floor = intrinsic(llvm_math_intrinsic("floor"))
     ceil = intrinsic(llvm_math_intrinsic("ceil"))
+    globals().update({f"wrapping_{name}": intrinsic(wrapping_intrinsic(name)) for name in WRAPPING})

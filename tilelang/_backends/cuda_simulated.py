@@ -24,6 +24,7 @@ GPU's compare-and-swap loop does; integers wrap.
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 
 import numpy as np
@@ -155,6 +156,17 @@ def select(cond, a, b):
 
 
 INTRINSICS["select"] = select
+
+
+def _wrapping(fn):
+    def wrapping(a, b):  # int64 arithmetic modulo 2**64, as the GPU's
+        return np.int64((fn(int(a), int(b)) + 2**63) % 2**64 - 2**63)
+
+    return wrapping
+
+
+INTRINSICS.update({f"wrapping_{name}": _wrapping(fn) for name, fn in
+                   (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul))})  # fmt: skip
 
 
 def float32_odd(x):

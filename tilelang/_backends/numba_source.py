@@ -74,6 +74,9 @@ def expression(op: Op, ref=operand) -> str:
     name = op.op
     if name == "floordiv" and types[0].name == "int64":  # numba's INT64_MIN // -1 is 0 (narrower ints widen)
         return f"select({b} == int64(-1), -{a}, {a} // {b})"
+    if name in WRAPPING and op.dst.dtype.name == "int64":  # (narrower ints widen to int64 and are cut back)
+        a, b = (x if d.name == "int64" else f"int64({x})" for x, d in zip(args, types))
+        return f"wrapping_{name}({a}, {b})"
     if name in _INFIX:
         return f"{a} {_INFIX[name]} {b}"
     if name == "div":
@@ -137,6 +140,30 @@ def select_intrinsic(typingctx, cond, a, b):
         return builder.select(*args)
 
     return a(types.boolean, a, b), codegen
+
+
+# numba marks signed int64 add/sub/mul `nsw` (overflow undefined), and LLVM then reasons past
+# a wrap: the square of a wrapped product is "nonnegative" and its `% 11` became an unsigned
+# remainder. Tile arithmetic wraps, as NumPy's and the GPU's does, so int64 ones use these.
+WRAPPING = ("add", "sub", "mul")
+
+
+def wrapping_intrinsic(name: str):
+    """An ``@intrinsic`` body for ``wrapping_<name>(a, b)`` on two int64s: the LLVM instruction
+    without ``nsw``, two's complement wrap-around (the same ``add.s64``/``mul.lo.s64`` in PTX)."""
+    from numba import types
+
+    def typer(typingctx, a, b):
+        if a != types.int64 or b != types.int64:
+            return None
+
+        def codegen(context, builder, sig, args):
+            return getattr(builder, name)(*args)
+
+        return a(a, b), codegen
+
+    typer.__name__ = f"wrapping_{name}"
+    return typer
 
 
 def llvm_math_intrinsic(name: str):

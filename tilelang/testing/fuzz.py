@@ -141,7 +141,7 @@ def _outside(a, view, d) -> str | None:
     if "lo" not in a:
         return None
     v = view.astype(np.float64) if not d.is_int else view.astype(object)
-    written = (view != sentinel(d)) & ~(np.isnan(v.astype(np.float64)) if d.is_float else False)
+    written = (view != sentinel(d)) & ~(np.isnan(v.astype(np.float64)) if d.is_float else np.zeros(view.shape, bool))
     lo, hi = (-np.inf if a["lo"] is None else a["lo"]), (np.inf if a["hi"] is None else a["hi"])
     bad = written & ((v < lo) | (v > hi))
     return f"{v[bad][:4]} not in [{lo}, {hi}]" if bad.any() else None
