@@ -25,12 +25,14 @@ for tool in memcheck racecheck; do
   done
 done
 echo "== fuzz campaign on cuda (issue 18), then compute-sanitizer over a sample of its programs"
-timeout 420 python3 -m tilelang.testing.fuzz --minutes 6 --backends interpret,cuda --sample 10 --out "$out/fuzz" 2>&1 | tail -2
-for f in $(ls "$out"/fuzz/sample/*.py 2>/dev/null | head -20); do
-  for tool in memcheck racecheck; do
-    timeout 60 compute-sanitizer --tool "$tool" python3 "$f" cuda > "$out/san.log" 2>&1
-    grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$out/san.log" || echo "$tool: $f"
-  done
+timeout 420 python3 -m tilelang.testing.fuzz --minutes 5 --jobs 12 --backends interpret,cuda --sample 20 \
+  --out "$out/fuzz" 2>&1 | tail -1
+samples=$(ls "$out"/fuzz/job*/sample/*.py 2>/dev/null | head -200)
+for tool in memcheck racecheck; do
+  printf "== %s over %s sampled programs: " "$tool" "$(echo "$samples" | wc -w)"
+  timeout 300 compute-sanitizer --tool "$tool" --print-limit 5 python3 -m tilelang.testing.fuzz --replay $samples \
+    --backends interpret,cuda > "$out/san.log" 2>&1
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san.log" | tail -1; grep "^fuzz:" "$out/san.log" | tail -1
 done
 echo "== demo"; timeout 60 python3 examples/vector_add.py 2>&1 | tail -5
 echo "== benchmarks"; timeout 200 python3 benchmarks/run.py --out "$out/bench.md" > "$out/bench.log" 2>&1; tail -20 "$out/bench.log"

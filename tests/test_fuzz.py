@@ -130,6 +130,47 @@ def test_a_campaign_writes_its_shrunk_failures(tmp_path, monkeypatch):
     assert failure.startswith("# Mismatch") and "def program(" in failure
 
 
+class CudaAPIError(Exception):
+    """Named as numba's: what a kernel that touched an illegal address raises, then and after."""
+
+
+def test_a_campaign_stops_at_a_kernel_that_kills_the_context(tmp_path, monkeypatch):
+    real, launches = fuzz.launch, []
+
+    def crashing(kernel, grid, args, backend):  # the third program crashes; every launch after it fails
+        real(kernel, grid, args, "interpret")
+        if backend != "interpret":
+            launches.append(kernel)
+            if len(launches) >= 3:
+                raise CudaAPIError("CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    monkeypatch.setattr(fuzz, "launch", crashing)
+    log = tmp_path / "log.txt"
+    ran, failures = fuzz.campaign(5, ("interpret", "gpu"), str(tmp_path), log=open(log, "w"))
+    assert (ran, failures) == (3, 1)  # no more programs, no shrinking on a dead context
+    assert "CUDA context is lost" in log.read_text()
+    written = (tmp_path / "failure_1.py").read_text()
+    assert written.startswith("# CudaAPIError") and fuzz.load(str(tmp_path / "failure_1.py")).program is not None
+
+
+def test_replay_reruns_written_programs_and_counts_failures(tmp_path, monkeypatch, capsys):
+    good = fuzz.write(_program(), tmp_path)
+    bad = fuzz.write(_program(SOURCE.replace("axis=1", "axis=3")), tmp_path)
+    assert fuzz.main(["--replay", good, "--backends", "interpret,cpu"]) == 0
+    assert fuzz.main(["--replay", good, bad, "--backends", "interpret,cpu"]) == 1
+    assert "replayed 2 programs on interpret,cpu: 1 failures" in capsys.readouterr().out
+
+
+def test_jobs_run_in_processes_of_their_own(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "tilelang.testing.fuzz", "--minutes", "0", "--jobs", "2", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "fuzz: 0 programs on interpret,cpu" in done.stdout
+    assert sorted(os.listdir(tmp_path)) == ["job0", "job1"] and (tmp_path / "job1" / "log.txt").exists()
+
+
 def test_every_kind_of_op_is_drawn():
     seen = set()
 
