@@ -152,6 +152,12 @@ class Autotuned:
         self.choices: dict = {}  # key -> Config
         self.tunings: list = []  # what each tuning in this process measured
         self._variants: dict = {}
+        # what each call needs, worked out once: a call costs a few microseconds besides the
+        # kernel's own launch, or a small kernel would wait on the host (bind_partial and
+        # array_info alone were ~35 us a call on a 2-core machine)
+        params = kernel.signature.parameters
+        self._configured = {n for c in configs for n in c.constants}
+        self._defaults = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
 
     def __repr__(self):
         return f"<autotuned {self.kernel!r}, {len(self.configs)} configs>"
@@ -168,35 +174,47 @@ class Autotuned:
         return self._variants[options]
 
     def _launch(self, grid, *args, backend=None, stream=None, **kwargs):
-        try:
-            arguments = self.kernel.signature.bind_partial(*args, **kwargs).arguments
-        except TypeError as err:
-            raise TileArgumentError(f"{self.__name__}(): {err}") from None
-        every = {n for c in self.configs for n in c.constants}
-        given = every & set(arguments)
-        if given:
-            raise TileArgumentError(f"{self.__name__}: {', '.join(sorted(given))} set by the autotuner's configs")
+        arguments = self._arguments(args, kwargs)
         backend = backend or self.kernel.backend or default_backend()
         key = self.key_of(arguments, backend)
-        config = self.choices.get(key) or self._from_disk(key, backend)
+        config = self.choices.get(key)
         if config is None:
-            config = self._tune(key, grid, args, kwargs, arguments, backend, stream)
-        self.choices[key] = config
-        if callable(grid):  # a fixed grid takes the kernel's fast launch path
-            grid = _grid(grid, self.kernel.bind(args, kwargs | config.constants))
-        options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
-        self.variant(config)[grid](*args, **kwargs, **config.constants, **options)
+            config = self._from_disk(key, backend) or self._tune(key, grid, args, kwargs, arguments, backend, stream)
+            self.choices[key] = config
+        if callable(grid):  # called here, so that the kernel's own launch is its fast path (a fixed grid)
+            grid = _grid(grid, self._defaults | arguments | config.constants)
+        if stream is None:
+            self.variant(config)[grid](*args, **kwargs, **config.constants, backend=backend)
+        else:
+            self.variant(config)[grid](*args, **kwargs, **config.constants, backend=backend, stream=stream)
+
+    def _arguments(self, args, kwargs) -> dict:
+        """The call's arguments by name (no defaults), refusing the ones the configs set."""
+        names = self.kernel.param_names
+        if len(args) <= len(names) and not any(k not in self.kernel.signature.parameters for k in kwargs):
+            arguments = dict(zip(names, args))
+            if not arguments.keys() & kwargs.keys():
+                arguments.update(kwargs)
+            else:
+                arguments = None
+        else:
+            arguments = None
+        if arguments is None:  # Python's own words for what is wrong
+            try:
+                arguments = self.kernel.signature.bind_partial(*args, **kwargs).arguments
+            except TypeError as err:
+                raise TileArgumentError(f"{self.__name__}(): {err}") from None
+        given = self._configured & arguments.keys()
+        if given:
+            raise TileArgumentError(f"{self.__name__}: {', '.join(sorted(given))} set by the autotuner's configs")
+        return arguments
 
     def key_of(self, arguments: dict, backend: str):
-        """The key a choice is remembered under: ``key``'s values, the backend."""
+        """The key a choice is remembered under: ``key``'s values (an array's shape and
+        dtype, read off the array), the backend."""
         if callable(self.key):
             return (self.key(dict(arguments)), backend)
-        parts = []
-        for name in self.key:
-            value = arguments.get(name)
-            info = array_info(value) if not isinstance(value, (int, float, bool, np.generic)) else None
-            parts.append((name, tuple(info.shape), info.dtype.name) if info is not None else (name, value))
-        return (tuple(parts), backend)
+        return (tuple(_key_part(name, arguments.get(name)) for name in self.key), backend)
 
     # ------------------------------------------------------------------ tuning
 
@@ -353,6 +371,22 @@ class _Progress:
             line = f"{self.what}: chose {chosen.label()} in {seconds:.1f} s"
             self.stream.write(f"\r{line}\x1b[K\n" if self.stream.isatty() else f"{line}\n")
             self.stream.flush()
+
+
+_DTYPE_NAMES: dict = {}  # an array's dtype object -> its name (str() of a NumPy dtype takes microseconds)
+
+
+def _key_part(name, value):
+    if value is None or isinstance(value, (int, float, bool, np.generic)):
+        return (name, value)
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:  # NumPy, torch, CuPy, numba: no need for the whole array_info
+        known = _DTYPE_NAMES.get(dtype)
+        if known is None:
+            known = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+        return (name, tuple(shape), known)
+    info = array_info(value)
+    return (name, tuple(info.shape), info.dtype.name) if info is not None else (name, value)
 
 
 def _describe(key) -> str:
