@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 import tilelang.kernel  # noqa: E402
 
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_check=_SLOW_DATA, print_blob=True)
+settings.register_profile("ci", max_examples=20, deadline=None, suppress_health_check=_SLOW_DATA, print_blob=True)
 settings.register_profile("dev", max_examples=8, deadline=None, suppress_health_check=_SLOW_DATA)
 settings.register_profile("thorough", max_examples=300, deadline=None, suppress_health_check=_SLOW_DATA)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
