@@ -1,21 +1,12 @@
-"""Timing of GPU work for the benchmarks: CUDA events, warm-up, median."""
+"""Timing of GPU work for the benchmarks: :func:`tilelang.testing.bench` (CUDA events on the
+default stream, warm-up, median), in the ``time_ms(fn, torch)`` form the benchmark functions
+take (``torch`` is unused: the peers' work runs on the same default stream)."""
 
 from __future__ import annotations
 
-import statistics
+from tilelang.testing import bench
 
 
-def time_ms(fn, torch, reps=100, warmup=5):
-    """Median milliseconds of ``fn`` over ``reps`` back-to-back runs, timed with CUDA events
-    on the stream (as triton.testing.do_bench does): the host queues the next launch while
-    the GPU runs, so a launch slower than the kernel shows as a gap, a fast one does not."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for start, stop in events:
-        start.record()
-        fn()
-        stop.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(stop) for start, stop in events)
+def time_ms(fn, torch=None, reps=100, warmup=5):
+    """Median milliseconds of ``fn`` over ``reps`` back-to-back runs (see ``bench``)."""
+    return bench(fn, warmup=warmup, rep=reps, device="cuda")

@@ -88,7 +88,7 @@ def sweep(
     if print_table:
         print(format_table(sizes, results, unit, title))
     if plot:
-        _plot(sizes, results, unit, title, plot)
+        draw(sizes, results, unit, title, plot)
     return results
 
 
@@ -101,7 +101,9 @@ def format_table(sizes, results: dict, unit: str, title: str = "") -> str:
     return "\n".join(([f"{title} ({unit})", ""] if title else []) + [head] + rows)
 
 
-def _plot(sizes, results, unit, title, path):
+def draw(sizes, results: dict, unit: str, title: str, path: str) -> None:
+    """A line plot of ``results`` (as :func:`sweep` returns them) against ``sizes``, written to
+    ``path`` (PNG); a sweep measured on one machine can be drawn on another."""
     try:
         import matplotlib
 
