@@ -140,7 +140,7 @@ class CpuWriter(SourceWriter):
         p = self.program
         parallel = self.parallel
         self.header("njit, prange, get_thread_id", "cpu_intrinsics")
-        self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=True)", 0)
+        self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=True, pipeline_class=LeanCompiler)", 0)
         args = ["grid_x", "grid_y", "grid_z"]
         for q in p.params:
             if isinstance(q, ArrayParam):

@@ -10,6 +10,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
+from .numba_pipeline import LeanCompiler  # noqa: F401 - the generated kernels' pipeline_class
 from .numba_source import WRAPPING, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
 
 

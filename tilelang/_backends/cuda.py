@@ -45,6 +45,7 @@ from .._lower.thread_ir import (
 )
 from ..errors import TileCompilerError
 from .cuda_driver import PARAM_CODES, kernel_launcher
+from .numba_pipeline import lean_cuda_pipeline
 from .numba_source import SourceWriter, code_type_name, lane_slot
 
 DEFAULT_CC = (9, 0)
@@ -446,9 +447,10 @@ class CudaKernel:
             threads = self.program.num_threads
             tensor_cores = any(isinstance(s, Mma) for s in walk_statements(self.program.body))
             bounds = (threads,) if threads > 256 else ((threads, 2) if tensor_cores and threads == 256 else None)
-            self._ptx[cc], _ = cuda.compile_ptx(
-                self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds
-            )
+            with lean_cuda_pipeline():
+                self._ptx[cc], _ = cuda.compile_ptx(
+                    self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds
+                )
         return self._ptx[cc]
 
     def simulate(self, grid, args):
