@@ -310,3 +310,19 @@ def test_a_transposed_operand_costs_what_a_plain_one_does():
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 12  # 4 for x, 8 for w, each iteration
     assert any(op.startswith("cp.async.cg") for op in ops)
     assert not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
+
+
+def test_the_lean_numba_pipeline_changes_no_instruction(monkeypatch, tmp_path):
+    """The passes tilelang drops from numba's pipeline (numba_pipeline.py) only cost time:
+    the PTX of a kernel with a loop and a tensor-core dot is the same without them."""
+    from tilelang._backends import numba_pipeline
+
+    def ptx():
+        monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / str(len(list(tmp_path.iterdir())))))
+        kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128)  # a fresh kernel: nothing cached
+        text = explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=32, BN=32, BK=16)["ptx"]
+        return re.sub(r"B2v\d+B|_smem_\d+", "", text)  # (numba numbers a second compile's names)
+
+    lean = ptx()
+    monkeypatch.setattr(numba_pipeline, "DROPPED", frozenset())
+    assert ptx() == lean
