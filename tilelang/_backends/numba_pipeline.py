@@ -18,6 +18,7 @@ what this relies on, the default pipeline runs.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 # the passes dropped, by class name; SSA, type inference, overload inlining and the rewrite
 # of raises with run-time arguments (the CPU backend's ZeroStep) stay
@@ -36,6 +37,7 @@ def _lean(passes) -> list:
     return [(p, why) for p, why in passes if p.__name__ not in DROPPED]
 
 
+@functools.cache  # one subclass per numba compiler class
 def _lean_compiler_class(base):
     class Lean(base):
         def define_pipelines(self):
@@ -71,11 +73,8 @@ def lean_cuda_pipeline():
         yield
         return
     with global_compiler_lock:
-        compiler.CUDACompiler = _LEAN_CUDA.setdefault(default, _lean_compiler_class(default))
+        compiler.CUDACompiler = _lean_compiler_class(default)
         try:
             yield
         finally:
             compiler.CUDACompiler = default
-
-
-_LEAN_CUDA: dict = {}  # numba-cuda's CUDACompiler -> its lean subclass
