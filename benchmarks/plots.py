@@ -30,7 +30,7 @@ def _checked(run, out, want, tol=0.0):
     return run
 
 
-def vector_add_sweep(torch, triton):
+def vector_add_sweep(torch, triton, **shown):
     def arrays(n):
         x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
         return x, y, torch.full((n,), float("nan"), device="cuda"), x + y
@@ -50,10 +50,10 @@ def vector_add_sweep(torch, triton):
 
     sizes = [1 << k for k in range(16, 30, 2)]
     impls = {"tilelang": ours, "torch": torch_add} | ({"triton": theirs} if triton else {})
-    return sizes, sweep(sizes, impls, metric=lambda n, ms: 12 * n / ms / 1e6, unit="GB/s", title="vector add, fp32")
+    return sizes, sweep(sizes, impls, metric=lambda n, ms: 12 * n / ms / 1e6, **shown)
 
 
-def matmul_sweep(torch, triton):
+def matmul_sweep(torch, triton, **shown):
     def operands(n):
         a, b = (torch.randn(n, n, device="cuda").half() for _ in range(2))
         return a, b, torch.full((n, n), float("nan"), device="cuda").half(), a.float() @ b.float()
@@ -80,7 +80,7 @@ def matmul_sweep(torch, triton):
     sizes = [512, 1024, 2048, 4096]
     impls = {"tilelang 128x128x32": ours(128, 128, 32, 256), "tilelang 64x64x32": ours(64, 64, 32, 128),
              "cuBLAS": cublas} | ({"triton 128x256x64": theirs} if triton else {})  # fmt: skip
-    return sizes, sweep(sizes, impls, metric=lambda n, ms: 2 * n**3 / ms / 1e9, unit="TFLOP/s", title="matmul, fp16")
+    return sizes, sweep(sizes, impls, metric=lambda n, ms: 2 * n**3 / ms / 1e9, **shown)
 
 
 SWEEPS = {
@@ -109,8 +109,8 @@ def main():
         triton = None
     saved = {"device": torch.cuda.get_device_name(), "sweeps": {}}
     os.makedirs(opts.out or ".", exist_ok=True)
-    for name, (run, _, _) in SWEEPS.items():
-        saved["sweeps"][name] = run(torch, triton)
+    for name, (run, unit, title) in SWEEPS.items():
+        saved["sweeps"][name] = run(torch, triton, unit=unit, title=title)
         with open(os.path.join(opts.out or ".", "sweeps.json"), "w") as f:  # after each: a cut run keeps its sweeps
             json.dump(saved, f, indent=1)
 

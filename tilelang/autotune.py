@@ -183,23 +183,16 @@ class Autotuned:
             self.choices[key] = config
         if callable(grid):  # called here, so that the kernel's own launch is its fast path (a fixed grid)
             grid = _grid(grid, self._defaults | arguments | config.constants)
-        if stream is None:
-            self.variant(config)[grid](*args, **kwargs, **config.constants, backend=backend)
-        else:
-            self.variant(config)[grid](*args, **kwargs, **config.constants, backend=backend, stream=stream)
+        on = {"backend": backend} if stream is None else {"backend": backend, "stream": stream}
+        self.variant(config)[grid](*args, **kwargs, **config.constants, **on)
 
     def _arguments(self, args, kwargs) -> dict:
         """The call's arguments by name (no defaults), refusing the ones the configs set."""
-        names = self.kernel.param_names
-        if len(args) <= len(names) and not any(k not in self.kernel.signature.parameters for k in kwargs):
-            arguments = dict(zip(names, args))
-            if not arguments.keys() & kwargs.keys():
-                arguments.update(kwargs)
-            else:
-                arguments = None
-        else:
-            arguments = None
-        if arguments is None:  # Python's own words for what is wrong
+        names, params = self.kernel.param_names, self.kernel.signature.parameters
+        arguments = dict(zip(names, args))
+        if len(args) <= len(names) and all(k in params and k not in arguments for k in kwargs):
+            arguments.update(kwargs)
+        else:  # Python's own words for what is wrong
             try:
                 arguments = self.kernel.signature.bind_partial(*args, **kwargs).arguments
             except TypeError as err:
