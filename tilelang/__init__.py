@@ -61,9 +61,10 @@ __all__ = [
 
 
 def __getattr__(name):
-    """``tl.testing`` on first use: it imports Hypothesis, which kernels do not need."""
-    if name == "testing":
+    """``tl.testing`` and ``tl.torch`` on first use: they import Hypothesis and PyTorch,
+    which kernels do not need."""
+    if name in ("testing", "torch"):
         import importlib
 
-        return importlib.import_module(".testing", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tilelang' has no attribute {name!r}")

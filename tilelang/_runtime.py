@@ -122,6 +122,21 @@ def is_torch_tensor(value) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
 
 
+def without_data(values) -> bool:
+    """Whether any of ``values`` is a torch tensor with shape but no data: a meta tensor, or
+    a fake one (torch.compile and ``torch.library.opcheck`` trace custom ops on those)."""
+    for v in values:
+        if is_torch_tensor(v) and (v.is_meta or type(v).__name__ != "Tensor" and _is_fake(v)):
+            return True
+    return False
+
+
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(t)
+
+
 def array_info(value) -> ArrayInfo | None:
     """Facts about an array argument, or None if ``value`` is not an array."""
     if isinstance(value, type):  # a class (np.ndarray, say) has these methods unbound
@@ -182,12 +197,22 @@ def _host_view(value) -> tuple[np.ndarray | None, bool]:
         return array, isinstance(data, tuple) and array.__array_interface__["data"][0] == data[0]
     with contextlib.suppress(TypeError, RuntimeError, BufferError, ValueError):  # (bf16, say)
         if is_torch_tensor(value):
-            return value.detach().numpy(), True
+            return _torch_host_view(value.detach()), True
         if hasattr(value, "__dlpack__"):
             return np.from_dlpack(value), True
     if hasattr(value, "__array__"):
         return np.asarray(value), False
     return None, False
+
+
+def _torch_host_view(t) -> np.ndarray:
+    """A host tensor's memory as NumPy (bfloat16, which NumPy's torch bridge refuses, by its
+    bits: ml_dtypes' bfloat16)."""
+    if str(t.dtype) == "torch.bfloat16":
+        import torch
+
+        return t.view(torch.int16).numpy().view(dtypes.bfloat16.np)
+    return t.numpy()
 
 
 def read_cuda_array(value, flat):

@@ -40,7 +40,7 @@ from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
 from ._passes.simplify import simplify
-from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3
+from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3, without_data
 from .errors import (
     TileArgumentError,
     TileError,
@@ -448,6 +448,8 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
         if tracing():
             raise _launch_in_a_kernel()
         arguments = kernel.bind(args, kwargs)
+        if without_data(arguments.values()):  # torch tracing a custom op for shapes: nothing to compute
+            return
         grid = _grid(grid_spec, arguments)
         key, infos = kernel.specialize(arguments)
         compiled = kernel.compile(key, backend or kernel.backend or default_backend())

@@ -169,7 +169,7 @@ def cdiv(a, b):
     Works on Python ints and on tiles of any integer dtype (in the promoted dtype, with no
     intermediate overflow: ``a // b`` is one step below the ceiling where ``a % b != 0``).
     """
-    if isinstance(a, int) and isinstance(b, int):
+    if not isinstance(a, Tile) and not isinstance(b, Tile):  # ints, NumPy ints, torch's symbolic sizes
         return -(-a // b)
     return a // b + (a % b != 0)  # not (a + b - 1) // b, which overflows near the maximum and is wrong for b < 0
 

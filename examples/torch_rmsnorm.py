@@ -1,0 +1,196 @@
+"""RMSNorm as a PyTorch operator written in tilelang: forward and backward kernels, autograd,
+torch.compile, and a small training loop checked against torch's own ``rms_norm``.
+
+Run: python examples/torch_rmsnorm.py      (needs torch; CUDA when a GPU is present, else
+the CPU backend on CPU tensors)
+
+    y = x * rstd * weight,   rstd = 1 / sqrt(mean(x**2) + eps)      (per row, in float32)
+    dx = rstd * (dy * weight) - x * rstd**3 * mean(dy * weight * x)
+    dweight = sum over rows of dy * x * rstd
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+import tilelang as tl
+
+
+@tl.tile_kernel
+def rms_norm_forward(x, weight, out, rstd, N, eps, BLOCK_N: tl.Constant):
+    """One row per block: out = x * rstd * weight, and the row's rstd for the backward."""
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK_N)).astype(tl.float32)  # padded with 0
+    r = tl.rsqrt(tl.sum(t * t, axis=1, keepdims=True) / N + eps)
+    w = tl.load(weight, index=(0,), shape=(BLOCK_N,)).astype(tl.float32)
+    tl.store(out, (t * r * w[None, :]).astype(out.dtype), index=(i, 0))
+    tl.store(rstd, r.reshape((1,)), index=(i,))
+
+
+@tl.tile_kernel
+def rms_norm_backward(dy, x, weight, rstd, dx, dweight_parts, N, BLOCK_N: tl.Constant):
+    """Block b takes rows b, b + blocks, ...: their dx, and its share of dweight (one row of
+    ``dweight_parts``, summed by the next kernel: no atomics, the same result every run)."""
+    b = tl.block_id(0)
+    w = tl.load(weight, index=(0, 0), shape=(1, BLOCK_N)).astype(tl.float32)
+    part = tl.zeros((1, BLOCK_N), tl.float32)
+    for row in tl.range(b, x.shape[0], tl.num_blocks(0)):
+        t = tl.load(x, index=(row, 0), shape=(1, BLOCK_N)).astype(tl.float32)
+        g = tl.load(dy, index=(row, 0), shape=(1, BLOCK_N)).astype(tl.float32)
+        r = tl.load(rstd, index=(row,), shape=(1,)).reshape((1, 1))
+        gw = g * w
+        c = tl.sum(gw * t, axis=1, keepdims=True) / N
+        tl.store(dx, (r * gw - t * (r * r * r * c)).astype(dx.dtype), index=(row, 0))
+        part += g * t * r
+    tl.store(dweight_parts, part, index=(b, 0))
+
+
+@tl.tile_kernel
+def column_sum(parts, out, BLOCK_M: tl.Constant, BLOCK_N: tl.Constant):
+    """out[j] = sum over i of parts[i, j], for BLOCK_N columns per block."""
+    j = tl.block_id(0)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for k in tl.range(0, tl.cdiv(parts.shape[0], BLOCK_M)):
+        acc += tl.load(parts, index=(k, j), shape=(BLOCK_M, BLOCK_N))
+    tl.store(out, tl.sum(acc, axis=0).astype(out.dtype), index=(j,))
+
+
+def _block(n: int) -> int:
+    return 1 << (int(n) - 1).bit_length()  # one power-of-two tile covers a row (int(): a symbolic size, fixed)
+
+
+@tl.torch.custom_op("tilelang_examples::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """RMSNorm over the last axis of ``x`` (rows of any leading shape): (y, rstd)."""
+    rows = x.reshape(-1, x.shape[-1])
+    out = torch.empty_like(rows)
+    rstd = torch.empty(rows.shape[0], device=x.device, dtype=torch.float32)
+    rms_norm_forward[rows.shape[0]](rows, weight, out, rstd, rows.shape[1], eps, BLOCK_N=_block(rows.shape[1]))
+    return out.view(x.shape), rstd
+
+
+@tl.torch.custom_op("tilelang_examples::rms_norm_backward", mutates_args=())
+def rms_norm_grad(
+    dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dweight) of :func:`rms_norm`."""
+    rows, n = x.reshape(-1, x.shape[-1]), x.shape[-1]
+    blocks = min(rows.shape[0], 4 * _processors(x.device))
+    dx = torch.empty_like(rows)
+    parts = torch.empty(blocks, n, device=x.device, dtype=torch.float32)
+    rms_norm_backward[blocks](dy.reshape(rows.shape), rows, weight.view(1, n), rstd, dx, parts, n, BLOCK_N=_block(n))
+    dweight = torch.empty_like(weight)
+    column_sum[tl.cdiv(n, 64)](parts, dweight, BLOCK_M=32, BLOCK_N=64)
+    return dx.view(x.shape), dweight
+
+
+def _processors(device) -> int:
+    """Blocks enough to fill the GPU (streaming multiprocessors), or a few on the host."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, _ = inputs
+    ctx.save_for_backward(x, weight, output[1])
+
+
+def _backward(ctx, dy, _drstd):
+    x, weight, rstd = ctx.saved_tensors
+    dx, dweight = rms_norm_grad(dy.contiguous(), x, weight, rstd)
+    return dx, dweight, None
+
+
+rms_norm.register_autograd(_backward, setup_context=_setup_context)
+
+
+class RMSNorm(torch.nn.Module):
+    """``torch.nn.RMSNorm`` (a weight, no bias) on tilelang's kernels."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, device=None, dtype=None):
+        super().__init__()
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
+
+    def forward(self, x):
+        return rms_norm(x.contiguous(), self.weight, self.eps)[0]
+
+
+class TorchRMSNorm(RMSNorm):
+    """The same module on ``torch.nn.functional.rms_norm``, to compare against."""
+
+    def forward(self, x):
+        return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class Block(torch.nn.Module):
+    """A pre-norm MLP block with a residual: x + W2 gelu(W1 norm(x))."""
+
+    def __init__(self, dim, norm, device=None, dtype=None):
+        super().__init__()
+        self.norm = norm(dim, device=device, dtype=dtype)
+        self.up = torch.nn.Linear(dim, 4 * dim, device=device, dtype=dtype)
+        self.down = torch.nn.Linear(4 * dim, dim, device=device, dtype=dtype)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+def model(dim, depth, norm, device, dtype, seed=0):
+    torch.manual_seed(seed)
+    layers = [Block(dim, norm, device, dtype) for _ in range(depth)]
+    return torch.nn.Sequential(*layers, norm(dim, device=device, dtype=dtype))
+
+
+def train_step(net, optimizer, x, target):
+    optimizer.zero_grad(set_to_none=False)  # (the gradients stay where a CUDA graph captured them)
+    loss = torch.nn.functional.mse_loss(net(x).float(), target)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def main():
+    cuda = torch.cuda.is_available()
+    device, dtype = ("cuda", torch.bfloat16) if cuda else ("cpu", torch.float32)
+    tokens, dim, depth, steps = (8192, 1024, 4, 20) if cuda else (64, 96, 2, 5)
+    x = torch.randn(tokens, dim, device=device, dtype=dtype)
+    target = torch.randn(tokens, dim, device=device)
+
+    # one call against torch: values and gradients
+    xr = x[:100].float().requires_grad_()
+    w = torch.randn(dim, device=device, requires_grad=True)
+    y = rms_norm(xr, w, 1e-6)[0]
+    y_ref = torch.nn.functional.rms_norm(xr, (dim,), w, 1e-6)
+    dy = torch.randn_like(y)
+    grads = torch.autograd.grad(y, (xr, w), dy)
+    grads_ref = torch.autograd.grad(y_ref, (xr, w), dy)
+    for got, want in zip((y, *grads), (y_ref, *grads_ref)):  # float32 sums of up to 1024 terms
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    print(f"rms_norm forward and backward match torch's rms_norm (float32, {100}x{dim}, on {device})")
+
+    # a training loop, compiled, with tilelang's norm and with torch's
+    losses, times = {}, {}
+    for name, norm in (("tilelang", RMSNorm), ("torch", TorchRMSNorm)):
+        net = model(dim, depth, norm, device, dtype)
+        optimizer = torch.optim.SGD(net.parameters(), lr=1e-2)
+        compiled = torch.compile(net, fullgraph=True)  # forward and backward: one graph each
+        losses[name] = [float(train_step(compiled, optimizer, x, target)) for _ in range(3)]  # (compiles)
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(steps):
+            train_step(compiled, optimizer, x, target)
+        if cuda:
+            torch.cuda.synchronize()
+        times[name] = (time.perf_counter() - start) / steps * 1e3
+    # bfloat16 activations: the two norms round differently, the losses agree to ~1e-2 relative
+    torch.testing.assert_close(losses["tilelang"], losses["torch"], rtol=2e-2 if cuda else 1e-4, atol=0)
+    print(f"training loss, 3 compiled steps: tilelang {losses['tilelang']}, torch {losses['torch']}")
+    print(f"ms per training step ({tokens} tokens, dim {dim}, {depth} blocks, {dtype}, torch.compile): "
+          f"tilelang {times['tilelang']:.3f}, torch {times['torch']:.3f}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
