@@ -1,0 +1,113 @@
+"""tilelang's RMSNorm as a torch op (examples/torch_rmsnorm.py) against torch's ``rms_norm``,
+on the GPU, same run: the forward and backward alone (GB/s), and a training step of the
+example's model, compiled with ``torch.compile(fullgraph=True)`` (ms per step).
+
+    python benchmarks/torch_rmsnorm.py [--out FILE.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import pathlib
+import sys
+
+import torch
+from timing import time_ms
+
+spec = importlib.util.spec_from_file_location(
+    "torch_rmsnorm_example", pathlib.Path(__file__).resolve().parent.parent / "examples" / "torch_rmsnorm.py"
+)
+example = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(example)
+
+
+def torch_rms_norm(x, w, eps):
+    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)
+
+
+def op_rows(rows, n, dtype):
+    """GB/s of the forward (x read, y written) and of forward + backward (x twice, dy, the
+    weight's gradient and dx: 5 row-sized transfers) for tilelang, torch eager and compiled."""
+    x = torch.randn(rows, n, device="cuda", dtype=dtype, requires_grad=True)
+    w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+    dy = torch.randn_like(x)
+    impls = {
+        "tilelang": lambda x, w: example.rms_norm(x, w, 1e-6)[0],
+        "torch": lambda x, w: torch_rms_norm(x, w, 1e-6),
+        "torch.compile": torch.compile(lambda x, w: torch_rms_norm(x, w, 1e-6)),
+    }
+    want = torch_rms_norm(x.double(), w.double(), 1e-6)
+    out = {}
+    for name, fn in impls.items():
+        err = float((fn(x, w).detach().double() - want).abs().max())
+        assert err < 0.1, f"{name}: error {err}"
+        size = x.numel() * x.element_size()
+        forward = time_ms(lambda fn=fn: fn(x, w), warmup=20)
+        both = time_ms(lambda fn=fn: torch.autograd.grad(fn(x, w), (x, w), dy), warmup=20)
+        out[name] = (2 * size / forward / 1e6, 5 * size / both / 1e6)
+    return out
+
+
+def call_overhead_us():
+    """Microseconds a call of a 16x1024 forward takes when the host, not the GPU, is the limit."""
+    import time
+
+    x = torch.randn(16, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
+    out = {}
+    calls = {"tilelang op": lambda: example.rms_norm(x, w, 1e-6), "torch": lambda: torch_rms_norm(x, w, 1e-6)}
+    for name, fn in calls.items():
+        for _ in range(100):
+            fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        torch.cuda.synchronize()
+        out[name] = (time.perf_counter() - start) / 2000 * 1e6
+    return out
+
+
+def training_step(tokens, dim, depth, dtype):
+    """ms per training step of the example's model (SGD, MSE loss), tilelang's norm or torch's."""
+    x = torch.randn(tokens, dim, device="cuda", dtype=dtype)
+    target = torch.randn(tokens, dim, device="cuda")
+    out = {}
+    for name, norm in (("tilelang", example.RMSNorm), ("torch", example.TorchRMSNorm)):
+        net = example.model(dim, depth, norm, "cuda", dtype)
+        optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
+        compiled = torch.compile(net, fullgraph=True)
+
+        step = functools.partial(example.train_step, compiled, optimizer, x, target)
+        out[name] = time_ms(step, reps=50, warmup=10)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out")
+    opts = parser.parse_args()
+    lines = [f"{torch.cuda.get_device_name()}, torch {torch.__version__}", ""]
+    lines += ["| rows x n, dtype | impl | forward GB/s | forward + backward GB/s |", "|---|---|---|---|"]
+    for rows, n, dtype in ((16384, 4096, torch.bfloat16), (4096, 8192, torch.bfloat16), (16384, 4096, torch.float32)):
+        for name, (fwd, both) in op_rows(rows, n, dtype).items():
+            lines.append(f"| {rows}x{n} {str(dtype)[6:]} | {name} | {fwd:.0f} | {both:.0f} |")
+    lines += ["", "| training step (tokens, dim, blocks, dtype) | tilelang ms | torch ms | torch / tilelang |"]
+    lines.append("|---|---|---|---|")
+    for tokens, dim, depth in ((8192, 1024, 4), (16384, 4096, 2)):
+        t = training_step(tokens, dim, depth, torch.bfloat16)
+        ratio = t["torch"] / t["tilelang"]
+        lines.append(f"| {tokens}, {dim}, {depth}, bf16 | {t['tilelang']:.3f} | {t['torch']:.3f} | {ratio:.3f} |")
+    overhead = call_overhead_us()
+    per_call = ", ".join(f"{k} {v:.1f} us" for k, v in overhead.items())
+    lines += ["", f"host time per call, 16x1024 bf16 forward: {per_call}"]
+    text = "\n".join(lines)
+    print(text)
+    if opts.out:
+        pathlib.Path(opts.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
