@@ -11,6 +11,7 @@ the CPU backend on CPU tensors)
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -90,6 +91,7 @@ def rms_norm_grad(
     return dx.view(x.shape), dweight
 
 
+@functools.cache
 def _processors(device) -> int:
     """Blocks enough to fill the GPU (streaming multiprocessors), or a few on the host."""
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4

@@ -17,7 +17,7 @@ def _load(name):
     return module
 
 
-def test_every_example_is_tested():  # (torch_rmsnorm: by test_torch.py, where torch is installed)
+def test_every_example_is_tested():  # (torch_rmsnorm: by test_torch_ops.py, where torch is installed)
     assert sorted(p.stem for p in EXAMPLES.glob("*.py")) == sorted([*NAMES, "torch_rmsnorm"])
 
 

@@ -126,14 +126,16 @@ def without_data(values) -> bool:
     """Whether any of ``values`` is a torch tensor with shape but no data: a meta tensor, or
     a fake one (torch.compile and ``torch.library.opcheck`` trace custom ops on those)."""
     for v in values:
-        if is_torch_tensor(v) and (v.is_meta or type(v).__name__ != "Tensor" and _is_fake(v)):
+        if is_torch_tensor(v) and (getattr(v, "is_meta", False) or type(v).__name__ != "Tensor" and _is_fake(v)):
             return True
     return False
 
 
 def _is_fake(t) -> bool:
-    from torch._subclasses.fake_tensor import is_fake
-
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # (a stand-in for torch)
+        return False
     return is_fake(t)
 
 

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from ._ir.core import array_accesses
-from ._runtime import array_info, current_device, default_backend, device_peaks
+from ._runtime import array_info, current_device, default_backend, device_peaks, without_data
 from .errors import TileArgumentError, TileCompilerError
 from .kernel import TileKernel, _grid
 
@@ -175,6 +175,8 @@ class Autotuned:
 
     def _launch(self, grid, *args, backend=None, stream=None, **kwargs):
         arguments = self._arguments(args, kwargs)
+        if without_data(arguments.values()):  # torch tracing a custom op for shapes: nothing to tune or run
+            return
         backend = backend or self.kernel.backend or default_backend()
         key = self.key_of(arguments, backend)
         config = self.choices.get(key)

@@ -1,0 +1,200 @@
+"""tilelang kernels as torch custom ops (tilelang/torch.py, examples/torch_rmsnorm.py), where
+torch is installed (skipped otherwise). On the host: the example's ops on the CPU backend
+through ``torch.library.opcheck``, autograd against torch's ``rms_norm`` and
+``torch.compile(fullgraph=True)``. On a GPU (marked ``gpu``): the same on CUDA, a CUDA-graph
+capture of a training step, and a DDP-wrapped step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_examples import _load
+from test_torch import double
+
+import tilelang as tl
+from tilelang._runtime import gpu_available
+
+torch = pytest.importorskip("torch")
+example = _load("torch_rmsnorm")
+
+
+@pytest.mark.parametrize(
+    "name, mutates, message",
+    [("rms_norm", (), "namespace::op"), ("a::b::c", (), "namespace::op"), ("t::f", "x", "tuple of argument names")],
+)
+def test_custom_op_checks_its_arguments(name, mutates, message):
+    with pytest.raises(tl.TileError, match=message):
+        tl.torch.custom_op(name, lambda x: x, mutates_args=mutates)
+
+
+@tl.torch.custom_op("tilelang_tests::double", mutates_args=())
+def double_op(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    double[tl.cdiv(x.numel(), 64)](x.reshape(-1), out.view(-1), TILE=64)
+    return out
+
+
+@tl.torch.custom_op("tilelang_tests::double_into", mutates_args=("out",))
+def double_into(x: torch.Tensor, out: torch.Tensor) -> None:
+    double[tl.cdiv(x.numel(), 64)](x.reshape(-1), out.view(-1), TILE=64)
+
+
+def devices():
+    return ["cpu"] + (["cuda"] if gpu_available() and torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", devices())
+def test_ops_pass_opcheck(device):
+    x = torch.randn(37, 5, device=device)
+    torch.library.opcheck(double_op, (x,))
+    torch.library.opcheck(double_into, (x, torch.empty_like(x)))
+    w = torch.randn(5, device=device, requires_grad=True)
+    torch.library.opcheck(example.rms_norm, (x.requires_grad_(), w, 1e-6))
+    rstd = example.rms_norm(x, w, 1e-6)[1].detach()
+    torch.library.opcheck(example.rms_norm_grad, (torch.randn_like(x), x.detach(), w.detach(), rstd))
+
+
+def test_the_fake_implementation_gives_shapes_without_launching():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(300, 70, dtype=torch.bfloat16)
+        y, rstd = example.rms_norm(x, torch.empty(70, dtype=torch.bfloat16), 1e-6)
+    assert (y.shape, y.dtype, rstd.shape, rstd.dtype) == ((300, 70), torch.bfloat16, (300,), torch.float32)
+
+
+def check_against_torch(rows, n, dtype, device, leading=()):
+    """rms_norm's values and gradients against torch's, in float64 for the reference."""
+    g = torch.Generator().manual_seed(rows * 1000 + n)
+    x = (torch.randn(*leading, rows, n, generator=g) * 3 + 1).to(device, dtype).requires_grad_()
+    w = torch.randn(n, generator=g).to(device, dtype).requires_grad_()
+    dy = torch.randn(*leading, rows, n, generator=g).to(device, dtype)
+    y = example.rms_norm(x, w, 1e-6)[0]
+    dx, dw = torch.autograd.grad(y, (x, w), dy)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    y64 = torch.nn.functional.rms_norm(x64, (n,), w64, 1e-6)
+    dx64, dw64 = torch.autograd.grad(y64, (x64, w64), dy.double())
+    # Error bounds from the magnitudes of the terms each result sums (float32 arithmetic:
+    # ~2**-24 per operation, sums of up to a few hundred terms), plus the rounding of the
+    # result to its dtype: dx of a short row is a near-cancellation of two large terms.
+    x64, w64, gw = x64.detach(), w64.detach(), dy.double() * w64.detach()
+    r = torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-6)
+    terms = (
+        (y, y64, (x64 * r * w64).abs()),
+        (dx, dx64, r * gw.abs() + x64.abs() * r**3 * (gw * x64).abs().mean(-1, keepdim=True)),
+        (dw, dw64, (dy.double() * x64 * r).abs().reshape(-1, n).sum(0)),
+    )
+    info = torch.finfo(dtype)
+    rounding = info.eps / 2
+    for name, (got, want, magnitude) in zip(("y", "dx", "dweight"), terms):
+        assert got.dtype == dtype and got.shape == want.shape
+        error = (got.detach().double() - want.detach()).abs()
+        bound = 1e-5 * magnitude + 2 * rounding * (want.detach().abs() + magnitude * (dtype != torch.float32))
+        bound += info.smallest_normal * info.eps  # the spacing of subnormals (float16's start at 6e-5)
+        assert (error <= bound).all(), f"{name}: error {float((error / bound).max()):.3g} x the bound"
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    rows=st.integers(1, 40),
+    n=st.integers(1, 300),
+    dtype=st.sampled_from(["float32", "bfloat16", "float16"]),
+    leading=st.sampled_from([(), (2,)]),
+)
+def test_rms_norm_matches_torch_on_the_cpu_backend(rows, n, dtype, leading):
+    check_against_torch(rows, n, getattr(torch, dtype), "cpu", leading)
+
+
+def test_compiled_model_has_no_graph_breaks_and_trains_as_torchs():
+    x, target = torch.randn(48, 64), torch.randn(48, 64)
+    explained = torch._dynamo.explain(example.model(64, 2, example.RMSNorm, "cpu", torch.float32))(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    losses = {}
+    for norm in (example.RMSNorm, example.TorchRMSNorm):
+        net = example.model(64, 2, norm, "cpu", torch.float32)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        compiled = torch.compile(net, fullgraph=True)
+        losses[norm] = [float(example.train_step(compiled, optimizer, x, target)) for _ in range(3)]
+    assert losses[example.RMSNorm][2] < losses[example.RMSNorm][0]  # it trains
+    np.testing.assert_allclose(losses[example.RMSNorm], losses[example.TorchRMSNorm], rtol=1e-5)
+
+
+# ------------------------------------------------------------------ on a GPU
+
+cuda_only = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not (gpu_available() and torch.cuda.is_available()), reason="needs torch with CUDA"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("rows, n", [(1, 1), (333, 1000), (4096, 4096), (1000, 8192)])
+@pytest.mark.parametrize("mark", [pytest.param(0, marks=cuda_only)])
+def test_rms_norm_matches_torch_on_cuda(rows, n, dtype, mark):
+    check_against_torch(rows, n, getattr(torch, dtype), "cuda")
+
+
+@pytest.mark.parametrize("mark", [pytest.param(0, marks=cuda_only)])
+def test_training_step_replays_in_a_cuda_graph(mark):
+    x, target = torch.randn(512, 256, device="cuda"), torch.randn(512, 256, device="cuda")
+    results = []
+    for graphed in (False, True):
+        net = example.model(256, 2, example.RMSNorm, "cuda", torch.float32)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up (compiles the kernels) outside the capture
+            losses = [example.train_step(net, optimizer, x, target) for _ in range(2)]
+        torch.cuda.current_stream().wait_stream(side)
+        if graphed:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                loss = example.train_step(net, optimizer, x, target)
+            for _ in range(3):
+                graph.replay()
+                losses.append(loss.clone())
+        else:
+            losses += [example.train_step(net, optimizer, x, target) for _ in range(3)]
+        results.append(torch.stack(losses).cpu())
+    torch.testing.assert_close(results[1], results[0], rtol=1e-5, atol=0)
+    assert results[1][-1] < results[1][0]
+
+
+def _ddp_worker(rank, world, port, result):
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    torch.cuda.set_device(rank)
+    net = torch.nn.parallel.DistributedDataParallel(example.model(256, 2, example.RMSNorm, "cuda", torch.float32))
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    g = torch.Generator(device="cuda").manual_seed(rank)
+    x, target = (torch.randn(512, 256, device="cuda", generator=g) for _ in range(2))
+    losses = [float(example.train_step(net, optimizer, x, target)) for _ in range(3)]
+    weight = net.module[0].norm.weight.detach()
+    gathered = [torch.empty_like(weight) for _ in range(world)]
+    dist.all_gather(gathered, weight)  # DDP keeps the replicas equal
+    result[rank] = (losses, all(torch.equal(gathered[0], w) for w in gathered), float((weight - 1).abs().max()))
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("mark", [pytest.param(0, marks=cuda_only)])
+def test_training_step_under_ddp(mark):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    world = min(torch.cuda.device_count(), 2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = mp.Manager().dict()
+    mp.spawn(_ddp_worker, args=(world, port, result), nprocs=world)
+    for rank in range(world):
+        losses, replicas_equal, moved = result[rank]
+        assert losses[-1] < losses[0] and replicas_equal and moved > 0  # the norm's weight got gradients
