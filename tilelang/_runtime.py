@@ -431,6 +431,23 @@ def current_device() -> int:
     return runtime.cudaGetDevice()[1]
 
 
+def launch_grid(grid, arguments) -> tuple:
+    """A launch's grid as a tuple of 1 to 3 ints: an int, a tuple, or a function of the
+    arguments by name giving one."""
+    if type(grid) is int and 0 <= grid < 2**32:  # the common case, first
+        return (grid,)
+    if callable(grid):
+        grid = grid(arguments)
+    if isinstance(grid, (int, np.integer)):
+        grid = (grid,)
+    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
+        raise TileArgumentError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
+    for g in grid:
+        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or not 0 <= g < 2**32:
+            raise TileArgumentError(f"grid sizes must be ints from 0 to 2**32 - 1, got {grid!r}")
+    return tuple(int(g) for g in grid)
+
+
 def grid3(grid: tuple) -> tuple:
     """A grid of one to three sizes as the three the driver takes."""
     return grid + (1,) * (3 - len(grid))

@@ -29,9 +29,9 @@ import time
 import numpy as np
 
 from ._ir.core import array_accesses
-from ._runtime import array_info, current_device, default_backend, device_peaks, without_data
+from ._runtime import array_info, current_device, default_backend, device_peaks, launch_grid, without_data
 from .errors import TileArgumentError, TileCompilerError
-from .kernel import TileKernel, _grid
+from .kernel import TileKernel
 
 __all__ = ["Config", "autotune", "dot_configs"]
 
@@ -184,7 +184,7 @@ class Autotuned:
             config = self._from_disk(key, backend) or self._tune(key, grid, args, kwargs, arguments, backend, stream)
             self.choices[key] = config
         if callable(grid):  # called here, so that the kernel's own launch is its fast path (a fixed grid)
-            grid = _grid(grid, self._defaults | arguments | config.constants)
+            grid = launch_grid(grid, self._defaults | arguments | config.constants)
         on = {"backend": backend} if stream is None else {"backend": backend, "stream": stream}
         self.variant(config)[grid](*args, **kwargs, **config.constants, **on)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ._passes.estimate_cost import estimate_cost
-from ._runtime import device_peaks
+from ._runtime import device_peaks, launch_grid
 from .errors import TileArgumentError, TileError, at_user_call, user_location
-from .kernel import TileKernel, _grid
+from .kernel import TileKernel
 
 
 class Explanation:
@@ -57,7 +57,7 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
         if grid is not None:
             if any(isinstance(v, str) for v in arguments.values()):
                 raise TileArgumentError("explain(grid=) costs a launch on real arrays; pass arrays, not signatures")
-            stages["cost"] = _cost_text(compiled.program, _grid(grid, arguments), arguments)
+            stages["cost"] = _cost_text(compiled.program, launch_grid(grid, arguments), arguments)
     except TileError as err:
         raise at_user_call(err) from None
     return Explanation(kernel.__name__, stages)

@@ -40,7 +40,7 @@ from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
 from ._passes.simplify import simplify
-from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3, without_data
+from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3, launch_grid, without_data
 from .errors import (
     TileArgumentError,
     TileError,
@@ -413,21 +413,6 @@ class _Laps(dict):
 # -------------------------------------------------------------------- launch
 
 
-def _grid(grid, arguments):
-    if type(grid) is int and 0 <= grid < 2**32:  # the common case, first
-        return (grid,)
-    if callable(grid):
-        grid = grid(arguments)
-    if isinstance(grid, (int, np.integer)):
-        grid = (grid,)
-    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
-        raise TileArgumentError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
-    for g in grid:
-        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or not 0 <= g < 2**32:
-            raise TileArgumentError(f"grid sizes must be ints from 0 to 2**32 - 1, got {grid!r}")
-    return tuple(int(g) for g in grid)
-
-
 MAX_CALL_SITES = 64
 
 
@@ -437,7 +422,7 @@ def _call_site(kernel: TileKernel, grid):
     padded = None  # the grid as the driver takes it, where it does not depend on the arguments
     if not callable(grid):
         with contextlib.suppress(TileArgumentError):  # a bad grid is reported at the call
-            padded = grid3(_grid(grid, None))
+            padded = grid3(launch_grid(grid, None))
     return launcher_module().CallSite(kernel._fast_paths, padded, functools.partial(_launch, kernel, grid))
 
 
@@ -450,7 +435,7 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
         arguments = kernel.bind(args, kwargs)
         if without_data(arguments.values()):  # torch tracing a custom op for shapes: nothing to compute
             return
-        grid = _grid(grid_spec, arguments)
+        grid = launch_grid(grid_spec, arguments)
         key, infos = kernel.specialize(arguments)
         compiled = kernel.compile(key, backend or kernel.backend or default_backend())
         compiled.run(grid, arguments, infos, stream)

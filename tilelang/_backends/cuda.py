@@ -54,32 +54,6 @@ DEFAULT_CC = (9, 0)
 LINEINFO = os.environ.get("TILELANG_LINEINFO", "") not in ("", "0")
 
 
-def intrinsic_table(load, load_words, store, atomic, round_, value) -> dict:
-    """The functions generated kernels call, by name, made by a target's factories:
-    ``ld[N]_<dtype>``/``st[N]_<dtype>`` for masked accesses of up to 16 bytes,
-    ``ld<N>w_<16-bit float>`` for their raw bits two to a word,
-    ``atomic_<op>_<dtype>``, ``round_<16-bit float>`` and ``<16-bit float>_value`` (the
-    value of raw bits loaded as uint16)."""
-    from ..dtypes import ALL_DTYPES
-
-    table = {}
-    for d in ALL_DTYPES:
-        for lanes in (1, 2, 4, 8, 16):
-            if d.itemsize * lanes <= 16:
-                suffix = "" if lanes == 1 else str(lanes)
-                table[f"ld{suffix}_{d.name}"] = load(d, lanes)
-                table[f"st{suffix}_{d.name}"] = store(d, lanes)
-                if d.is_float and d.bits == 16 and lanes > 1:
-                    table[f"ld{lanes}w_{d.name}"] = load_words(d, lanes)
-        if not d.is_bool:  # (atomics take int and float arrays)
-            for op in ("add", "max", "min"):
-                table[f"atomic_{op}_{d.name}"] = atomic(op, d)
-        if d.is_float and d.bits == 16:
-            table[f"round_{d.name}"] = round_(d)
-            table[f"{d.name}_value"] = value(d)
-    return table
-
-
 class CudaWriter(SourceWriter):
     """numba-cuda: raw-pointer intrinsics, shared arrays, ``syncthreads``, ``shfl_xor_sync``;
     tile values in ``cuda.local.array`` register arrays."""
@@ -490,11 +464,10 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
     """``kernel[grid](*args, **kwargs)`` on host arrays, the CUDA backend's generated kernel
     run by numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``); returns the ``CudaKernel``.
     Arguments are bound and converted as for the CPU backend (``HostRunner``)."""
-    from .._runtime import HostRunner
-    from ..kernel import _grid
+    from .._runtime import HostRunner, launch_grid
 
     arguments = kernel.bind(args, kwargs)
     key, infos = kernel.specialize(arguments)
     compiled = kernel.compile(key, "cuda")
-    HostRunner(compiled.program, compiled.backend_kernel.simulate)(_grid(grid, arguments), arguments, infos)
+    HostRunner(compiled.program, compiled.backend_kernel.simulate)(launch_grid(grid, arguments), arguments, infos)
     return compiled.backend_kernel

@@ -25,9 +25,8 @@ from numba.cuda.extending import intrinsic
 
 from .. import dtypes
 from ..dtypes import DType
-from .cuda import intrinsic_table
 from .cuda_mma import shared_address
-from .numba_source import WRAPPING, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
+from .numba_source import WRAPPING, intrinsic_table, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()

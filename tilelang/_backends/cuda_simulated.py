@@ -32,7 +32,7 @@ import numpy as np
 from .. import dtypes
 from .._ir import primitives
 from ..dtypes import DType
-from .cuda import intrinsic_table
+from .numba_source import intrinsic_table
 
 _ATOMIC_LOCK = threading.Lock()
 
