@@ -1,5 +1,5 @@
-"""tilelang.torch without torch (what CI runs): the error naming the missing package and the
-shapes-only launch on a stand-in for torch's meta tensors. tests/test_torch_ops.py runs the
+"""tilelang.torch without torch (what CI runs): the error naming the missing package, the
+argument checks, and the shapes-only launch on a stand-in for torch's meta tensors. tests/test_torch_ops.py runs the
 ops themselves where torch is installed."""
 
 from __future__ import annotations
@@ -25,6 +25,16 @@ def test_missing_torch_is_a_tile_error_naming_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     with pytest.raises(tl.TileError, match=r"needs PyTorch \(the `torch` package\)"):
         tl.torch.custom_op("mylib::f", lambda x: x, mutates_args=())
+
+
+@pytest.mark.parametrize(
+    "name, mutates, message",
+    [("rms_norm", (), "namespace::op"), ("a::b::c", (), "namespace::op"), ("t::f", "x", "tuple of argument names")],
+)
+def test_custom_op_checks_its_arguments_before_it_needs_torch(name, mutates, message, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # (the checks come first: CI has no torch)
+    with pytest.raises(tl.TileError, match=message):
+        tl.torch.custom_op(name, lambda x: x, mutates_args=mutates)
 
 
 class MetaStandIn:

@@ -23,15 +23,6 @@ torch = pytest.importorskip("torch")
 example = _load("torch_rmsnorm")
 
 
-@pytest.mark.parametrize(
-    "name, mutates, message",
-    [("rms_norm", (), "namespace::op"), ("a::b::c", (), "namespace::op"), ("t::f", "x", "tuple of argument names")],
-)
-def test_custom_op_checks_its_arguments(name, mutates, message):
-    with pytest.raises(tl.TileError, match=message):
-        tl.torch.custom_op(name, lambda x: x, mutates_args=mutates)
-
-
 @tl.torch.custom_op("tilelang_tests::double", mutates_args=())
 def double_op(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)

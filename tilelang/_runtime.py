@@ -210,9 +210,9 @@ def _host_view(value) -> tuple[np.ndarray | None, bool]:
 def _torch_host_view(t) -> np.ndarray:
     """A host tensor's memory as NumPy (bfloat16, which NumPy's torch bridge refuses, by its
     bits: ml_dtypes' bfloat16)."""
-    if str(t.dtype) == "torch.bfloat16":
-        import torch
+    import torch  # (imported already: t is a torch tensor)
 
+    if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(dtypes.bfloat16.np)
     return t.numpy()
 

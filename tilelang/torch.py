@@ -59,11 +59,11 @@ def custom_op(name: str, fn=None, *, mutates_args, device_types=None, schema: st
     Returns torch's ``CustomOpDef``: call it like the function, and register a backward on
     it with ``register_autograd``.
     """
-    torch = torch_module()
     if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
         raise TileError(f'custom_op: the name is "namespace::op" (e.g. "mylib::rms_norm"), got {name!r}')
     if isinstance(mutates_args, str) and mutates_args != "unknown":
         raise TileError(f"custom_op: mutates_args is a tuple of argument names, got the string {mutates_args!r}")
+    torch = torch_module()
 
     def define(fn):
         op = torch.library.custom_op(name, mutates_args=mutates_args, device_types=device_types, schema=schema)(fn)
