@@ -12,6 +12,7 @@ import functools
 import importlib.util
 import pathlib
 import sys
+import time
 
 import torch
 from timing import time_ms
@@ -52,8 +53,6 @@ def op_rows(rows, n, dtype):
 
 def call_overhead_us():
     """Microseconds a call of a 16x1024 forward takes when the host, not the GPU, is the limit."""
-    import time
-
     x = torch.randn(16, 1024, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(1024, device="cuda", dtype=torch.bfloat16)
     out = {}
