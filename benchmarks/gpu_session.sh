@@ -35,6 +35,7 @@ for tool in memcheck racecheck; do
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/san.log" | tail -1; grep "^fuzz:" "$out/san.log" | tail -1
 done
 echo "== demo"; timeout 60 python3 examples/vector_add.py 2>&1 | tail -5
+echo "== mma.sync ceiling"; timeout 60 python3 benchmarks/mma_peak.py 2>&1 | grep -v Warning
 echo "== benchmarks"; timeout 200 python3 benchmarks/run.py --out "$out/bench.md" > "$out/bench.log" 2>&1; tail -20 "$out/bench.log"
 echo "== launch"; timeout 120 python3 benchmarks/launch.py 2>&1 | grep -v Warning | tail -8
 echo "== launch, piece by piece"; timeout 120 python3 benchmarks/launch_breakdown.py 2>&1 | grep -v Warning | tail -3
