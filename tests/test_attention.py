@@ -1,25 +1,20 @@
 """examples/attention.py's flash-attention forward against a float64 softmax(q k^T) v: sequence
 lengths that are not tile multiples (also under one tile), causal and not, grouped-query
 heads, float16 and bfloat16, on every test backend (the CPU backend runs the tensor-core
-thread program: ldmatrix, mma.sync and the cp.async pipeline)."""
+thread program: ldmatrix and mma.sync as warp collectives)."""
 
-import importlib.util
 import math
-import pathlib
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_examples import _load
 
 import tilelang as tl
 from tilelang import testing as tlt
 
-_spec = importlib.util.spec_from_file_location(
-    "tilelang_example_attention", pathlib.Path(__file__).resolve().parent.parent / "examples" / "attention.py"
-)
-attention = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(attention)
+attention = _load("attention")
 
 SHAPES = st.tuples(st.integers(1, 2), st.sampled_from([(1, 1), (2, 1), (4, 2)]), st.integers(1, 140))
 
