@@ -10,16 +10,11 @@ flops, half of that when causal (the work a causal kernel skips is not counted).
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import pathlib
 
+from example_module import load_example
 from timing import time_ms
 
-_spec = importlib.util.spec_from_file_location(
-    "tilelang_example_attention", pathlib.Path(__file__).resolve().parent.parent / "examples" / "attention.py"
-)
-example = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(example)
+example = load_example("attention")
 
 
 def bench_attention(torch, quick=False) -> str:

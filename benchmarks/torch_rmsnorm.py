@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import pathlib
-import sys
 import time
 
 import torch
+from example_module import load_example
 from timing import time_ms
 
-spec = importlib.util.spec_from_file_location(
-    "torch_rmsnorm_example", pathlib.Path(__file__).resolve().parent.parent / "examples" / "torch_rmsnorm.py"
-)
-example = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(example)
+example = load_example("torch_rmsnorm")
 
 
 def torch_rms_norm(x, w, eps):
