@@ -45,6 +45,7 @@ CONFIGS = [(128, 128, 32, 256), (128, 256, 32, 512), (64, 128, 32, 128), (128, 1
 KERNELS = {
     t: (tl.tile_kernel(matmul, num_threads=t), tl.tile_kernel(linear_relu, num_threads=t)) for t in (128, 256, 512)
 }
+MMA_SYNC = tl.tile_kernel(matmul, num_threads=256, arch="sm_80")  # the pre-Hopper path, for comparison
 
 
 # The autotuner over the default dot configs: its choice should time within 5% of the best
@@ -115,6 +116,10 @@ def bench_matmul(torch, time_ms, quick=False) -> str:
             run = _launcher(KERNELS[t][0], tl.cdiv(n, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8)
             run()
             report(case, f"tilelang {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c, want, n))
+        c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+        run = _launcher(MMA_SYNC, tl.cdiv(n, 128) ** 2, (a, b, c), BM=128, BN=128, BK=32, GROUP=8)
+        run()
+        report(case, "tilelang mma.sync 128x128x32", time_ms(run, torch), flops, check(c, want, n))
         c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
         grid = lambda args: (tl.cdiv(n, args["BM"]) * tl.cdiv(n, args["BN"]),)  # noqa: E731
         run = functools.partial(AUTOTUNED[grid], a, b, c, GROUP=8)

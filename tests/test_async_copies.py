@@ -89,7 +89,8 @@ def test_a_wait_covers_all_but_the_newest_groups(wait, lands):
     np.testing.assert_array_equal(out, _partner_words(bits) if lands else 0)
 
 
-matmul = tl.tile_kernel(tiled_matmul.fn, num_threads=128)
+matmul = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_80")
+MATMULS = {arch: tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch=arch) for arch in ("sm_80", "sm_90a")}
 
 
 def test_the_dot_loop_copies_its_tiles_ahead():
@@ -108,17 +109,35 @@ def test_the_dot_loop_copies_its_tiles_ahead():
     assert lines[end + 1 : end + 3] == ["async_wait 0", "barrier"]
 
 
-def test_the_pipelined_matmul_is_right_with_partial_tiles():
+def test_the_wgmma_loop_copies_its_tiles_into_swizzled_stages():
+    """On sm_90a the copies land in swizzled tiles the tensor cores read themselves (no
+    ldmatrix); a proxy fence before the barrier; the dot stays in flight into the next
+    iteration, so copies go one iteration less far ahead (one stage before the loop, the
+    wait in it for all groups) and the loop's result is waited for after it."""
+    e = tl.explain(MATMULS["sm_90a"], "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
+    lines = [line.strip() for line in e["thread_ir"].splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("next "))
+    assert sum(line.startswith("async shared swizzled_") for line in lines[:loop]) == 2 * 1
+    body = lines[loop + 1 : end]
+    assert body[:3] == ["async_wait 0", "proxy_fence", "barrier"]
+    assert sum(line == "barrier" for line in body) == 1 and not any("ldmatrix" in line for line in body)
+    assert sum(line.startswith("async shared swizzled_") for line in body) == 2
+    assert sum("wgmma[" in line and line.endswith("in_flight=1") for line in body) == 1
+    assert lines[end + 1].startswith("wgmma_wait 0") and lines[end + 2 : end + 4] == ["async_wait 0", "barrier"]
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_the_pipelined_matmul_is_right_with_partial_tiles(arch):
     rng = np.random.default_rng(1)
     m, n, k = 70, 45, 100  # 4 iterations of 32: a masked tail, stages wrapping around the ring
     a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((m, k), (k, n)))
     c = np.full((m, n), np.nan, np.float32)
-    matmul[(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    MATMULS[arch][(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
 
 
-@tl.tile_kernel(num_threads=128)
-def matmul_twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+def _matmul_twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """The pipelined loop inside another: its prologue refills the ring each time round."""
     i, j = tl.block_id(0), tl.block_id(1)
     total = tl.zeros((BM, BN), tl.float32)
@@ -130,24 +149,29 @@ def matmul_twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     tl.store(c, total, index=(i, j))
 
 
-def test_a_pipelined_loop_run_twice():
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_pipelined_loop_run_twice(arch):
     rng = np.random.default_rng(2)
     a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((40, 70), (70, 50)))
     c = np.full((40, 50), np.nan, np.float32)
-    matmul_twice[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    twice = tl.tile_kernel(_matmul_twice, num_threads=128, arch=arch)
+    twice[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, 2 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("stages", [1, 2, 4])
-def test_num_stages_sets_the_depth_of_the_ring(stages):
+def test_num_stages_sets_the_depth_of_the_ring(stages, arch):
     """num_stages=S: S - 1 iterations copied before the loop, a wait for all but S - 2 groups
-    in it, S buffers; 1 turns pipelining off. Right answers, a masked tail and wrap included."""
-    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, num_stages=stages)
+    in it, S buffers; 1 turns pipelining off; on wgmma from S = 3 one iteration less (the
+    dot in flight holds a stage). Right answers, a masked tail and wrap included."""
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, num_stages=stages, arch=arch)
     e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
     lines = [line.strip() for line in e["thread_ir"].splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
-    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * (stages - 1)
-    assert (f"async_wait {stages - 2}" in lines) == (stages > 1)
+    ahead = stages - 1 - (arch == "sm_90a" and stages >= 3)
+    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * ahead
+    assert (f"async_wait {ahead - 1}" in lines) == (stages > 1)
     rng = np.random.default_rng(stages)
     m, n, k = 70, 45, 170  # 6 iterations of 32
     a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((m, k), (k, n)))
@@ -162,8 +186,7 @@ def test_num_stages_is_checked(bad):
         tl.tile_kernel(tiled_matmul.fn, num_stages=bad)
 
 
-@tl.tile_kernel(num_threads=128)
-def linear(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, T: tl.Constant):
+def _linear(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, T: tl.Constant):
     """out = x @ w.T (w is (N, K), as a Linear layer's weight), or with T="a": x.T @ w.T."""
     i, j = tl.block_id(0), tl.block_id(1)
     acc = tl.zeros((BM, BN), tl.float32)
@@ -171,6 +194,9 @@ def linear(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, T: tl.C
         a = tl.load(x, index=(k, i), shape=(BK, BM)).T if T == "a" else tl.load(x, index=(i, k), shape=(BM, BK))
         acc = tl.dot(a, tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
     tl.store(out, acc, index=(i, j))
+
+
+linear = tl.tile_kernel(_linear, num_threads=128, arch="sm_80")
 
 
 @pytest.mark.parametrize("t", ["b", "a"])
@@ -194,3 +220,22 @@ def test_a_transposed_operand_is_copied_ahead_and_read_by_ldmatrix(t):
     x = np.ascontiguousarray(a.T) if t == "a" else a
     linear[(tl.cdiv(m, 64), tl.cdiv(n, 64))](x, w, out, BM=64, BN=64, BK=32, T=t, backend="cpu")
     np.testing.assert_allclose(out, a.astype(np.float64) @ w.astype(np.float64).T, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("t", ["b", "a"])
+def test_a_transposed_operand_is_read_by_wgmma_in_its_own_orientation(t):
+    """On wgmma the transposed tile is copied as it is, and its descriptor reads it MN-major
+    (x.T) or K-major (w.T, where a plain b would be MN-major)."""
+    kernel = tl.tile_kernel(_linear, num_threads=128, arch="sm_90a")
+    e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, T=t, backend="cpu")
+    (dot,) = [ln.strip() for ln in e["thread_ir"].splitlines() if "wgmma[" in ln]
+    a, b = dot.split()[4:6]
+    assert a.endswith(".mn") == (t == "a") and not b.endswith(".mn")
+    rng = np.random.default_rng(4)
+    m, n, k = 70, 45, 100
+    x = rng.uniform(-2, 2, (m, k)).astype(np.float16)
+    w = rng.uniform(-2, 2, (n, k)).astype(np.float16)
+    out = np.full((m, n), np.nan, np.float32)
+    kernel[(tl.cdiv(m, 64), tl.cdiv(n, 64))](np.ascontiguousarray(x.T) if t == "a" else x, w, out, BM=64, BN=64,
+                                             BK=32, T=t, backend="cpu")  # fmt: skip
+    np.testing.assert_allclose(out, x.astype(np.float64) @ w.astype(np.float64).T, rtol=1e-5, atol=1e-4)

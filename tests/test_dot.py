@@ -120,7 +120,8 @@ def _transposed_args(how, a, b):
 MMA_TILES = st.sampled_from(
     [(16, 8, 16), (16, 16, 32), (32, 16, 16), (64, 32, 32), (48, 24, 40), (16, 64, 24), (128, 64, 16)]
 )
-MMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t) for t in (32, 64, 128, 256)}
+MMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t, arch="sm_80") for t in (32, 64, 128, 256)}
+WGMMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t, arch="sm_90a") for t in (128, 256)}
 
 
 def pow2(n):
@@ -135,9 +136,10 @@ def pow2(n):
     threads=st.sampled_from(sorted(MMA_KERNELS)),
 )
 def test_matmul_on_tensor_cores(data, d, how, tile, threads):
-    """16-bit float dots on mma.sync fragments: warps split over m and n (or replicated where
-    the tile is small), k padded to a power of two with zeros, arrays not tile multiples. The
-    CPU backend computes each mma from the PTX ISA's fragment table, not from the layouts."""
+    """16-bit float dots on mma.sync fragments (arch sm_80): warps split over m and n (or
+    replicated where the tile is small), k padded to a power of two with zeros, arrays not
+    tile multiples. The CPU backend computes each mma from the PTX ISA's fragment table, not
+    from the layouts."""
     bm, bn, bk = tile
     largest = max(pow2(bm) * pow2(bk), pow2(bk) * pow2(bn), pow2(bm) * pow2(bn))
     threads = max(threads, largest // 64)  # (at most 64 elements of a tile per thread)
@@ -153,10 +155,51 @@ def test_matmul_on_tensor_cores(data, d, how, tile, threads):
     kernel = MMA_KERNELS[threads]
     args = (*_transposed_args(how, a, b), c)
     stages = tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
-    assert "mma[" in stages["thread_ir"]
+    assert "mma[" in stages["thread_ir"] and "wgmma[" not in stages["thread_ir"]
     tlt.check_kernel(
         kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
         reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol,
+        HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
+    )  # fmt: skip
+
+
+# (tile, threads): warpgroups over m, over n, several 64-row blocks or instructions each,
+# k padded (24, 40), tiles not powers of two (m 100, n 48), K-major and MN-major operands
+WGMMA_TILES = st.sampled_from([
+    ((64, 16, 16), 128), ((64, 32, 32), 128), ((64, 64, 24), 128), ((128, 32, 16), 128), ((100, 48, 40), 128),
+    ((64, 64, 64), 256), ((128, 64, 32), 256), ((128, 128, 16), 256),
+])  # fmt: skip
+
+
+@given(
+    data=st.data(),
+    d=st.sampled_from([tl.float16, tl.bfloat16]),
+    how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]),
+    case=WGMMA_TILES,
+)
+def test_matmul_on_warpgroup_tensor_cores(data, d, how, case):
+    """16-bit float dots on wgmma (arch sm_90a): operands copied ahead into swizzled shared
+    tiles (or stored there from registers), read K-major or MN-major (a transposed operand
+    flips which). The CPU backend reads each operand element through the descriptor's fields
+    as the PTX ISA's canonical layouts place it, and each accumulator from the ISA's
+    fragment table, independently of how the lowering wrote them."""
+    (bm, bn, bk), threads = case
+    m, n, k = data.draw(tlt.shapes((bm, bn, bk), max_tiles=2, slack=3), label="M, N, K")
+    a, b = _operands(data, d, d, m, n, k)
+    c = data.draw(tlt.arrays(tl.float32, (m, n), min_value=-4, max_value=4), label="c")
+    if how != "init":
+        c = np.zeros((m, n), np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64) + c
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
+    rtol, atol = tlt.tolerance(tl.float32)
+    atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(bound, initial=0))
+    kernel = WGMMA_KERNELS[threads]
+    args = (*_transposed_args(how, a, b), c)
+    stages = tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
+    assert "wgmma[" in stages["thread_ir"] and "ldmatrix" not in stages["thread_ir"]
+    tlt.check_kernel(
+        kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
+        reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol, backends=("cpu",),
         HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
     )  # fmt: skip
 
@@ -283,11 +326,13 @@ def test_dot_with_an_accumulator_in_another_layout(src, d, shape):
                                    "each 1 x 1 fragments of 16x8, 1 k-steps of 16"),
     (tl.float32, (32, 32, 8), 64, "CUDA cores (FFMA from shared memory): float32"),
     (tl.float16, (8, 8, 16), 32, "CUDA cores (FFMA from shared memory): tiles under one fragment"),
+    (tl.float16, (128, 128, 32), "sm_90a", "tensor cores, wgmma.m64n128k16.f16 (sm_90a): 2 x 1 warpgroups (m x n), "
+                                           "each 1 x 1 instructions of 64x128, 2 k-steps of 16"),
 ])  # fmt: skip
 def test_explain_shows_each_dots_plan(d, tile, threads, plan):
     """The layouts stage says under each dot how it will be lowered."""
     bm, bn, bk = tile
-    kernel = MMA_KERNELS.get(threads) or tl.tile_kernel(_matmul, num_threads=threads)
+    kernel = WGMMA_KERNELS[256] if threads == "sm_90a" else MMA_KERNELS[threads]
     a, b, c = (np.zeros(s, t.np) for s, t in (((bm, bk), d), ((bk, bn), d), ((bm, bn), accumulator(d))))
     layouts = tl.explain(kernel, a, b, c, HOW="acc", ACC=accumulator(d), BM=bm, BN=bn, BK=bk, backend="cpu")["layouts"]
     assert plan in layouts

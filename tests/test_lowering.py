@@ -888,8 +888,8 @@ def layouts_of_2d_values(first, second):
     """Compile with every 2-d value in layout ``first`` but the second load's result in ``second``."""
     real = tl_kernel.assign_layouts
 
-    def assign(program, num_threads=None):
-        layouts, t = real(program, num_threads)
+    def assign(program, num_threads=None, arch="sm_80"):
+        layouts, t = real(program, num_threads, arch)
         b = [e.outputs[0] for e in program.body.eqns if e.prim.name == "load"][1]
         return {v: (second if v is b else first) if len(lay.shape) == 2 else lay for v, lay in layouts.items()}, t
 

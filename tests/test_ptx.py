@@ -276,7 +276,7 @@ def test_16_bit_dots_run_on_tensor_cores(dtype, ptx_type, tile, threads, whole):
     16-bit values per 32-bit shared store and no scalar shared loads left. (A b of one
     fragment, 16 x 8, is half an ldmatrix.x4: it takes the general conversion.)"""
     bm, bn, bk = tile
-    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads)
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads, arch="sm_80")
     ptx = explain(kernel, f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]", BM=bm, BN=bn, BK=bk)["ptx"]
     mma = f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32"
     assert ptx.count(mma) == bm * bn * bk // (16 * 8 * 16) // (threads // 32)
@@ -289,7 +289,7 @@ def test_16_bit_dots_run_on_tensor_cores(dtype, ptx_type, tile, threads, whole):
     assert {op for op in ops if op.startswith("st.shared")} == {"st.shared.u32"}
 
 
-@tl.tile_kernel(num_threads=256)
+@tl.tile_kernel(num_threads=256, arch="sm_80")
 def linear_layer(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """out = x @ w.T, w (N, K) as a Linear layer stores it."""
     i, j = tl.block_id(0), tl.block_id(1)
@@ -310,6 +310,26 @@ def test_a_transposed_operand_costs_what_a_plain_one_does():
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 12  # 4 for x, 8 for w, each iteration
     assert any(op.startswith("cp.async.cg") for op in ops)
     assert not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("tile, threads, n", [((128, 128, 32), 256, 128), ((64, 64, 64), 128, 64),
+                                              ((128, 128, 64), 256, 128)])  # fmt: skip
+def test_16_bit_dots_run_on_warpgroup_tensor_cores(dtype, tile, threads, n):
+    """sm_90a: one wgmma.mma_async.m64nNk16 per warpgroup share and k-step, operands never in
+    registers (no ldmatrix, no shared loads or stores but the cp.async zero-fill), a proxy
+    fence and one barrier an iteration, the dot left in flight (wait_group 1) and waited for
+    after the loop; .target sm_90a; 0 bytes of stack, spills and local memory."""
+    bm, bn, bk = tile
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads, arch="sm_90a")
+    e = explain(kernel, f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]", BM=bm, BN=bn, BK=bk)
+    ptx, ops = e["ptx"], instructions(e["ptx"])
+    assert ".target sm_90a" in ptx
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}") == bk // 16 * bm * bn // (threads // 128) // (64 * n)
+    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 1 and ptx.count("wgmma.wait_group.sync.aligned 0;") == 1
+    assert ptx.count("fence.proxy.async.shared::cta;") == 1
+    assert "ldmatrix" not in ptx and not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
+    assert e["resources"].count("0 bytes") >= 3  # stack, spill stores, spill loads
 
 
 def test_the_lean_numba_pipeline_changes_no_instruction(monkeypatch, tmp_path):

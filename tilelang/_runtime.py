@@ -289,6 +289,18 @@ def gpu_available() -> bool:
 
 
 @functools.cache
+def default_arch() -> str:
+    """What the lowering targets when a kernel names nothing: ``sm_90a`` (dots on wgmma) on
+    a Hopper GPU and where there is no GPU (explain's PTX, the CPU backend running what a
+    Hopper would), ``sm_80`` (mma.sync) on other GPUs."""
+    if not gpu_available():
+        return "sm_90a"
+    from cuda.core import Device
+
+    return "sm_90a" if tuple(Device(0).compute_capability) == (9, 0) else "sm_80"
+
+
+@functools.cache
 def default_backend() -> str:
     """``TILELANG_BACKEND`` if set, else CUDA when a GPU is present, else the CPU backend."""
     chosen = os.environ.get("TILELANG_BACKEND")

@@ -34,13 +34,22 @@ from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
 from ._passes.dead_code_threads import eliminate_dead_code
 from ._passes.insert_conversions import insert_conversions
-from ._passes.lower_dot import dot_plan
+from ._passes.lower_dot import ARCHES, dot_plan
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
 from ._passes.simplify import simplify
-from ._runtime import CudaRunner, HostRunner, array_info, default_backend, grid3, launch_grid, without_data
+from ._runtime import (
+    CudaRunner,
+    HostRunner,
+    array_info,
+    default_arch,
+    default_backend,
+    grid3,
+    launch_grid,
+    without_data,
+)
 from .errors import (
     TileArgumentError,
     TileError,
@@ -126,11 +135,12 @@ class TileKernel:
 
     def __init__(
         self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
-        num_stages: int = 3,
+        num_stages: int = 3, arch: str | None = None,
     ):  # fmt: skip
         self.fn = fn
         self.num_threads = num_threads
         self.num_stages = num_stages
+        self.arch = arch
         self.debug = CHECKS if debug is None else bool(debug)
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -242,7 +252,7 @@ class TileKernel:
 
 def tile_kernel(
     fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
-    num_stages: int = 3,
+    num_stages: int = 3, arch: str | None = None,
 ):  # fmt: skip
     """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
     ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
@@ -252,7 +262,10 @@ def tile_kernel(
     block chosen from the tile sizes (a power of two from 32 to 1024). ``num_stages`` is the
     depth of the software pipeline of the loads that feed tensor-core dots in a ``tl.range``
     loop: copies go ``num_stages - 1`` iterations ahead into as many shared buffers (1: no
-    pipelining). ``debug=True`` (or
+    pipelining). ``arch`` is the target the lowering plans for: ``"sm_90a"`` (16-bit dots on
+    Hopper's warpgroup tensor cores, wgmma) or ``"sm_80"`` (mma.sync); by default the GPU's
+    (``"sm_90a"`` where there is none, so the CPU backend runs what an H100/H200 would).
+    ``debug=True`` (or
     ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
     arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
     """
@@ -260,7 +273,9 @@ def tile_kernel(
         raise TileArgumentError(f"num_threads must be a power of two from 32 to 1024, got {num_threads}")
     if type(num_stages) is not int or not 1 <= num_stages <= 8:
         raise TileArgumentError(f"num_stages must be an int from 1 to 8, got {num_stages!r}")
-    options = dict(backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages)
+    if arch is not None and arch not in ARCHES:
+        raise TileArgumentError(f"arch must be one of {', '.join(map(repr, ARCHES))} or None, got {arch!r}")
+    options = dict(backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages, arch=arch)
     if fn is None:
         return lambda f: TileKernel(f, **options)
     return TileKernel(fn, **options)
@@ -365,7 +380,8 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
         return Checked(run, zero_steps, sites) if zero_steps or sites is not None else run
 
-    layouts, num_threads = assign_layouts(program, kernel.num_threads)  # which thread holds which elements
+    arch = kernel.arch or default_arch()  # which tensor cores dots take
+    layouts, num_threads = assign_layouts(program, kernel.num_threads, arch)  # which thread holds which elements
     check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         run = runner(HostRunner(program, Interpreter(program), interpret=True))

@@ -26,12 +26,15 @@ from .._lower.thread_ir import (
     Load,
     Loop,
     Mma,
+    ProxyFence,
     Reg,
     SharedLoad,
     SharedStore,
     Shuffle,
     Store,
     ThreadProgram,
+    Wgmma,
+    WgmmaWait,
     registers,
     walk_statements,
 )
@@ -42,7 +45,7 @@ from .numba_source import SourceWriter, code_type_name, lane_slot
 
 
 def _synchronises(s) -> bool:
-    if isinstance(s, (Barrier, Shuffle, Mma, LdMatrix)):
+    if isinstance(s, (Barrier, Shuffle, Mma, LdMatrix, Wgmma)):
         return True
     return isinstance(s, Loop) and any(map(_synchronises, s.body))
 
@@ -62,7 +65,7 @@ def _split(stmts):
                 out.append(("shuffle", [s]))
             elif isinstance(s, Loop):
                 out.append(("loop", s))
-            elif isinstance(s, (Mma, LdMatrix)):
+            elif isinstance(s, (Mma, LdMatrix, Wgmma)):
                 out.append(("warp", s))
         else:
             run.append(s)
@@ -207,6 +210,8 @@ class CpuWriter(SourceWriter):
             return self.rows[code_type_name(x.dtype)][x]
 
         threads = self.program.num_threads
+        if isinstance(s, Wgmma):
+            return self.wgmma(s, indent, row)
         if isinstance(s, Mma):
             args = f"regs_uint32, {row(s.a)}, {row(s.b)}, regs_float32, {row(s.c)}, {row(s.dst)}, {threads}"
             shape = ", ".join(map(str, s.shape))
@@ -215,6 +220,24 @@ class CpuWriter(SourceWriter):
             groups = s.dst.slots // 4
             args = f"regs_uint32, {row(s.dst)}, {s.buffer}, regs_int32, {row(s.index)}, {groups}, {threads}"
             self.emit(f"ldmatrix_x4({args}, {s.trans})", indent)
+
+    def wgmma(self, s: Wgmma, indent, row):
+        """Each warpgroup's instructions from its descriptors' fields (cpu_intrinsics.wgmma_m64)."""
+        mb, nb, n, ks = s.shape
+        for g in range(self.program.num_threads // 128):
+            self.thread = str(128 * g)  # (the operands' indices are uniform in a warpgroup)
+            operands = []
+            for buffer, index, tile, k_major, blocks, size in (
+                (s.a_buffer, s.a_index, s.a_tile, s.a_k_major, mb, 64),
+                (s.b_buffer, s.b_index, s.b_tile, s.b_k_major, nb, n),
+            ):
+                steps = tuple(tile.start(size * i, 16 * kk, k_major) for i in range(blocks) for kk in range(ks))
+                lbo, sbo = tile.strides(k_major)
+                operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {lbo}, {sbo}, {tile.width}, {k_major}")
+            self.thread = "t"
+            rows = f"regs_float32, {row(s.c)}, {row(s.dst)}, {128 * g}"
+            self.emit(f"wgmma_m64({rows}, {', '.join(operands)}, {mb}, {nb}, {n}, {ks}, {s.dtype.name == 'bfloat16'})",
+                      indent)  # fmt: skip
 
     def loop(self, s: Loop, indent):
         threads = self.program.num_threads
@@ -306,6 +329,8 @@ class CpuWriter(SourceWriter):
             for b in self.async_buffers:
                 self.emit(f"async_land({b}, {b}__pending, {b}__group, {b}__owner, t, async_groups[t] - {s.pending})",
                           indent)  # fmt: skip
+        elif isinstance(s, (ProxyFence, WgmmaWait)):  # (one proxy; a wgmma is done when issued)
+            self.emit("pass", indent)
         elif isinstance(s, SharedLoad):
             value = f"{s.buffer}[{self.ref(s.index)}]"
             self.emit(

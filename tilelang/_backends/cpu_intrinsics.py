@@ -175,6 +175,63 @@ def mma_m16n8k16(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, b
 
 
 @njit(cache=True)
+def _canonical(buffer, start, lbo, sbo, width, k_major, mn, k, bf16):
+    """Element ``(mn, k)`` of a wgmma operand from its descriptor's fields, as the PTX ISA
+    lays out 16-bit operands (byte addresses; the swizzle ``Swizzle<b,4,3>`` on top): K-major,
+    rows of 8 elements of k ``width`` bytes apart in 8-row groups ``sbo`` apart, the two
+    8-element halves of a k-step 16 bytes apart; MN-major, 8-element chunks of mn 16 bytes
+    apart in ``width``-byte rows, column blocks ``lbo`` apart, k-rows ``width`` apart in
+    8-row groups ``sbo`` apart."""
+    if k_major:
+        at = start + (mn & 7) * width + (mn >> 3) * sbo + (k & 7) * 2 + (k >> 3) * 16
+    else:
+        chunks = width // 16
+        at = start + (mn & 7) * 2 + ((mn >> 3) % chunks) * 16 + (mn // (8 * chunks)) * lbo
+        at += (k & 7) * width + (k >> 3) * sbo
+    at ^= ((at >> 7) & (width // 16 - 1)) << 4
+    return _half(buffer[at >> 2], (at >> 1) & 1, bf16)
+
+
+@njit(cache=True)
+def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_width, a_k_major,
+              b_buf, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16):  # fmt: skip
+    """The ``Wgmma`` (thread_ir.py) of the warpgroup of threads ``t0`` to ``t0 + 127``:
+    instruction ``(i, j)``, k-step ``kk`` reads ``a`` from byte ``a_start + a_steps[i * ks +
+    kk]`` of ``a_buf`` and ``b`` from ``b_start + b_steps[j * ks + kk]``; accumulator ``e``
+    of lane ``l`` of warp ``w`` is row ``16 w + l // 4 + 8 (e // 2 % 2)``, column ``8 (e //
+    4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8k16."""
+    a = np.empty((64, 16))
+    b = np.empty((16, n))
+    d = np.empty((64, n))
+    for i in range(mb):
+        for j in range(nb):
+            first = n // 2 * (j + nb * i)
+            for t in range(128):
+                w, lane = t >> 5, t & 31
+                for e in range(n // 2):
+                    row, col = 16 * w + (lane >> 2) + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * (lane & 3) + (e & 1)
+                    d[row, col] = accs[t0 + t, c_row + first + e]
+            for kk in range(ks):
+                sa, sb = a_start + a_steps[i * ks + kk], b_start + b_steps[j * ks + kk]
+                for q in range(16):
+                    for r in range(64):
+                        a[r, q] = _canonical(a_buf, sa, a_lbo, a_sbo, a_width, a_k_major, r, q, bf16)
+                    for col in range(n):
+                        b[q, col] = _canonical(b_buf, sb, b_lbo, b_sbo, b_width, b_k_major, col, q, bf16)
+                for r in range(64):
+                    for col in range(n):
+                        total = d[r, col]
+                        for q in range(16):
+                            total += a[r, q] * b[q, col]
+                        d[r, col] = np.float32(total)
+            for t in range(128):
+                w, lane = t >> 5, t & 31
+                for e in range(n // 2):
+                    row, col = 16 * w + (lane >> 2) + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * (lane & 3) + (e & 1)
+                    accs[t0 + t, d_row + first + e] = d[row, col]
+
+
+@njit(cache=True)
 def ldmatrix_x4(words, dst_row, buffer, index, index_row, groups, threads, trans):
     """Each warp's ``LdMatrix`` (thread_ir.py), as the PTX ISA describes ``ldmatrix``: lane
     ``8 q + i`` gives the address of row ``i`` of matrix ``q``; lane ``l = 4 g + t`` receives

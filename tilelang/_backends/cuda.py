@@ -25,6 +25,7 @@ import warnings
 
 import numpy as np
 
+from .._lower.swizzled import MODE
 from .._lower.thread_ir import (
     ArrayParam,
     AsyncCommit,
@@ -35,11 +36,16 @@ from .._lower.thread_ir import (
     LdMatrix,
     Load,
     Mma,
+    ProxyFence,
+    Reg,
     SharedLoad,
     SharedStore,
     Shuffle,
     Store,
     ThreadProgram,
+    Wgmma,
+    WgmmaWait,
+    shared_alignment,
     shared_offsets,
     walk_statements,
 )
@@ -65,14 +71,18 @@ class CudaWriter(SourceWriter):
         self.offsets, dynamic = shared_layout(p)
         matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, (LdMatrix, AsyncCopy))}
         for name, (d, size) in p.shared.items():
-            if not dynamic:
-                align = ", alignment=16" if name in matrices else ""  # (ldmatrix reads 16-byte rows)
+            if not dynamic:  # (ldmatrix reads 16-byte rows; wgmma's swizzle needs more)
+                aligned = name in matrices or shared_alignment(name) > 16
+                align = f", alignment={shared_alignment(name)}" if aligned else ""
                 self.emit(f"{name} = cuda.shared.array({size}, {code_type_name(d)}{align})", 4)
         for d in sorted({code_type_name(d) for d, _ in p.shared.values()} if dynamic else ()):
             self.emit(f"dynamic_{d} = cuda.shared.array(0, {d})", 4)  # all start at the same base
         for x in self.array_registers():  # one per tile value: LLVM unrolls the slot loops into registers
             self.emit(f"{x.name} = cuda.local.array({x.slots}, {code_type_name(x.dtype)})", 4)
+        self.wgmma_variants: dict = {}  # intrinsic name -> how the module makes it
         self.body(p.body, 4)
+        start = self.body_start
+        self.lines[start:start] = [f"{name} = {make}" for name, make in self.wgmma_variants.items()]
         return self.module()
 
     def shared_place(self, buffer, index) -> tuple[str, str]:
@@ -161,6 +171,12 @@ class CudaWriter(SourceWriter):
             self.emit(f"cp_async_wait_{s.pending}()", indent)
         elif isinstance(s, Mma):
             self.mma(s, indent)
+        elif isinstance(s, Wgmma):
+            self.wgmma(s, indent)
+        elif isinstance(s, ProxyFence):
+            self.emit("proxy_fence()", indent)
+        elif isinstance(s, WgmmaWait):
+            self.wait(s.acc, indent)
         elif isinstance(s, LdMatrix):
             groups = s.dst.slots // 4
             if groups > 1:
@@ -187,6 +203,42 @@ class CudaWriter(SourceWriter):
         words = [self.ref(s.a, f"mma_a + {q}") for q in range(4)] + [self.ref(s.b, f"mma_b + {q}") for q in range(2)]
         self.emit(f"{acc} = mma_m16n8k16_{s.dtype.name}({', '.join(words)}, {acc})", inner + 4)
         self.emit(f"{', '.join(self.ref(s.dst, f'mma_c + {q}') for q in range(4))} = {acc}", inner)
+
+
+    def wgmma(self, s: Wgmma, indent):
+        """Descriptors, then fence, one instruction per (mb, nb, k-step), commit and wait."""
+        mb, nb, n, ks = s.shape
+        descs = []
+        for name, buffer, index, tile, k_major in (
+            ("wg_a", s.a_buffer, s.a_index, s.a_tile, s.a_k_major),
+            ("wg_b", s.b_buffer, s.b_index, s.b_tile, s.b_k_major),
+        ):
+            array, at = self.shared_place(buffer, index)
+            self.emit(f"{name} = wgmma_desc({array}, {at}, {', '.join(map(str, tile.strides(k_major)))}, "
+                      f"{MODE[tile.width]})", indent)  # fmt: skip
+            descs.append((tile, k_major))
+        if s.dst != s.c:
+            self.emit(f"for r in range({s.dst.slots}):", indent)
+            self.emit(f"{self.ref(s.dst, 'r')} = {self.ref(s.c, 'r')}", indent + 4)
+        self.emit("wgmma_fence()", indent)
+        (ta, a_major), (tb, b_major) = descs
+        name = f"wgmma_m64n{n}k16_{s.dtype.short}_{int(not a_major)}{int(not b_major)}"
+        self.wgmma_variants[name] = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)})"
+        for i in range(mb):
+            for j in range(nb):
+                for kk in range(ks):
+                    a, b = ta.start(64 * i, 16 * kk, a_major) >> 4, tb.start(n * j, 16 * kk, b_major) >> 4
+                    self.emit(f"{name}({s.dst.name}, {n // 2 * (j + nb * i)}, wg_a + {a}, wg_b + {b})", indent)
+        self.emit("wgmma_commit()", indent)
+        if s.pending:  # (untied: the accumulators are still in flight)
+            self.emit(f"wgmma_wait_group_{s.pending}()", indent)
+        else:
+            self.wait(s.dst, indent)
+
+    def wait(self, acc: Reg, indent):
+        """Every wgmma group done, ``acc``'s registers tied to the wait (none is read before it)."""
+        self.wgmma_variants[f"wgmma_wait_{acc.slots}"] = f"wgmma_wait({acc.slots})"
+        self.emit(f"wgmma_wait_{acc.slots}({acc.name})", indent)
 
 
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may declare statically
@@ -331,6 +383,7 @@ class CudaKernel:
         self._function = None
         self._ptx = {}
         self.dynamic_shared = dynamic_shared_bytes(program)
+        self.hopper = any(isinstance(s, Wgmma) for s in walk_statements(program.body))  # needs sm_90a
         self._loaded = {}  # device id -> its launcher (tilelang._launch.Launcher)
         self._simulated = None  # the kernel under numba's CUDA simulator
 
@@ -359,7 +412,7 @@ class CudaKernel:
         from cuda.core import Linker, LinkerOptions, ObjectCode
 
         ptx = self.ptx(cc)
-        options = LinkerOptions(arch=f"sm_{cc[0]}{cc[1]}", verbose=True)
+        options = LinkerOptions(arch=f"sm_{cc[0]}{cc[1]}{'a' if self.hopper else ''}", verbose=True)
         linker = Linker(ObjectCode.from_ptx(ptx.encode()), options=options)
         entry = re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", ptx).group(1)
         built = (linker.link("cubin").code, linker.get_info_log(), entry)
@@ -412,6 +465,12 @@ class CudaKernel:
         if cc not in self._ptx:
             from numba import cuda
 
+            if self.hopper and cc != (9, 0):
+                raise TileCompilerError(
+                    f"{self.program.name} was lowered for sm_90a (wgmma) but this GPU is sm_{cc[0]}{cc[1]}: "
+                    "compile it with @tl.tile_kernel(arch='sm_80')"
+                )
+
             # over 256 threads, .maxntid: ptxas keeps to the registers such a block may have (it
             # spills rather than build a kernel that cannot launch: 64 floats a thread at 512
             # threads took 194 registers without it). Smaller blocks launch with any count, and
@@ -419,12 +478,11 @@ class CudaKernel:
             # 256-thread tensor-core kernel is asked for two blocks per SM (128 registers): one
             # block of 8 warps leaves the tensor cores waiting on its loads and barriers
             threads = self.program.num_threads
-            tensor_cores = any(isinstance(s, Mma) for s in walk_statements(self.program.body))
+            tensor_cores = any(isinstance(s, (Mma, Wgmma)) for s in walk_statements(self.program.body))
             bounds = (threads,) if threads > 256 else ((threads, 2) if tensor_cores and threads == 256 else None)
             with lean_cuda_pipeline():
-                self._ptx[cc], _ = cuda.compile_ptx(
-                    self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds
-                )
+                ptx, _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds)
+            self._ptx[cc] = re.sub(r"\.target sm_90\b", ".target sm_90a", ptx) if self.hopper else ptx
         return self._ptx[cc]
 
     def simulate(self, grid, args):

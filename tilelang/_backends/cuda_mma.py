@@ -8,9 +8,18 @@
   tuple. Every lane of the warp must execute it together (the lowering emits it for all).
 - ``ldmatrix_x4[_trans](buffer, index)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16``
   from word ``index`` of a shared uint32 array, the four words as a tuple.
+- Hopper (sm_90a): ``wgmma_desc(buffer, index, lbo, sbo, mode)`` the 64-bit matrix
+  descriptor of a swizzled tile at word ``index``; ``wgmma_instruction(n, dtype, trans_a,
+  trans_b)`` makes the intrinsic ``(acc, slot, desc_a, desc_b)`` of one
+  ``wgmma.mma_async.m64nNk16`` accumulating into slots ``slot`` onwards of the register
+  array ``acc`` in place; ``wgmma_fence()``, ``wgmma_commit()``, ``wgmma_wait(n)``'s
+  ``(acc)`` (its ``n`` registers tied to the wait, so nothing reads them before it) and
+  ``proxy_fence()``; the generated module makes the variants it uses.
 """
 
 from __future__ import annotations
+
+import functools
 
 from llvmlite import ir
 from numba import types
@@ -78,8 +87,95 @@ def _ldmatrix(trans: bool):
     return ldmatrix
 
 
+def _statement(text: str):
+    """An intrinsic of no operands running ``text`` in order with memory accesses."""
+    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
+
+    @intrinsic
+    def run(typingctx):
+        def codegen(context, builder, sig, args):
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return types.void(), codegen
+
+    return run
+
+
+@intrinsic
+def wgmma_desc(typingctx, buffer, index, lbo, sbo, mode):
+    """Start address (bits 0-13, 16-byte units of the shared window), leading and stride
+    byte offsets (bits 16-29, 32-45, 16-byte units), swizzle mode (bits 62-63)."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        address = builder.zext(shared_address(context, builder, sig.args[0], args[0], args[1]), i64)
+        out = builder.lshr(builder.and_(address, ir.Constant(i64, 0x3FFFF)), ir.Constant(i64, 4))
+        for value, shift in ((args[2], 12), (args[3], 28)):  # (x >> 4) << 16, (x >> 4) << 32
+            out = builder.or_(out, builder.shl(builder.lshr(value, ir.Constant(i64, 4)), ir.Constant(i64, shift + 4)))
+        return builder.or_(out, builder.shl(args[4], ir.Constant(i64, 62)))
+
+    return types.uint64(buffer, types.int32, types.int64, types.int64, types.int64), codegen
+
+
+def _registers(context, builder, array_type, array, first, n):
+    """Pointers to slots ``first`` to ``first + n - 1`` of a register array."""
+    data = context.make_array(array_type)(context, builder, array).data
+    return [builder.gep(data, [builder.add(first, ir.Constant(first.type, i))]) for i in range(n)]
+
+
+def _tied(asm, n, context, builder, sig, args, first, operands=()):
+    """Calls ``asm`` on ``operands`` and the ``n`` registers from slot ``first``, storing its results back there."""
+    pointers = _registers(context, builder, sig.args[0], args[0], first, n)
+    out = builder.call(asm, [*operands, *(builder.load(p) for p in pointers)])
+    for i, p in enumerate(pointers):
+        builder.store(builder.extract_value(out, i), p)
+    return context.get_dummy_value()
+
+
+@functools.cache
+def wgmma_instruction(n: int, dtype: str, trans_a: int, trans_b: int):
+    t, q = _PTX[dtype], n // 2
+    fn = ir.FunctionType(ir.LiteralStructType([F32] * q), [ir.IntType(64)] * 2 + [I32] + [F32] * q)
+    d = ",".join(f"${i}" for i in range(q))
+    text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${q + 2}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+    text += f"{{{d}}}, ${q}, ${q + 1}, p, 1, 1, {trans_a}, {trans_b};\n}}"  # (p: add to the accumulators)
+    constraints = ",".join(["=f"] * q + ["l", "l", "r"] + [str(i) for i in range(q)])
+    asm = ir.InlineAsm(fn, text, constraints, side_effect=True)
+
+    @intrinsic
+    def wgmma(typingctx, acc, slot, desc_a, desc_b):
+        def codegen(context, builder, sig, args):
+            return _tied(asm, q, context, builder, sig, args, args[1], operands=[*args[2:], ir.Constant(I32, 1)])
+
+        return types.void(acc, types.int64, types.uint64, types.uint64), codegen
+
+    return wgmma
+
+
+@functools.cache
+def wgmma_wait(n: int):
+    fn = ir.FunctionType(ir.LiteralStructType([F32] * n), [F32] * n)
+    tied = ",".join(["=f"] * n + [str(i) for i in range(n)])
+    asm = ir.InlineAsm(fn, "wgmma.wait_group.sync.aligned 0;", tied + ",~{memory}", side_effect=True)
+
+    @intrinsic
+    def wait(typingctx, acc):
+        def codegen(context, builder, sig, args):
+            return _tied(asm, n, context, builder, sig, args, ir.Constant(ir.IntType(64), 0))
+
+        return types.void(acc), codegen
+
+    return wait
+
+
 MMA_INTRINSICS = (
     {f"pack_{name}": _pack(name) for name in _PTX}
     | {f"mma_m16n8k16_{name}": _mma(name) for name in _PTX}
     | {"ldmatrix_x4": _ldmatrix(False), "ldmatrix_x4_trans": _ldmatrix(True)}
+    | {"wgmma_desc": wgmma_desc, "wgmma_instruction": wgmma_instruction, "wgmma_wait": wgmma_wait}
+    | {"wgmma_fence": _statement("wgmma.fence.sync.aligned;")}
+    | {"wgmma_commit": _statement("wgmma.commit_group.sync.aligned;")}
+    | {"wgmma_wait_group_1": _statement("wgmma.wait_group.sync.aligned 1;")}
+    | {"proxy_fence": _statement("fence.proxy.async.shared::cta;")}
 )

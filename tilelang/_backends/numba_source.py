@@ -21,12 +21,15 @@ from .._lower.thread_ir import (
     Loop,
     Mma,
     Op,
+    ProxyFence,
     Reg,
     SharedStore,
     Shuffle,
     SlotMap,
     Store,
     ThreadProgram,
+    Wgmma,
+    WgmmaWait,
     extent,
     registers,
     walk_statements,
@@ -281,7 +284,7 @@ def slot_groups(stmts) -> list[tuple]:
 
 
 def _per_slot(s) -> bool:
-    return not isinstance(s, (Barrier, Shuffle, Mma, LdMatrix, Loop))
+    return not isinstance(s, (Barrier, Shuffle, Mma, LdMatrix, Wgmma, WgmmaWait, ProxyFence, Loop))
 
 
 def _shifted_reads(s):

@@ -250,6 +250,37 @@ def mma_layouts(m: int, n: int, k: int, num_threads: int):
     return a, b, result
 
 
+class WgmmaLayout(Layout):
+    """The float32 accumulator of ``wgmma.mma_async`` (sm_90a), a layout like any other to
+    the ops that read it; its own class so the dot that makes it knows it is on wgmma."""
+
+
+def wgmma_layout(m: int, n: int, k: int, num_threads: int) -> WgmmaLayout | None:
+    """The accumulator layout of a dot on warpgroup tensor cores (``m64nNk16``), or None
+    when the tiles do not fit them: at least 64 x 8 x 16 and one warpgroup (128 threads),
+    every warpgroup its own share (no replication), at most 256 columns per instruction.
+
+    Warpgroups (4 consecutive warps) split the result over m first, then n; each holds
+    ``MB`` blocks of 64 rows of an ``N``-wide instruction repeated ``NB`` times along n. The
+    PTX ISA places accumulator ``i`` of thread ``l`` of warp ``w`` (of the warpgroup) at row
+    ``16 w + l // 4 + 8 (i // 2 % 2)``, column ``8 (i // 4) + 2 (l % 4) + i % 2``: slots
+    ``N / 2 * (nb + NB * mb)`` onwards are instruction ``(mb, nb)``."""
+    pm, pn, pk = (log2(pow2_ceil(s)) for s in (m, n, k))
+    groups = log2(num_threads) - 7
+    if pm < 6 or pn < 3 or pk < 4 or groups < 0:
+        return None
+    gm = min(groups, pm - 6)  # warpgroup bits along m, the rest along n
+    gn = groups - gm
+    if pn - gn < 3:
+        return None
+    mb, n_wg = pm - 6 - gm, pn - gn  # log2: 64-row blocks per warpgroup, columns per warpgroup
+    n_instr = min(n_wg, 8)  # log2 of an instruction's N
+    rm = pn  # the m bits of the result start here
+    reg = (0, rm + 3, *range(3, n_instr), *range(n_instr, n_wg), *(rm + 6 + j for j in range(mb)))
+    warp = (rm + 4, rm + 5, *(rm + 6 + mb + j for j in range(gm)), *(n_wg + j for j in range(gn)))
+    return WgmmaLayout((m, n), reg, (1, 2, rm, rm + 1, rm + 2), warp)
+
+
 def permuted(layout: Layout, perm) -> Layout:
     """The layout of ``transpose(x, perm)`` that leaves every element of ``x`` (in ``layout``)
     where it is: the same registers, lanes and warps, index bits renumbered for the

@@ -43,6 +43,9 @@ class Lowering:
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
         self.packed: dict = {}  # 16-bit float Var -> its raw bits, slots 2w and 2w + 1 in uint32 word w, where made
+        self.in_shared: dict = {}  # 16-bit tile Var -> (buffer, word index, SwizzledTile, transposed): copied there
+        self.transposed: dict = {}  # Var -> the Var it is the transpose of (folded into a wgmma operand)
+        self.overlapped: dict = {}  # id -> wgmma dot equation left in flight into the next iteration
         self.shared: dict = {}
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
@@ -252,12 +255,13 @@ class Lowering:
         pair = (self.pick(values, halves, n // 2, const=c) for c in (0, 1))
         return self.op(D.uint32, "pack16", *pair, attr=atom.type.dtype)
 
-    def buffer(self, dtype, size) -> str:
+    def buffer(self, dtype, size, kind="smem") -> str:
         """A shared scratch buffer no live data is in, held until ``release``d and a barrier
         passed (no thread still reads it): uses one after another share a buffer (or take
-        turns between two), and a use nested in another gets its own."""
+        turns between two), and a use nested in another gets its own. ``kind`` "swizzled":
+        for tiles wgmma reads (1024-byte aligned, ``thread_ir.shared_alignment``)."""
         d = smem_dtype(dtype)
-        name = next(n for k in itertools.count() if (n := f"smem_{d.name}_{k}") not in self.busy)
+        name = next(n for k in itertools.count() if (n := f"{kind}_{d.name}_{k}") not in self.busy)
         self.busy.add(name)
         if size > self.shared.get(name, (d, 0))[1]:
             self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
@@ -283,6 +287,29 @@ class Lowering:
             self.loc = eqn.loc
             rule(self, eqn, *eqn.inputs, **eqn.params)
         self.loc = outer
+
+
+def zero_padding(lw: Lowering, words, layout: Layout, axis: int):
+    """``words`` (two 16-bit values each, as :meth:`Lowering.words` makes them) with the
+    halves past the tile along ``axis`` zeroed: a dot would add whatever the registers hold."""
+    if layout.shape[axis] == layout.padded[axis]:
+        return words
+    n = layout.num_regs
+    halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
+    valid = lw.valid(layout, dims=(axis,))
+    lo, hi = (lw.pick(valid, halves, n // 2, const=c) for c in (0, 1))
+    keep = lw.op(D.uint32, "or", *(lw.op(D.uint32, "select", ok, Imm(m, D.uint32), Imm(0, D.uint32))
+                                  for ok, m in ((lo, 0xFFFF), (hi, 0xFFFF0000))))  # fmt: skip
+    return lw.op(D.uint32, "and", words, keep)
+
+
+def all_slots(lw: Lowering, x, n: int):
+    """``x`` as a register array of ``n`` slots (a uniform value copied to each)."""
+    if slots(x) == n:
+        return x
+    dst = lw.reg(x.dtype, n, "v")
+    lw.stmts.append(Op(dst, "pick", (x,), SlotMap()))
+    return dst
 
 
 def stored_as_matrices(ttype, layout: Layout) -> bool:

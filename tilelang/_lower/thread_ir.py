@@ -264,6 +264,57 @@ class Mma:
 
 
 @dataclass
+class Wgmma:
+    """A warpgroup's tensor-core multiply-add from shared memory (sm_90a; all 128 threads
+    of each warpgroup take part): ``dst = a @ b + c``, done when the statement ends (fence,
+    ``wgmma.mma_async`` per instruction and k-step, commit, wait). ``a`` (m x k) and ``b``
+    (k x n) are ``SwizzledTile`` s (swizzled.py) from word ``*_index`` of ``*_buffer`` (the
+    warpgroup's own rows of ``a``, columns of ``b``), K-major or not as ``*_k_major`` says.
+    ``shape`` is ``(MB, NB, N, KS)``: instruction ``(mb, nb)`` (``m64nNk16``) reads rows
+    ``64 mb`` of ``a`` and columns ``N nb`` of ``b`` over ``KS`` k-steps of 16 and
+    accumulates slots ``N / 2 * (nb + NB * mb)`` onwards of ``c`` (float32), placed as the
+    PTX ISA says (layout.py ``wgmma_layout``). With ``pending`` 1 the statement ends with
+    ``wgmma.wait_group 1``: ``dst`` is complete only at a later ``WgmmaWait`` (or the same
+    dot's next ``Wgmma``, chained on it), and the tiles it reads must stay until then."""
+
+    dst: Reg
+    c: object
+    a_buffer: str
+    a_index: object
+    a_tile: object
+    a_k_major: bool
+    b_buffer: str
+    b_index: object
+    b_tile: object
+    b_k_major: bool
+    shape: tuple
+    dtype: DType
+    pending: int = 0
+    USES: ClassVar = ("c", "a_index", "b_index")
+    DEFS: ClassVar = ("dst",)
+
+
+@dataclass
+class WgmmaWait:
+    """Waits until at most ``pending`` of this warpgroup's wgmma groups are in flight: the
+    accumulators ``acc`` are then final."""
+
+    acc: Reg
+    pending: int
+    USES: ClassVar = ("acc",)
+    DEFS: ClassVar = ()
+
+
+@dataclass
+class ProxyFence:
+    """Orders this thread's earlier shared-memory writes (stores, landed async copies)
+    before reads by the tensor cores' async proxy (``fence.proxy.async.shared::cta``)."""
+
+    USES: ClassVar = ()
+    DEFS: ClassVar = ()
+
+
+@dataclass
 class Loop:
     """``for index in range(start, stop, step)`` carrying ``params`` (initialised from
     ``inits``, updated to ``results`` at the end of each iteration; after the loop the
@@ -335,12 +386,18 @@ OPS = {
 }
 
 
+def shared_alignment(name: str) -> int:
+    """Bytes a shared buffer's start is aligned to: 1024 for swizzled tiles (swizzled.py), else 16."""
+    return 1024 if name.startswith("swizzled_") else 16
+
+
 def shared_offsets(shared: dict) -> tuple[dict, int]:
-    """Byte offset of each shared buffer laid out one after another at 16-byte aligned offsets
+    """Byte offset of each shared buffer laid out one after another at aligned offsets
     (as the CUDA backend places them past the static limit), and the bytes they take in all."""
     offsets, at = {}, 0
     for name, (d, size) in shared.items():
-        at = -(-at // 16) * 16
+        align = shared_alignment(name)
+        at = -(-at // align) * align
         offsets[name] = at
         at += size * d.itemsize
     return offsets, at
@@ -433,6 +490,17 @@ def _lines(stmts, indent):
             mi, ni, ki = s.shape
             shape = f"{mi}x{ni}x{ki} m16n8k16.{s.dtype.short}"
             yield f"{pad}{_typed(s.dst)} = mma[{shape}] {_text(s.a)} {_text(s.b)} {_text(s.c)}"
+        elif isinstance(s, Wgmma):
+            mb, nb, n, ks = s.shape
+            shape = f"{mb}x{nb}x{ks} m64n{n}k16.{s.dtype.short}"
+            a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}"
+            b = f"{s.b_buffer}[{_text(s.b_index)}]{'' if s.b_k_major else '.mn'}"
+            flight = f" in_flight={s.pending}" if s.pending else ""
+            yield f"{pad}{_typed(s.dst)} = wgmma[{shape}] {a} {b} {_text(s.c)}{flight}"
+        elif isinstance(s, ProxyFence):
+            yield f"{pad}proxy_fence"
+        elif isinstance(s, WgmmaWait):
+            yield f"{pad}wgmma_wait {s.pending} {s.acc}"
         elif isinstance(s, Loop):
             carried = ", ".join(f"{_typed(p)}={_text(i)}" for p, i in zip(s.params, s.inits))
             yield f"{pad}for {s.index} in range({_text(s.start)}, {_text(s.stop)}, {_text(s.step)}) carry({carried}):"
@@ -475,7 +543,8 @@ def verify_thread_program(prog: ThreadProgram) -> None:
                     if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):
                         raise TileCompilerError(f"thread IR: register {x} read before it is assigned ({kind})")
                     wide = n * getattr(s, "lanes", 1) // getattr(s, "pack", 1) if part in group + ("dst",) else n
-                    exempt = isinstance(s, (Loop, Mma, LdMatrix)) or (isinstance(s, Op) and s.op == "pick")
+                    whole = isinstance(s, (Loop, Mma, LdMatrix, Wgmma, WgmmaWait))  # (statements on whole arrays)
+                    exempt = whole or (isinstance(s, Op) and s.op == "pick")
                     if slots(x) not in (1, wide) and not exempt:
                         raise TileCompilerError(f"thread IR: {x} has {slots(x)} slots in a {kind} over {wide}")
             if isinstance(s, Loop):

@@ -24,8 +24,19 @@ from __future__ import annotations
 
 from .._ir.core import PRIMITIVES, Block, Eqn, Program, TileType, Var, tile_outputs
 from .._ir.primitives import ELEMENTWISE
-from .._lower.layout import Layout, blocked, matmul_result, padded_size, reshaped, scalar_layout, sliced, unbroadcast
+from .._lower.layout import (
+    Layout,
+    WgmmaLayout,
+    blocked,
+    matmul_result,
+    padded_size,
+    reshaped,
+    scalar_layout,
+    sliced,
+    unbroadcast,
+)
 from .lower_dot import dot_layouts
+from .lower_wgmma import operand_wants
 
 
 def default_num_threads(program: Program) -> int:
@@ -102,14 +113,17 @@ _rules(
 
 
 def _dot_layout(a, eqn):
-    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, a.t)
+    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, a.t, a.arch)
     return plan[2] if plan else matmul_result(*eqn.outputs[0].type.shape, a.t)
 
 
 def _dot_wants(layouts, eqn, i):
-    """The accumulator in the result's layout; on tensor cores the operands in fragments."""
+    """The accumulator in the result's layout; on mma.sync the operands in fragments, on
+    wgmma two elements to a word (they go to shared memory)."""
     if i == 2:
         return layouts[eqn.outputs[0]]
+    if isinstance(layouts[eqn.outputs[0]], WgmmaLayout):
+        return operand_wants(layouts, eqn, i)
     plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, layouts[eqn.outputs[0]].num_threads)
     return plan[i] if plan else None
 
@@ -118,8 +132,8 @@ _rules("dot", layout=_dot_layout, wants=_dot_wants)
 
 
 class _Assigner:
-    def __init__(self, program: Program, num_threads: int):
-        self.t = num_threads
+    def __init__(self, program: Program, num_threads: int, arch: str):
+        self.t, self.arch = num_threads, arch
         self.layouts: dict[Var, Layout | None] = {}
         self.itemsize = _vector_itemsizes(program)
 
@@ -235,10 +249,11 @@ def _vector_itemsizes(program: Program) -> dict:
     return {v: narrowest.get(find(v), v.type.dtype.itemsize) for v in values}
 
 
-def assign_layouts(program: Program, num_threads: int | None = None) -> tuple[dict, int]:
-    """Layouts for every tile value of ``program`` and the block's thread count."""
+def assign_layouts(program: Program, num_threads: int | None = None, arch: str = "sm_80") -> tuple[dict, int]:
+    """Layouts for every tile value of ``program`` and the block's thread count, for the
+    target ``arch`` (which tensor cores dots take)."""
     t = num_threads or default_num_threads(program)
-    assigner = _Assigner(program, t)
+    assigner = _Assigner(program, t, arch)
     assigner.forward(program.body)
     assigner.backward(program.body)
     return {v: lay for v, lay in assigner.layouts.items() if lay is not None}, t

@@ -1,5 +1,7 @@
-"""Lowering of ``tl.dot`` (registered by ``_passes/lower_threads.py``), two strategies:
+"""Lowering of ``tl.dot`` (registered by ``_passes/lower_threads.py``), three strategies:
 
+- **warpgroup tensor cores** (``wgmma``, sm_90a) for 16-bit float operands on Hopper, with
+  the result in a ``WgmmaLayout`` (``lower_wgmma.py``);
 - **tensor cores** (``mma.sync.m16n8k16``) for 16-bit float operands with tiles of at least
   one fragment: the operands arrive in the fragment layouts (``mma_layouts``; layout
   assignment asked for them), are packed two to a 32-bit word and multiplied by an ``Mma``
@@ -18,23 +20,31 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from .._ir.core import Block, uses
-from .._lower.layout import MMA_DTYPES, Layout, log2, mma_layouts, permuted, pow2_ceil
-from .._lower.lowering import b1, i32, matrix_layout, output, stored_as_matrices
-from .._lower.thread_ir import Imm, Loop, Mma, Op, SharedLoad, SharedStore, SlotMap, slots
+from .._lower.layout import MMA_DTYPES, Layout, WgmmaLayout, log2, mma_layouts, permuted, pow2_ceil, wgmma_layout
+from .._lower.lowering import all_slots, b1, i32, matrix_layout, output, stored_as_matrices, zero_padding
+from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap, slots
+from .lower_wgmma import folded_wgmma_transposes, lower_wgmma, wgmma_plan
+
+ARCHES = ("sm_90a", "sm_80")  # what the lowering targets: wgmma where it fits, or mma.sync
 
 
-def dot_layouts(a_type, b_type, num_threads: int):
-    """The operand and result layouts of the tensor-core strategy, or None where it does not apply."""
+def dot_layouts(a_type, b_type, num_threads: int, arch: str = "sm_80"):
+    """The operand and result layouts of a tensor-core strategy, or None where none
+    applies: on sm_90a (None, None, the wgmma accumulator: the operands may come in any
+    layout), else the mma.sync fragments."""
     if a_type.dtype.name not in MMA_DTYPES:
         return None
     (m, k), (_, n) = a_type.shape, b_type.shape
-    return mma_layouts(m, n, k, num_threads)
+    wgmma = wgmma_layout(m, n, k, num_threads) if arch == "sm_90a" else None
+    return (None, None, wgmma) if wgmma else mma_layouts(m, n, k, num_threads)
 
 
 def dot_plan(eqn, layouts: dict) -> str:
     """What the lowering does with a dot, for the layouts stage of ``tl.explain``: the
     strategy and, on tensor cores, how the warps split the result and each warp's fragments."""
     (a, b), out = eqn.inputs[:2], eqn.outputs[0]
+    if isinstance(layouts[out], WgmmaLayout):
+        return wgmma_plan(layouts[out], a.type.dtype, a.type.shape[1])
     plan = dot_layouts(a.type, b.type, layouts[out].num_threads)
     if plan is None or layouts[out] != plan[2]:
         small = a.type.dtype.name in MMA_DTYPES
@@ -53,6 +63,8 @@ def dot_plan(eqn, layouts: dict) -> str:
 
 
 def lower_dot(lw, eqn, a, b, acc):
+    if isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
+        return lower_wgmma(lw, eqn, a, b, acc)
     plan = dot_layouts(a.type, b.type, lw.t)
     if plan is not None and lw.layout(eqn.outputs[0]) == plan[2]:
         return _lower_mma(lw, eqn, a, b, acc, plan)
@@ -68,30 +80,13 @@ def _lower_mma(lw, eqn, a, b, acc, plan):
     words = []
     for atom, layout, axis in ((a, la, 1), (b, lb, 0)):
         n = layout.num_regs
-        halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
-        w = lw.words(atom, layout)
-        if k != pow2_ceil(k):
-            valid = lw.valid(layout, dims=(axis,))
-            lo, hi = (lw.pick(valid, halves, n // 2, const=c) for c in (0, 1))
-            keep = lw.op(D.uint32, "or", *(lw.op(D.uint32, "select", ok, Imm(m, D.uint32), Imm(0, D.uint32))
-                                          for ok, m in ((lo, 0xFFFF), (hi, 0xFFFF0000))))  # fmt: skip
-            w = lw.op(D.uint32, "and", w, keep)
-        words.append(_all_slots(lw, w, n // 2))
-    c = _all_slots(lw, lw.regs(acc, lc), lc.num_regs)
+        words.append(all_slots(lw, zero_padding(lw, lw.words(atom, layout), layout, axis), n // 2))
+    c = all_slots(lw, lw.regs(acc, lc), lc.num_regs)
     dst = lw.reg(D.float32, lc.num_regs, "acc")
     ki = 1 << (log2(pow2_ceil(k)) - 4)
     mi = la.num_regs // 8 // ki
     lw.stmts.append(Mma(dst, *words, c, (mi, lc.num_regs // 4 // mi, ki), a.type.dtype))
     output(lw, eqn, dst)
-
-
-def _all_slots(lw, x, n):
-    """``x`` as a register array of ``n`` slots (a uniform value copied to each)."""
-    if slots(x) == n:
-        return x
-    dst = lw.reg(x.dtype, n, "v")
-    lw.stmts.append(Op(dst, "pick", (x,), SlotMap()))
-    return dst
 
 
 def _lower_fma(lw, eqn, a, b, acc):
@@ -171,4 +166,4 @@ def folded_transposes(lw, block: Block) -> dict:
 
         rules[id(eqn)] = lambda lw, eqn, *args, **params: None
         rules[id(users[0])] = convert
-    return rules
+    return rules | folded_wgmma_transposes(lw, block)

@@ -4,21 +4,23 @@
 Each such tile is copied from global to shared memory asynchronously (``cp.async``), its
 copies issued ``S - 1`` iterations ahead into a ring of ``S`` buffers (``S`` is the
 kernel's ``num_stages``, 3 by default; 1 turns pipelining off),
-and read from there with ``ldmatrix`` in the fragment layout the dot wants: the copies
-take no registers and no shared stores, and their latency hides behind the dots of the
-iterations in between. A load qualifies when it is a 2-d 16-bit float tile of 16-byte
-groups padded with zeros, its only use is its conversion to an ldmatrix layout (directly,
-or through a transpose folded into the read: ``a @ w.T``), its window
+and read from there with ``ldmatrix`` in the fragment layout the dot wants (mma.sync) or
+by the tensor cores themselves (wgmma: the ring's stages are swizzled tiles,
+``_lower/swizzled.py``): the copies take no registers and no shared stores, and their
+latency hides behind the dots of the iterations in between. A load qualifies when it is a
+2-d 16-bit float tile of 16-byte groups padded with zeros, its only use is its conversion
+to an ldmatrix layout or a wgmma dot (directly, or through a transpose folded into the
+read: ``a @ w.T``), its window
 is computed by pure scalar equations from the loop index and values from outside the loop,
 and nothing in the loop writes memory (a store could change what an early copy reads).
 
 Per iteration: wait until this iteration's copies are done (at most ``S - 2`` groups in
-flight), barrier (every thread's copies are visible, and every thread is done with the
-stage read the iteration before), issue the copies for the iteration ``S - 1`` ahead into
-that stage, then the body. Before the loop the copies of its first ``S - 1`` iterations
-are issued; after it, those past its end are waited for, and
-a barrier frees the ring.
-Copies past the end read only what the window's bounds allow (nothing past an array's end).
+flight), a proxy fence where wgmma reads them, barrier (every thread's copies are
+visible, and every thread is done with the stage read the iteration before), issue the
+copies for the iteration ``S - 1`` ahead into that stage, then the body. Before the loop
+the copies of its first ``S - 1`` iterations are issued; after it, those past its end
+are waited for, and a barrier frees the ring. Copies past the end read only what the
+window's bounds allow (nothing past an array's end).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
 from .._lower.layout import Layout
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
-from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm
+from .._lower.swizzled import SwizzledTile
+from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm, ProxyFence, WgmmaWait
 from .._lower.window import Window
 from .lower_dot import transposed_read
+from .lower_wgmma import is_wgmma_operand, operand_tile, overlapped_dots
 
 
 @dataclass
@@ -41,6 +45,7 @@ class _Copied:
     chain: list  # the body's equations computing the load's window
     read: Layout  # what ldmatrix reads, in x's coordinates: y's layout (or its transpose)
     transpose: Eqn | None = None  # folded into the read
+    tile: SwizzledTile | None = None  # the stage's layout when a wgmma reads it (else ldmatrix's padded rows)
     buffer: str = ""
     stage_words: int = 0
 
@@ -51,26 +56,33 @@ class Pipeline:
     def __init__(self, lw: Lowering, loop: Eqn, copies: list):
         self.lw, self.copies, self.stages = lw, copies, lw.num_stages
         body = loop.params["body"]
+        # wgmma dots left in flight across iterations: the stage they read is refilled one
+        # iteration later, so copies go one iteration less far ahead
+        self.overlapped = overlapped_dots(body, copies) if self.stages >= 3 else {}
+        self.ahead = self.stages - 1 - bool(self.overlapped)
         self.index, (self.start, _, self.step) = body.params[0], loop.inputs[:3]
         for c in copies:
             rows, cols = matrix_tile(lw.layout(c.load.outputs[0]))
-            c.stage_words = rows * cols // 2
-            c.buffer = lw.buffer(D.uint32, self.stages * c.stage_words)  # (held to the kernel's end)
+            c.stage_words = c.tile.words if c.tile else rows * cols // 2
+            kind = "swizzled" if c.tile else "smem"
+            c.buffer = lw.buffer(D.uint32, self.stages * c.stage_words, kind)  # (held to the kernel's end)
 
     def prologue(self):
-        """The copies of the first ``stages - 1`` iterations, a group each."""
+        """The copies of the first ``ahead`` iterations, a group each."""
         lw = self.lw
         start, step = lw.scalar(self.start), lw.scalar(self.step)
-        for s in range(self.stages - 1):
+        for s in range(self.ahead):
             self._issue(lw.op(i64, "add", start, lw.op(i64, "mul", step, Imm(s, i64))), Imm(s, i32))
 
     def refill(self, index, stage):
         """At the top of the body: wait for this iteration's tiles, then copy ahead."""
         lw = self.lw
-        lw.stmts.append(AsyncWait(self.stages - 2))
+        lw.stmts.append(AsyncWait(self.ahead - 1))
+        if any(c.tile for c in self.copies):  # the tensor cores read what the copies wrote
+            lw.stmts.append(ProxyFence())
         lw.barrier()
-        ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.stages - 1, i64)))
-        self._issue(ahead, self.stage_after(stage, self.stages - 1))
+        ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.ahead, i64)))
+        self._issue(ahead, self.stage_after(stage, self.ahead))
 
     def stage_after(self, stage, k: int):
         """The ring's stage ``k`` (< stages) after ``stage``."""
@@ -89,14 +101,26 @@ class Pipeline:
 
             return rule
 
+        def in_shared(c):
+            def rule(lw, eqn, *args, **params):
+                base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
+                lw.in_shared[eqn.outputs[0]] = (c.buffer, base, c.tile, c.transpose is not None)
+
+            return rule
+
         nothing = {
             id(e): lambda lw, eqn, *args, **params: None for c in self.copies for e in (c.load, c.transpose) if e
         }
-        return nothing | {id(c.convert): convert(c) for c in self.copies}
+        wgmma = {id(c.transpose or c.load): in_shared(c) for c in self.copies if c.tile}
+        return nothing | wgmma | {id(c.convert): convert(c) for c in self.copies if not c.tile}
 
-    def drain(self):
-        """After the loop: the copies past its end land, and every thread is done with the
-        ring (the loop may run again, inside another, and its prologue refill the stages)."""
+    def drain(self, carried: dict):
+        """After the loop: the dots left in flight complete (into the loop's results,
+        ``carried``: body result Var -> its register), the copies past its end land, and
+        every thread is done with the ring (the loop may run again, inside another, and its
+        prologue refill the stages)."""
+        for dot in self.overlapped.values():
+            self.lw.stmts.append(WgmmaWait(carried[dot.outputs[0]], 0))
         self.lw.stmts.append(AsyncWait(0))
         self.lw.barrier()
 
@@ -111,8 +135,10 @@ class Pipeline:
             layout = lw.layout(c.load.outputs[0])
             window = Window(lw, array, layout, [lw.scalar(x) for x in starts])
             offset, mask, first, last = window.access()
-            pitched = matrix_tile(layout)
-            at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), pitched), Imm(1, i32))
+            if c.tile:
+                at = c.tile.word_op(lw, *lw.coords(layout, lanes=8))
+            else:
+                at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), matrix_tile(layout)), Imm(1, i32))
             at = lw.op(i32, "add", at, lw.op(i32, "mul", stage, Imm(c.stage_words, i32)))
             lw.stmts.append(AsyncCopy(c.buffer, at, window.name, offset, lw.land(mask, lw.owner(layout)), first, last))
         lw.stmts.append(AsyncCommit())
@@ -155,11 +181,29 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         if user is None:  # (a loop result)
             continue
         chain = _chain(eqn.inputs[1:], producer)
-        if user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
+        if wgmma := _wgmma_read(lw, out, user, used):
+            dot, role, transpose = wgmma
+            tile, _ = operand_tile(lw.layout(dot.outputs[0]), role, out.type.shape, transpose is not None)
+            copies.append(_Copied(eqn, dot, chain, layout, transpose, tile))
+        elif user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
             copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0])))
         elif target := transposed_read(lw, user, used.get(user.outputs[0], [])):  # read in the transposed layout
             copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user))
     return Pipeline(lw, loop, copies) if copies else None
+
+
+def _wgmma_read(lw, x, user, used):
+    """``(dot, role, transpose or None)`` when ``x``'s only use is operand ``role`` of a
+    wgmma dot, directly or through a transpose; else None."""
+    transpose = None
+    if user.prim.name == "transpose" and user.params["perm"] == (1, 0):
+        users = used.get(user.outputs[0], [])
+        if len(users) != 1 or users[0] is None:
+            return None
+        transpose, x, user = user, user.outputs[0], users[0]
+    if not is_wgmma_operand(lw, user, x) or (user.inputs[0] is x and user.inputs[1] is x):
+        return None
+    return user, 0 if user.inputs[0] is x else 1, transpose
 
 
 def _chain(atoms, producer) -> list:

@@ -489,6 +489,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     pipeline = plan_pipeline(lw, eqn)  # tiles for tensor cores copied asynchronously, stages ahead
     if pipeline:
         pipeline.prologue()
+        lw.overlapped.update(pipeline.overlapped)
     lw.values[index] = index_reg
     params, init_regs = [], []
     for p, init in zip(carried, inits):
@@ -515,7 +516,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results, eqn.loc))
     if pipeline:
-        pipeline.drain()
+        pipeline.drain(dict(zip(body.results, params)))
     for out, p in zip(eqn.outputs, carried):
         lw.values[out] = lw.values[p]
 

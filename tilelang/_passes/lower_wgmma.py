@@ -1,0 +1,157 @@
+"""Lowering of ``tl.dot`` on warpgroup tensor cores (``wgmma.mma_async``, sm_90a), the
+strategy ``lower_dot`` takes when layout assignment gave the result a ``WgmmaLayout``.
+
+The operands are read by the tensor cores from shared memory, never from registers: each
+is a swizzled tile (``_lower/swizzled.py``) that is either already there (a load copied
+ahead by the software pipeline, ``lower_pipeline.py``, which writes its ring in this
+layout) or stored now from the registers of whatever layout it has, as 32-bit words of
+two elements (its padding along k zeroed), followed by a proxy fence and a barrier. A
+transposed operand (``q @ k.T``, ``x.T @ y``) costs nothing: the tile is stored in its own
+orientation and read K-major or MN-major as the descriptor says.
+
+Each warpgroup multiplies its own rows of ``a`` (and columns of ``b``) into its
+accumulators, one ``Wgmma`` statement per dot: ``MB x NB`` instructions of ``m64nNk16`` over
+``KS`` k-steps.
+"""
+
+from __future__ import annotations
+
+from .. import dtypes as D
+from .._ir.core import Block, uses
+from .._lower.layout import WgmmaLayout, blocked, pow2_ceil
+from .._lower.lowering import all_slots, i32, output, stored_as_matrices, zero_padding
+from .._lower.swizzled import SwizzledTile
+from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma
+from ..errors import TileCompilerError
+
+
+def wgmma_shape(lc: WgmmaLayout) -> tuple[int, int, int, int]:
+    """``(MB, NB, N, KS without k)`` of a warpgroup's share of the result in ``lc``: 64-row
+    blocks, instructions along n and their N."""
+    rows, cols = lc.dim_bits(0), lc.dim_bits(1)
+    mb = 1 << (sum(1 for b in lc.reg if b in rows) - 1)  # (register bit 1 is row 8 of each block)
+    n_wg = 1 << (len(cols) - sum(1 for w in lc.warp if w is not None and w in cols))
+    n = min(n_wg, 256)
+    return mb, n_wg // n, n, n_wg
+
+
+def operand_tile(lc: WgmmaLayout, role: int, stored_shape, transposed: bool) -> tuple[SwizzledTile, bool]:
+    """The swizzled tile operand ``role`` (0: a, 1: b) is stored as, a tile of
+    ``stored_shape`` (the operand itself, or the tile it is the transpose of), and whether
+    the tensor cores read it K-major."""
+    _, _, n, _ = wgmma_shape(lc)
+    k_major = transposed == (role == 1)
+    rows, cols = (pow2_ceil(s) for s in stored_shape)
+    tile = SwizzledTile.fitting(rows, cols, None if k_major else (64 if role == 0 else n))
+    if tile is None:
+        raise TileCompilerError(f"wgmma: no swizzled layout for a {rows}x{cols} operand tile")
+    return tile, k_major
+
+
+def operand_wants(layouts: dict, eqn, i: int):
+    """Any layout that holds each word's two elements in one thread (a load's, an
+    accumulator's); else the blocked one."""
+    x = eqn.inputs[i]
+    have = layouts.get(x)
+    if have is not None and stored_as_matrices(x.type, have):
+        return None
+    return blocked(x.type.shape, 2, layouts[eqn.outputs[0]].num_threads)
+
+
+def lower_wgmma(lw, eqn, a, b, acc):
+    lc = lw.layout(eqn.outputs[0])
+    mb, nb, n, _ = wgmma_shape(lc)
+    operands, staged = [], []
+    for role, x in ((0, a), (1, b)):
+        if x in lw.in_shared:  # copied ahead by the pipeline
+            buffer, base, tile, transposed = lw.in_shared[x]
+            k_major = transposed == (role == 1)
+        else:
+            y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
+            tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
+            buffer, base = lw.buffer(D.uint32, tile.words, "swizzled"), Imm(0, i32)
+            _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
+            staged.append(buffer)
+        # the warpgroup's first row of a (column of b): its thread coordinate's bits above its share
+        share = 64 * mb if role == 0 else n * nb
+        start = lw.op(i32, "and", lw.thread_coord(lc, role), Imm(-share, i32))
+        corner = tile.logical_op(lw, start, Imm(0, i32)) if k_major else tile.logical_op(lw, Imm(0, i32), start)
+        operands += [buffer, lw.op(i32, "add", base, lw.op(i32, "shr", corner, Imm(2, i32))), tile, k_major]
+    if staged:  # every thread's stores visible to the tensor cores of every warpgroup
+        lw.stmts.append(ProxyFence())
+        lw.barrier()
+    c = all_slots(lw, lw.regs(acc, lc), lc.num_regs)
+    dst = lw.reg(D.float32, lc.num_regs, "acc")
+    ks = pow2_ceil(a.type.shape[1]) // 16
+    pending = int(id(eqn) in lw.overlapped)  # left in flight: the loop waits for it after its last iteration
+    lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending))
+    lw.release(*staged)
+    output(lw, eqn, dst)
+
+
+def _store(lw, y, tile: SwizzledTile, buffer: str, k_axis: int):
+    """``y``'s words into ``buffer`` as ``tile`` lays them out, zero past the tile along k."""
+    layout = lw.layout(y)
+    if not stored_as_matrices(y.type, layout):
+        raise TileCompilerError(f"wgmma: operand in layout {layout} is not held two elements to a word")
+    words = zero_padding(lw, lw.words(y, layout), layout, k_axis)
+    r, c = lw.coords(layout, lanes=2)
+    lw.stmts.append(SharedStore(buffer, tile.word_op(lw, r, c), words, lw.owner(layout)))
+
+
+def overlapped_dots(body: Block, copies) -> dict:
+    """The wgmma dots of a pipelined loop's ``body`` that may stay in flight into the next
+    iteration (``wgmma.wait_group 1``), by id: both operands copied ahead (``copies``) and
+    the result only the accumulator the next iteration's same dot adds to, and the loop's."""
+    used, copied = uses(body), {id(c.convert) for c in copies if c.tile}
+    carried = dict(zip(body.results, body.params[1:]))
+    out = {}
+    for eqn in body.eqns:
+        if eqn.prim.name != "dot" or id(eqn) not in copied or eqn.outputs[0] not in carried:
+            continue
+        param = carried[eqn.outputs[0]]
+        both = sum(c.convert is eqn for c in copies) == 2
+        if both and used.get(param, []) == [eqn] and eqn.inputs[2] is param and used[eqn.outputs[0]] == [None]:
+            out[id(eqn)] = eqn
+    return out
+
+
+def folded_wgmma_transposes(lw, block: Block) -> dict:
+    """Lower rules (by equation id) for the transposes of ``block`` whose only use is a
+    wgmma operand: they emit nothing, the dot stores the transposed tile as it is."""
+    used, rules = uses(block), {}
+    for eqn in block.eqns:
+        if eqn.prim.name != "transpose" or eqn.params["perm"] != (1, 0):
+            continue
+        users, y = used.get(eqn.outputs[0], []), eqn.inputs[0]
+        if len(users) != 1 or users[0] is None or not is_wgmma_operand(lw, users[0], eqn.outputs[0]):
+            continue
+        if not stored_as_matrices(y.type, lw.layout(y)):
+            continue
+
+        def fold(lw, eqn, y, **params):
+            lw.transposed[eqn.outputs[0]] = y
+
+        rules[id(eqn)] = fold
+    return rules
+
+
+def is_wgmma_operand(lw, user, x) -> bool:
+    """Whether ``user`` is a dot on wgmma taking ``x`` as ``a`` or ``b``."""
+    return (
+        user.prim.name == "dot"
+        and isinstance(lw.layout(user.outputs[0]), WgmmaLayout)
+        and any(x is v for v in user.inputs[:2])
+    )
+
+
+def wgmma_plan(lc: WgmmaLayout, dtype, k: int) -> str:
+    """The layouts stage's line for a dot on wgmma."""
+    mb, nb, n, n_wg = wgmma_shape(lc)
+    groups = lc.num_threads // 128
+    gm = 1 << sum(1 for w in lc.warp[2:] if w is not None and w in lc.dim_bits(0))
+    return (
+        f"tensor cores, wgmma.m64n{n}k16.{dtype.short} (sm_90a): {gm} x {groups // gm} warpgroups (m x n), "
+        f"each {mb} x {nb} instructions of 64x{n}, {pow2_ceil(k) // 16} k-steps of 16; "
+        f"operands from {n_wg}-column swizzled shared tiles"
+    )
