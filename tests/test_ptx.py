@@ -325,7 +325,8 @@ def test_16_bit_dots_run_on_warpgroup_tensor_cores(dtype, tile, threads, n):
     e = explain(kernel, f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]", BM=bm, BN=bn, BK=bk)
     ptx, ops = e["ptx"], instructions(e["ptx"])
     assert ".target sm_90a" in ptx
-    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}") == bk // 16 * bm * bn // (threads // 128) // (64 * n)
+    per_warpgroup = bm * bn // (threads // 128) // (64 * n)  # instructions of 64 x n a k-step
+    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}") == bk // 16 * per_warpgroup
     assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 1 and ptx.count("wgmma.wait_group.sync.aligned 0;") == 1
     assert ptx.count("fence.proxy.async.shared::cta;") == 1
     assert "ldmatrix" not in ptx and not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
