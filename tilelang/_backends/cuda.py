@@ -204,7 +204,6 @@ class CudaWriter(SourceWriter):
         self.emit(f"{acc} = mma_m16n8k16_{s.dtype.name}({', '.join(words)}, {acc})", inner + 4)
         self.emit(f"{', '.join(self.ref(s.dst, f'mma_c + {q}') for q in range(4))} = {acc}", inner)
 
-
     def wgmma(self, s: Wgmma, indent):
         """Descriptors, then fence, one instruction per (mb, nb, k-step), commit and wait."""
         mb, nb, n, ks = s.shape
