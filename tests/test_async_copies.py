@@ -112,15 +112,17 @@ def test_the_dot_loop_copies_its_tiles_ahead():
 def test_the_wgmma_loop_copies_its_tiles_into_swizzled_stages():
     """On sm_90a the copies land in swizzled tiles the tensor cores read themselves (no
     ldmatrix); a proxy fence before the barrier; the dot stays in flight into the next
-    iteration, so copies go one iteration less far ahead (one stage before the loop, the
-    wait in it for all groups) and the loop's result is waited for after it."""
-    e = tl.explain(MATMULS["sm_90a"], "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
+    iteration (from 4 stages), so copies go one iteration less far ahead (two stages before
+    the loop, the wait in it for all but one group) and the loop's result is waited for
+    after it."""
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_90a", num_stages=4)
+    e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
     lines = [line.strip() for line in e["thread_ir"].splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
     end = next(i for i, line in enumerate(lines) if line.startswith("next "))
-    assert sum(line.startswith("async shared swizzled_") for line in lines[:loop]) == 2 * 1
+    assert sum(line.startswith("async shared swizzled_") for line in lines[:loop]) == 2 * 2
     body = lines[loop + 1 : end]
-    assert body[:3] == ["async_wait 0", "proxy_fence", "barrier"]
+    assert body[:3] == ["async_wait 1", "proxy_fence", "barrier"]
     assert sum(line == "barrier" for line in body) == 1 and not any("ldmatrix" in line for line in body)
     assert sum(line.startswith("async shared swizzled_") for line in body) == 2
     assert sum("wgmma[" in line and line.endswith("in_flight=1") for line in body) == 1
@@ -163,13 +165,13 @@ def test_a_pipelined_loop_run_twice(arch):
 @pytest.mark.parametrize("stages", [1, 2, 4])
 def test_num_stages_sets_the_depth_of_the_ring(stages, arch):
     """num_stages=S: S - 1 iterations copied before the loop, a wait for all but S - 2 groups
-    in it, S buffers; 1 turns pipelining off; on wgmma from S = 3 one iteration less (the
-    dot in flight holds a stage). Right answers, a masked tail and wrap included."""
+    in it, S buffers; 1 turns pipelining off; on wgmma one iteration less (the
+    dot in flight holds a stage, from S = 4). Right answers, a masked tail and wrap included."""
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, num_stages=stages, arch=arch)
     e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
     lines = [line.strip() for line in e["thread_ir"].splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
-    ahead = stages - 1 - (arch == "sm_90a" and stages >= 3)
+    ahead = stages - 1 - (arch == "sm_90a" and stages >= 4)
     assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * ahead
     assert (f"async_wait {ahead - 1}" in lines) == (stages > 1)
     rng = np.random.default_rng(stages)

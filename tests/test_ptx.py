@@ -318,10 +318,10 @@ def test_a_transposed_operand_costs_what_a_plain_one_does():
 def test_16_bit_dots_run_on_warpgroup_tensor_cores(dtype, tile, threads, n):
     """sm_90a: one wgmma.mma_async.m64nNk16 per warpgroup share and k-step, operands never in
     registers (no ldmatrix, no shared loads or stores but the cp.async zero-fill), a proxy
-    fence and one barrier an iteration, the dot left in flight (wait_group 1) and waited for
-    after the loop; .target sm_90a; 0 bytes of stack, spills and local memory."""
+    fence and one barrier an iteration, with 4 stages the dot left in flight (wait_group 1)
+    and waited for after the loop; .target sm_90a; 0 bytes of stack, spills and local memory."""
     bm, bn, bk = tile
-    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads, arch="sm_90a")
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads, arch="sm_90a", num_stages=4)
     e = explain(kernel, f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]", BM=bm, BN=bn, BK=bk)
     ptx, ops = e["ptx"], instructions(e["ptx"])
     assert ".target sm_90a" in ptx

@@ -274,8 +274,9 @@ class Wgmma:
     ``64 mb`` of ``a`` and columns ``N nb`` of ``b`` over ``KS`` k-steps of 16 and
     accumulates slots ``N / 2 * (nb + NB * mb)`` onwards of ``c`` (float32), placed as the
     PTX ISA says (layout.py ``wgmma_layout``). With ``pending`` 1 the statement ends with
-    ``wgmma.wait_group 1``: ``dst`` is complete only at a later ``WgmmaWait`` (or the same
-    dot's next ``Wgmma``, chained on it), and the tiles it reads must stay until then."""
+    ``wgmma.wait_group 1``: ``dst`` (then ``c`` itself, accumulated in place) is complete
+    only at a later ``WgmmaWait`` (or the same dot's next ``Wgmma``, chained on it), and the
+    tiles it reads must stay until then."""
 
     dst: Reg
     c: object

@@ -81,9 +81,11 @@ def lower_wgmma(lw, eqn, a, b, acc):
         lw.stmts.append(ProxyFence())
         lw.barrier()
     c = all_slots(lw, lw.regs(acc, lc), lc.num_regs)
-    dst = lw.reg(D.float32, lc.num_regs, "acc")
+    # left in flight, the dot accumulates into the loop's own registers in place: a copy
+    # would read them before they land (ptxas would then wait for the dot right there)
+    pending = int(id(eqn) in lw.overlapped)
+    dst = c if pending else lw.reg(D.float32, lc.num_regs, "acc")
     ks = pow2_ceil(a.type.shape[1]) // 16
-    pending = int(id(eqn) in lw.overlapped)  # left in flight: the loop waits for it after its last iteration
     lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending))
     lw.release(*staged)
     output(lw, eqn, dst)
