@@ -143,6 +143,14 @@ def test_matmul_on_tensor_cores(data, d, how, tile, threads):
     bm, bn, bk = tile
     largest = max(pow2(bm) * pow2(bk), pow2(bk) * pow2(bn), pow2(bm) * pow2(bn))
     threads = max(threads, largest // 64)  # (at most 64 elements of a tile per thread)
+    thread_ir = _check_16_bit_matmul(data, d, how, tile, MMA_KERNELS[threads])
+    assert "mma[" in thread_ir and "wgmma[" not in thread_ir
+
+
+def _check_16_bit_matmul(data, d, how, tile, kernel) -> str:
+    """A dot of ``d`` operands on arrays not tile multiples against float64 (a rounding bound
+    for float32 accumulation); its thread IR."""
+    bm, bn, bk = tile
     m, n, k = data.draw(tlt.shapes(tile, max_tiles=2, slack=3), label="M, N, K")
     a, b = _operands(data, d, d, m, n, k)
     c = data.draw(tlt.arrays(tl.float32, (m, n), min_value=-4, max_value=4), label="c")
@@ -152,15 +160,13 @@ def test_matmul_on_tensor_cores(data, d, how, tile, threads):
     bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
     rtol, atol = tlt.tolerance(tl.float32)
     atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(bound, initial=0))
-    kernel = MMA_KERNELS[threads]
     args = (*_transposed_args(how, a, b), c)
-    stages = tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
-    assert "mma[" in stages["thread_ir"] and "wgmma[" not in stages["thread_ir"]
     tlt.check_kernel(
         kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
         reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol,
         HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
     )  # fmt: skip
+    return tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")["thread_ir"]
 
 
 # (tile, threads): warpgroups over m, over n, several 64-row blocks or instructions each,
@@ -183,25 +189,9 @@ def test_matmul_on_warpgroup_tensor_cores(data, d, how, case):
     flips which). The CPU backend reads each operand element through the descriptor's fields
     as the PTX ISA's canonical layouts place it, and each accumulator from the ISA's
     fragment table, independently of how the lowering wrote them."""
-    (bm, bn, bk), threads = case
-    m, n, k = data.draw(tlt.shapes((bm, bn, bk), max_tiles=2, slack=3), label="M, N, K")
-    a, b = _operands(data, d, d, m, n, k)
-    c = data.draw(tlt.arrays(tl.float32, (m, n), min_value=-4, max_value=4), label="c")
-    if how != "init":
-        c = np.zeros((m, n), np.float32)
-    exact = a.astype(np.float64) @ b.astype(np.float64) + c
-    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
-    rtol, atol = tlt.tolerance(tl.float32)
-    atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(bound, initial=0))
-    kernel = WGMMA_KERNELS[threads]
-    args = (*_transposed_args(how, a, b), c)
-    stages = tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")
-    assert "wgmma[" in stages["thread_ir"] and "ldmatrix" not in stages["thread_ir"]
-    tlt.check_kernel(
-        kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
-        reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol, backends=("cpu",),
-        HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
-    )  # fmt: skip
+    tile, threads = case
+    thread_ir = _check_16_bit_matmul(data, d, how, tile, WGMMA_KERNELS[threads])
+    assert "wgmma[" in thread_ir and "ldmatrix" not in thread_ir
 
 
 @pytest.mark.parametrize("d, tile, mma", [

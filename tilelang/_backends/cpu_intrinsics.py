@@ -193,6 +193,13 @@ def _canonical(buffer, start, lbo, sbo, width, k_major, mn, k, bf16):
 
 
 @njit(cache=True)
+def _accumulator_at(t, e):
+    """(row, column) of accumulator ``e`` of thread ``t`` of a warpgroup, m64nNk16."""
+    w, lane = t >> 5, t & 31
+    return 16 * w + (lane >> 2) + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * (lane & 3) + (e & 1)
+
+
+@njit(cache=True)
 def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_width, a_k_major,
               b_buf, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16):  # fmt: skip
     """The ``Wgmma`` (thread_ir.py) of the warpgroup of threads ``t0`` to ``t0 + 127``:
@@ -207,9 +214,8 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
         for j in range(nb):
             first = n // 2 * (j + nb * i)
             for t in range(128):
-                w, lane = t >> 5, t & 31
                 for e in range(n // 2):
-                    row, col = 16 * w + (lane >> 2) + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * (lane & 3) + (e & 1)
+                    row, col = _accumulator_at(t, e)
                     d[row, col] = accs[t0 + t, c_row + first + e]
             for kk in range(ks):
                 sa, sb = a_start + a_steps[i * ks + kk], b_start + b_steps[j * ks + kk]
@@ -225,9 +231,8 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
                             total += a[r, q] * b[q, col]
                         d[r, col] = np.float32(total)
             for t in range(128):
-                w, lane = t >> 5, t & 31
                 for e in range(n // 2):
-                    row, col = 16 * w + (lane >> 2) + 8 * ((e >> 1) & 1), 8 * (e >> 2) + 2 * (lane & 3) + (e & 1)
+                    row, col = _accumulator_at(t, e)
                     accs[t0 + t, d_row + first + e] = d[row, col]
 
 
