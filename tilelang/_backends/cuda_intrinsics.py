@@ -25,7 +25,7 @@ from numba.cuda.extending import intrinsic
 
 from .. import dtypes
 from ..dtypes import DType
-from .cuda_mma import shared_address
+from .cuda_mma import asm_statement, shared_address
 from .numba_source import WRAPPING, intrinsic_table, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
 
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -306,20 +306,6 @@ def _async_copy(d: DType):
     return async_copy
 
 
-def _async_asm(text: str):
-    asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
-
-    @intrinsic
-    def fn(typingctx):
-        def codegen(context, builder, sig, args):
-            builder.call(asm, [])
-            return context.get_dummy_value()
-
-        return types.void(), codegen
-
-    return fn
-
-
 _ROUND = {
     "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
     "bfloat16": "cvt.rn.bf16.f32 h, $1; cvt.f32.bf16 $0, h;",
@@ -493,8 +479,8 @@ if not config.ENABLE_CUDASIM:
 
     globals().update(MMA_INTRINSICS)
     globals().update({f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)})
-    globals().update({f"cp_async_wait_{n}": _async_asm(f"cp.async.wait_group {n};") for n in range(8)})
-    cp_async_commit = _async_asm("cp.async.commit_group;")
+    globals().update({f"cp_async_wait_{n}": asm_statement(f"cp.async.wait_group {n};") for n in range(8)})
+    cp_async_commit = asm_statement("cp.async.commit_group;")
     select = intrinsic(select_intrinsic)
     floor = intrinsic(llvm_math_intrinsic("floor"))
     ceil = intrinsic(llvm_math_intrinsic("ceil"))

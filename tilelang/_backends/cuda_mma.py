@@ -87,8 +87,8 @@ def _ldmatrix(trans: bool):
     return ldmatrix
 
 
-def _statement(text: str):
-    """An intrinsic of no operands running ``text`` in order with memory accesses."""
+def asm_statement(text: str):
+    """An intrinsic of no operands running the PTX ``text`` in order with memory accesses."""
     asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), text, "~{memory}", side_effect=True)
 
     @intrinsic
@@ -174,8 +174,8 @@ MMA_INTRINSICS = (
     | {f"mma_m16n8k16_{name}": _mma(name) for name in _PTX}
     | {"ldmatrix_x4": _ldmatrix(False), "ldmatrix_x4_trans": _ldmatrix(True)}
     | {"wgmma_desc": wgmma_desc, "wgmma_instruction": wgmma_instruction, "wgmma_wait": wgmma_wait}
-    | {"wgmma_fence": _statement("wgmma.fence.sync.aligned;")}
-    | {"wgmma_commit": _statement("wgmma.commit_group.sync.aligned;")}
-    | {"wgmma_wait_group_1": _statement("wgmma.wait_group.sync.aligned 1;")}
-    | {"proxy_fence": _statement("fence.proxy.async.shared::cta;")}
+    | {"wgmma_fence": asm_statement("wgmma.fence.sync.aligned;")}
+    | {"wgmma_commit": asm_statement("wgmma.commit_group.sync.aligned;")}
+    | {"wgmma_wait_group_1": asm_statement("wgmma.wait_group.sync.aligned 1;")}
+    | {"proxy_fence": asm_statement("fence.proxy.async.shared::cta;")}
 )
