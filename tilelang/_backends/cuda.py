@@ -494,7 +494,7 @@ class CudaKernel:
 
         if not config.ENABLE_CUDASIM:
             raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
-        if any(isinstance(s, (Shuffle, Mma, LdMatrix, AsyncCopy)) for s in walk_statements(self.program.body)):
+        if any(isinstance(s, (Shuffle, Mma, LdMatrix, AsyncCopy, Wgmma)) for s in walk_statements(self.program.body)):
             raise TileCompilerError(
                 f"kernel {self.program.name} uses warp shuffles or tensor cores, which numba's CUDA simulator "
                 "does not have; it runs on the GPU and on the CPU backend"
