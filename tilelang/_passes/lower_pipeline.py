@@ -17,10 +17,10 @@ and nothing in the loop writes memory (a store could change what an early copy r
 Per iteration: wait until this iteration's copies are done (at most ``S - 2`` groups in
 flight), a proxy fence where wgmma reads them, barrier (every thread's copies are
 visible, and every thread is done with the stage read the iteration before), issue the
-copies for the iteration ``S - 1`` ahead into that stage, then the body. Before the loop
-the copies of its first ``S - 1`` iterations are issued; after it, those past its end
-are waited for, and a barrier frees the ring. Copies past the end read only what the
-window's bounds allow (nothing past an array's end).
+copies for the iteration ``S - 1`` ahead (``S - 2`` while a wgmma dot stays in flight)
+into that stage, then the body. Before the loop the copies of as many iterations are
+issued; after it, those past its end are waited for, and a barrier frees the ring. Copies
+past the end read only what the window's bounds allow (nothing past an array's end).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class _Copied:
     read: Layout  # what ldmatrix reads, in x's coordinates: y's layout (or its transpose)
     transpose: Eqn | None = None  # folded into the read
     tile: SwizzledTile | None = None  # the stage's layout when a wgmma reads it (else ldmatrix's padded rows)
+    k_major: bool = True  # how the wgmma reads it
     buffer: str = ""
     stage_words: int = 0
 
@@ -106,7 +107,7 @@ class Pipeline:
         def in_shared(c):
             def rule(lw, eqn, *args, **params):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                lw.in_shared[eqn.outputs[0]] = (c.buffer, base, c.tile, c.transpose is not None)
+                lw.in_shared[eqn.outputs[0]] = (c.buffer, base, c.tile, c.k_major)
 
             return rule
 
@@ -185,8 +186,8 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         chain = _chain(eqn.inputs[1:], producer)
         if wgmma := _wgmma_read(lw, out, user, used):
             dot, role, transpose = wgmma
-            tile, _ = operand_tile(lw.layout(dot.outputs[0]), role, out.type.shape, transpose is not None)
-            copies.append(_Copied(eqn, dot, chain, layout, transpose, tile))
+            tile, k_major = operand_tile(lw.layout(dot.outputs[0]), role, out.type.shape, transpose is not None)
+            copies.append(_Copied(eqn, dot, chain, layout, transpose, tile, k_major))
         elif user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
             copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0])))
         elif target := transposed_read(lw, user, used.get(user.outputs[0], [])):  # read in the transposed layout

@@ -26,8 +26,8 @@ from ..errors import TileCompilerError
 
 
 def wgmma_shape(lc: WgmmaLayout) -> tuple[int, int, int, int]:
-    """``(MB, NB, N, KS without k)`` of a warpgroup's share of the result in ``lc``: 64-row
-    blocks, instructions along n and their N."""
+    """``(MB, NB, N, columns)`` of a warpgroup's share of the result in ``lc``: 64-row
+    blocks, instructions along n, their N, and the share's columns (``NB * N``)."""
     rows, cols = lc.dim_bits(0), lc.dim_bits(1)
     mb = 1 << (sum(1 for b in lc.reg if b in rows) - 1)  # (register bit 1 is row 8 of each block)
     n_wg = 1 << (len(cols) - sum(1 for w in lc.warp if w is not None and w in cols))
@@ -64,8 +64,7 @@ def lower_wgmma(lw, eqn, a, b, acc):
     operands, staged = [], []
     for role, x in ((0, a), (1, b)):
         if x in lw.in_shared:  # copied ahead by the pipeline
-            buffer, base, tile, transposed = lw.in_shared[x]
-            k_major = transposed == (role == 1)
+            buffer, base, tile, k_major = lw.in_shared[x]
         else:
             y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
             tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
