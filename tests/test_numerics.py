@@ -173,6 +173,38 @@ def test_floor_and_ceil_are_single_instructions_in_ptx():
         assert not {op for op in ops if op.startswith("cvt.rzi.s64")}, ops  # no trip through int64
 
 
+@tl.tile_kernel(num_threads=128, arch="sm_90a")
+def divide_beside_a_dot(x, y, q, a, b, c):
+    """A float division in a kernel whose dot runs on wgmma: CUDA divides there through
+    float64 (cuda_arith.py: div.rn.f32 calls a subroutine, which serializes the wgmmas)."""
+    u, v = tl.load(x, index=(0,), shape=(64,)), tl.load(y, index=(0,), shape=(64,))
+    tl.store(q, u / v, index=(0,))
+    product = tl.dot(tl.load(a, index=(0, 0), shape=(64, 16)), tl.load(b, index=(0, 0), shape=(16, 16)))
+    tl.store(c, product, index=(0, 0))
+
+
+TINY = 2.0**-149  # the smallest float32 subnormal
+DIVISIONS = [(-0.0, 5.0), (0.0, -5.0), (0.0, 0.0), (1.0, 0.0), (-1.0, 0.0), (np.inf, np.inf), (1.0, -np.inf),
+             (-np.inf, 3.0), (np.nan, 1.0), (3 * TINY, 2.0), (5 * TINY, 2.0), (3e38, 1e-38), (TINY, 3e38),
+             (1.0, 3.0), (6.0, 3.0), (3.4028235e38, 0.5)]  # fmt: skip
+
+
+@given(data=st.data())
+def test_float_division_in_a_wgmma_kernel_rounds_correctly(data):
+    """Bit for bit NumPy's correctly rounded float32 quotient: zeros' signs, infinities,
+    NaN, subnormal quotients (ties to even among them), overflow."""
+    x, y = data.draw(hnp.arrays(np.float32, (2, 64), elements=st.floats(width=32)))
+    x[: len(DIVISIONS)], y[: len(DIVISIONS)] = np.array(DIVISIONS, np.float32).T
+    with np.errstate(all="ignore"):
+        want = x / y
+    a, b = np.ones((64, 16), np.float16), np.ones((16, 16), np.float16)
+    for backend in backends():
+        q, c = np.zeros(64, np.float32), np.zeros((64, 16), np.float32)
+        divide_beside_a_dot[1](x, y, q, a, b, c, backend=backend)
+        assert_same_floats(q, want, f"/ on {backend}")
+        assert np.all(c == 16), backend
+
+
 # ---------------------------------------------------- narrowing conversions
 
 # name: (significand bits, smallest normal exponent, largest exponent)

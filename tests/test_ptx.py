@@ -347,3 +347,26 @@ def test_the_lean_numba_pipeline_changes_no_instruction(monkeypatch, tmp_path):
     lean = ptx()
     monkeypatch.setattr(numba_pipeline, "DROPPED", frozenset())
     assert ptx() == lean
+
+
+@tl.tile_kernel(num_threads=256, arch="sm_90a", num_stages=4)
+def grouped_scaled_matmul(a, b, c, scale, GROUP: tl.Constant):
+    """c = (a @ b) / scale, blocks in groups of GROUP rows: int64 divisions by runtime values."""
+    pid, rows, cols = tl.block_id(0), tl.cdiv(a.shape[0], 128), tl.cdiv(b.shape[1], 128)
+    first = pid // (GROUP * cols) * GROUP
+    size = tl.minimum(rows - first, GROUP)
+    i, j = first + pid % size, (pid % (GROUP * cols)) // size
+    acc = tl.zeros((128, 128), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], 64)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(128, 64)), tl.load(b, index=(k, j), shape=(64, 128)), acc)
+    tl.store(c, acc / tl.load(scale, index=(0, j), shape=(1, 128)), index=(i, j))
+
+
+def test_wgmma_kernels_call_no_subroutine():
+    """ptxas makes each wgmma wait for the one before in a function that calls anything
+    (C7509), and it calls subroutines for div.s64/rem.s64 and div.rn.f32: a kernel dividing
+    int64s by runtime values and floats in its epilogue keeps its wgmmas in flight."""
+    e = explain(grouped_scaled_matmul, "f16[:, :]", "f16[:, :]", "f32[:, :]", "f32[:, :]", GROUP=8)
+    ops = instructions(e["ptx"])
+    assert not [op for op in ops if op.startswith(("div.s64", "rem.s64", "div.u64", "rem.u64", "div.rn", "call"))]
+    assert "wgmma.mma_async" in e["ptx"] and "serialized" not in e["resources"], e["resources"]

@@ -68,6 +68,7 @@ def _resources_text(r: dict) -> str:
         f"threads per block {r['threads']}, registers per thread {r['registers']}, "
         f"shared memory per block {r['shared']} bytes, stack {r['stack']} bytes, "
         f"spills {r['spill_stores']} bytes stored / {r['spill_loads']} bytes loaded (sm_90, ptxas)"
+        + (f"\nwgmma serialized by ptxas (each waits for the last): {why}" if (why := r["wgmma_serialized"]) else "")
     )
 
 

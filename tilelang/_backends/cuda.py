@@ -33,6 +33,7 @@ from .._lower.thread_ir import (
     AsyncWait,
     Atomic,
     Barrier,
+    Imm,
     LdMatrix,
     Load,
     Mma,
@@ -52,7 +53,7 @@ from .._lower.thread_ir import (
 from ..errors import TileCompilerError
 from .cuda_driver import PARAM_CODES, kernel_launcher
 from .numba_pipeline import lean_cuda_pipeline
-from .numba_source import SourceWriter, code_type_name, lane_slot
+from .numba_source import SourceWriter, cast, code_type_name, lane_slot
 
 DEFAULT_CC = (9, 0)
 # source-line info in the PTX (what Nsight and compute-sanitizer show against the generated
@@ -67,6 +68,9 @@ class CudaWriter(SourceWriter):
     def source(self) -> str:
         p = self.program
         self.header("cuda", "cuda_intrinsics")
+        # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
+        # kernels divide floats without div.rn.f32's (cuda_arith.py)
+        self.no_calls = any(isinstance(s, Wgmma) for s in walk_statements(p.body))
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
         matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, (LdMatrix, AsyncCopy))}
@@ -103,6 +107,11 @@ class CudaWriter(SourceWriter):
             return f"int32(cuda.blockIdx.{axis})"
         if op.op == "num_blocks":
             return f"int32(cuda.gridDim.{axis})"
+        same_type = all(a.dtype == op.dst.dtype for a in op.args)
+        if op.op in ("floordiv", "mod") and op.dst.dtype.is_int and same_type and not isinstance(op.args[1], Imm):
+            return f"{op.op}_int({self.ref(op.args[0])}, {self.ref(op.args[1])})"  # no div.s64 (cuda_arith.py)
+        if op.op == "div" and self.no_calls and code_type_name(op.dst.dtype) == "float32" and same_type:
+            return cast(op, f"div_rn_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})")
         return super().special(op)
 
     def statement(self, s, indent):
@@ -434,6 +443,8 @@ class CudaKernel:
             "stack": number(r"(\d+) bytes stack frame"),
             "shared": shared,
             "threads": self.program.num_threads,
+            # ptxas's reason for making each wgmma wait for the one before (C7509), if it did
+            "wgmma_serialized": next(iter(re.findall(r"\(C75\d\d\)[^:]*: wgmma[^']*? due to ([^']*?) in", log)), ""),
         }
 
     def launcher(self, device_id: int):

@@ -475,6 +475,7 @@ globals().update(INTRINSICS)
 
 
 if not config.ENABLE_CUDASIM:
+    from .cuda_arith import div_rn_f32, floordiv_int, mod_int  # noqa: F401 - called by generated kernels
     from .cuda_mma import MMA_INTRINSICS  # (the simulator refuses kernels using tensor cores)
 
     globals().update(MMA_INTRINSICS)

@@ -169,6 +169,21 @@ INTRINSICS.update({f"wrapping_{name}": _wrapping(fn) for name, fn in
                    (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul))})  # fmt: skip
 
 
+def _integer_division(fn):
+    def divide(a, b):  # x // 0 and x % 0 are 0; MIN // -1 wraps to MIN (cuda_arith.py)
+        d = np.asarray(a).dtype
+        bits = 8 * d.itemsize
+        value = fn(int(a), int(b)) if b != 0 else 0
+        return d.type(value % 2**bits - (2**bits if d.kind == "i" and value % 2**bits >= 2 ** (bits - 1) else 0))
+
+    return divide
+
+
+INTRINSICS["floordiv_int"] = _integer_division(operator.floordiv)
+INTRINSICS["mod_int"] = _integer_division(operator.mod)
+INTRINSICS["div_rn_f32"] = lambda a, b: np.divide(np.float32(a), np.float32(b))
+
+
 def float32_odd(x):
     """``x`` (a float64 or an integer) → float32 rounded to odd, as the GPU's ``cvt.rz`` sequence."""
     return primitives.float32_odd(np.asarray(x))[()]
