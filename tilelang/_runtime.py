@@ -210,9 +210,8 @@ def _host_view(value) -> tuple[np.ndarray | None, bool]:
 def _torch_host_view(t) -> np.ndarray:
     """A host tensor's memory as NumPy (bfloat16, which NumPy's torch bridge refuses, by its
     bits: ml_dtypes' bfloat16)."""
-    import torch  # (imported already: t is a torch tensor)
-
-    if t.dtype == torch.bfloat16:
+    torch = sys.modules.get("torch")  # (imported already where t is a torch tensor)
+    if torch is not None and t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(dtypes.bfloat16.np)
     return t.numpy()
 
