@@ -118,17 +118,11 @@ def _narrow(builder, value, d: DType):
     return value
 
 
-def _lanes_ok(builder, ok, first, last, lanes: int):
-    """Whether each lane ``i`` of a group is accessed: ``ok and first <= i < last``. For the
-    lane-by-lane fallback only: ``first`` and ``last`` pass through a volatile ``mov`` placed
-    here, so LLVM cannot hoist the comparisons into the whole-group path (it did: ~50 SASS
-    instructions of lane masks per 16-byte cp.async in a matmul's loop)."""
-    pin = ir.InlineAsm(ir.FunctionType(I32, [I32]), "mov.b32 $0, $1;", "=r,r", side_effect=True)
-    first, last = builder.call(pin, [first]), builder.call(pin, [last])
-    return [
-        builder.and_(ok, builder.and_(builder.icmp_signed("<=", first, lane), builder.icmp_signed("<", lane, last)))
-        for lane in (ir.Constant(I32, i) for i in range(lanes))
-    ]
+def _lane_ok(builder, ok, first, last, i: int):
+    """Whether lane ``i`` of a group is accessed: ``ok and first <= i < last``."""
+    lane = ir.Constant(I32, i)
+    inside = builder.and_(builder.icmp_signed("<=", first, lane), builder.icmp_signed("<", lane, last))
+    return builder.and_(ok, inside)
 
 
 def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
@@ -181,8 +175,8 @@ def _load(d: DType, lanes: int):
                     for slot, item in zip(slots, _elements(builder, raw, d, lanes)):
                         builder.store(_widen(builder, item, d), slot)
                 with lanewise:
-                    for i, (slot, inside) in enumerate(zip(slots, _lanes_ok(builder, ok, first, last, lanes))):
-                        with builder.if_then(inside):
+                    for i, slot in enumerate(slots):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
                             element(builder, ptr, offset, i, slot)
             return context.make_tuple(builder, ret, [builder.load(slot) for slot in slots])
 
@@ -213,8 +207,8 @@ def _load_words(d: DType, lanes: int):
                     for w, slot in enumerate(slots):
                         builder.store(builder.extract_element(raw, ir.Constant(I32, w)), slot)
                 with lanewise:
-                    for i, inside in enumerate(_lanes_ok(builder, ok, first, last, lanes)):
-                        with builder.if_then(inside):
+                    for i in range(lanes):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
                             at = builder.add(offset, ir.Constant(I64, i)) if i else offset
                             bits = builder.zext(builder.load(_address(builder, ptr, at, dtypes.uint16), align=2), I32)
                             keep = ir.Constant(I32, 0xFFFF0000 if i % 2 == 0 else 0xFFFF)
@@ -261,8 +255,8 @@ def _store(d: DType, lanes: int):
                     value = _words(builder, [_narrow(builder, x, d) for x in items], d, lanes)
                     builder.store(value, _address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
                 with lanewise:
-                    for i, (item, inside) in enumerate(zip(items, _lanes_ok(builder, ok, first, last, lanes))):
-                        with builder.if_then(inside):
+                    for i, item in enumerate(items):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
                             element(builder, ptr, offset, i, item)
             return context.get_dummy_value()
 
@@ -293,12 +287,11 @@ def _async_copy(d: DType):
                     source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
                     builder.call(copy16, [shared_address(context, builder, sig.args[0], buf, index), source])
                 with lanewise:
-                    inside = _lanes_ok(builder, ok, first, last, 8)
                     for w in range(4):
                         word = ir.Constant(I32, 0)
                         for h in range(2):
                             slot = cgutils.alloca_once_value(builder, ir.Constant(I32, 0))
-                            with builder.if_then(inside[2 * w + h]):
+                            with builder.if_then(_lane_ok(builder, ok, first, last, 2 * w + h)):
                                 lane = builder.add(offset, ir.Constant(I64, 2 * w + h))
                                 bits = builder.load(_address(builder, ptr, lane, dtypes.uint16), align=2)
                                 builder.store(builder.zext(bits, I32), slot)
