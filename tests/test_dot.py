@@ -326,3 +326,21 @@ def test_explain_shows_each_dots_plan(d, tile, threads, plan):
     a, b, c = (np.zeros(s, t.np) for s, t in (((bm, bk), d), ((bk, bn), d), ((bm, bn), accumulator(d))))
     layouts = tl.explain(kernel, a, b, c, HOW="acc", ACC=accumulator(d), BM=bm, BN=bn, BK=bk, backend="cpu")["layouts"]
     assert plan in layouts
+
+
+def test_only_tensor_core_dots_ask_the_gpu_for_its_arch(monkeypatch):
+    """A kernel names no arch: its dots' strategy depends on the GPU's (sm_90a on Hopper), and
+    asking the driver costs ~0.15 s a process, so kernels without a 16-bit dot never ask."""
+    from tilelang import kernel as kernel_module
+
+    asked = []
+    monkeypatch.setattr(kernel_module, "default_arch", lambda: asked.append(1) or "sm_90a")
+
+    def matmul(a, b, c):
+        tl.store(
+            c, tl.dot(tl.load(a, index=(0, 0), shape=(64, 16)), tl.load(b, index=(0, 0), shape=(16, 16))), index=(0, 0)
+        )
+
+    for d, wanted in (("f32", []), ("f16", [1])):
+        tl.explain(tl.tile_kernel(matmul, num_threads=128), f"{d}[:, :]", f"{d}[:, :]", "f32[:, :]", backend="cpu")
+        assert asked == wanted, d

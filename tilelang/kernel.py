@@ -34,7 +34,7 @@ from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
 from ._passes.dead_code_threads import eliminate_dead_code
 from ._passes.insert_conversions import insert_conversions
-from ._passes.lower_dot import ARCHES, dot_plan
+from ._passes.lower_dot import ARCHES, dot_plan, uses_tensor_cores
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
@@ -380,7 +380,8 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
         return Checked(run, zero_steps, sites) if zero_steps or sites is not None else run
 
-    arch = kernel.arch or default_arch()  # which tensor cores dots take
+    # which tensor cores dots take (the GPU is asked only where a dot can use them)
+    arch = kernel.arch or (default_arch() if uses_tensor_cores(program) else ARCHES[0])
     layouts, num_threads = assign_layouts(program, kernel.num_threads, arch)  # which thread holds which elements
     check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
     if backend == "interpret":  # the reference semantics, on the tile IR itself

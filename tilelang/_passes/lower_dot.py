@@ -19,7 +19,7 @@ need it (and the other way round).
 from __future__ import annotations
 
 from .. import dtypes as D
-from .._ir.core import Block, uses
+from .._ir.core import Block, tile_outputs, uses
 from .._lower.layout import MMA_DTYPES, Layout, WgmmaLayout, log2, mma_layouts, permuted, pow2_ceil, wgmma_layout
 from .._lower.lowering import all_slots, b1, i32, matrix_layout, output, stored_as_matrices, zero_padding
 from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap, slots
@@ -37,6 +37,13 @@ def dot_layouts(a_type, b_type, num_threads: int, arch: str = "sm_80"):
     (m, k), (_, n) = a_type.shape, b_type.shape
     wgmma = wgmma_layout(m, n, k, num_threads) if arch == "sm_90a" else None
     return (None, None, wgmma) if wgmma else mma_layouts(m, n, k, num_threads)
+
+
+def uses_tensor_cores(program) -> bool:
+    """Whether a dot of ``program`` has 16-bit or int8 operands, so that the target arch
+    decides its strategy (other kernels compile alike for every arch)."""
+    dots = (e for e, _ in tile_outputs(program.body) if e.prim.name == "dot")
+    return any(e.inputs[0].type.dtype.name in MMA_DTYPES for e in dots)
 
 
 def dot_plan(eqn, layouts: dict) -> str:
