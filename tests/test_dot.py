@@ -170,10 +170,11 @@ def _check_16_bit_matmul(data, d, how, tile, kernel) -> str:
 
 
 # (tile, threads): warpgroups over m, over n, several 64-row blocks or instructions each,
-# k padded (24, 40), tiles not powers of two (m 100, n 48), K-major and MN-major operands
+# k padded (24, 40), tiles not powers of two (m 100, n 48), K-major and MN-major operands,
+# 128 accumulators a thread (m64n256)
 WGMMA_TILES = st.sampled_from([
     ((64, 16, 16), 128), ((64, 32, 32), 128), ((64, 64, 24), 128), ((128, 32, 16), 128), ((100, 48, 40), 128),
-    ((64, 64, 64), 256), ((128, 64, 32), 256), ((128, 128, 16), 256),
+    ((64, 64, 64), 256), ((128, 64, 32), 256), ((128, 128, 16), 256), ((128, 256, 16), 256),
 ])  # fmt: skip
 
 

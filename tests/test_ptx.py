@@ -370,3 +370,14 @@ def test_wgmma_kernels_call_no_subroutine():
     ops = instructions(e["ptx"])
     assert not [op for op in ops if op.startswith(("div.s64", "rem.s64", "div.u64", "rem.u64", "div.rn", "call"))]
     assert "wgmma.mma_async" in e["ptx"] and "serialized" not in e["resources"], e["resources"]
+
+
+def test_a_128x256_block_of_two_warpgroups_takes_m64n256_instructions():
+    """128 accumulators a thread (the wgmma accumulator may hold twice the tile limit): one
+    m64n256k16 per warpgroup and k-step, every copy of the loop written out (NVVM left a loop
+    of them rolled), all in registers: no stack, no spills, no serialized wgmma."""
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=256, arch="sm_90a", num_stages=3)
+    e = explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=128, BN=256, BK=64)
+    assert e["ptx"].count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
+    assert e["ptx"].count("cp.async.cg.shared.global") >= 2 * (128 + 256) * 64 * 2 // 16 // 256  # prologue + loop
+    assert e["resources"].count(" 0 bytes") >= 3 and "serialized" not in e["resources"], e["resources"]

@@ -53,7 +53,7 @@ from .._lower.thread_ir import (
 from ..errors import TileCompilerError
 from .cuda_driver import PARAM_CODES, kernel_launcher
 from .numba_pipeline import lean_cuda_pipeline
-from .numba_source import SourceWriter, cast, code_type_name, lane_slot
+from .numba_source import SourceWriter, cast, code_type_name, lane_slot, slot_ranges
 
 DEFAULT_CC = (9, 0)
 # source-line info in the PTX (what Nsight and compute-sanitizer show against the generated
@@ -159,15 +159,15 @@ class CudaWriter(SourceWriter):
             d = s.dst.dtype
             native = d.name in ("int32", "int64", "float32", "float64") or (d.is_float and d.bits == 16)
             wide = "int64" if d.bits == 64 else "int32"
-            if s.dst.slots > 1:
-                self.emit(f"for r in range({s.dst.slots}):", indent)
-                self.at, indent = "r", indent + 4
-            src = ref(s.src) if native else f"{wide}({ref(s.src)})"
-            value = f"cuda.shfl_xor_sync(0xFFFFFFFF, {src}, {s.xor})"
-            if d.is_bool:
-                self.emit(f"{ref(s.dst)} = {value} != 0", indent)
-            else:
-                self.emit(f"{ref(s.dst)} = {code_type_name(d)}({value})", indent)
+            for loop in slot_ranges(s.dst.slots) if s.dst.slots > 1 else [None]:
+                inner = indent
+                if loop:
+                    self.emit(f"for r in {loop}:", indent)
+                    self.at, inner = "r", indent + 4
+                src = ref(s.src) if native else f"{wide}({ref(s.src)})"
+                value = f"cuda.shfl_xor_sync(0xFFFFFFFF, {src}, {s.xor})"
+                value = f"{value} != 0" if d.is_bool else f"{code_type_name(d)}({value})"
+                self.emit(f"{ref(s.dst)} = {value}", inner)
             self.at = 0
         elif isinstance(s, AsyncCopy):
             array, index = self.shared_place(s.buffer, s.index)
@@ -225,8 +225,8 @@ class CudaWriter(SourceWriter):
             self.emit(f"{name} = wgmma_desc({array}, {at}, {', '.join(map(str, tile.strides(k_major)))}, "
                       f"{MODE[tile.width]})", indent)  # fmt: skip
             descs.append((tile, k_major))
-        if s.dst != s.c:
-            self.emit(f"for r in range({s.dst.slots}):", indent)
+        for loop in slot_ranges(s.dst.slots) if s.dst != s.c else ():
+            self.emit(f"for r in {loop}:", indent)
             self.emit(f"{self.ref(s.dst, 'r')} = {self.ref(s.c, 'r')}", indent + 4)
         self.emit("wgmma_fence()", indent)
         (ta, a_major), (tb, b_major) = descs
@@ -486,10 +486,12 @@ class CudaKernel:
             # threads took 194 registers without it). Smaller blocks launch with any count, and
             # ptxas given the bound chose more registers for them (a softmax: 80, not 56). A
             # 256-thread tensor-core kernel is asked for two blocks per SM (128 registers): one
-            # block of 8 warps leaves the tensor cores waiting on its loads and barriers
+            # block of 8 warps leaves the tensor cores waiting on its loads and barriers; not
+            # one holding 128 accumulators a thread (m64n256 instructions), which needs more
             threads = self.program.num_threads
-            tensor_cores = any(isinstance(s, (Mma, Wgmma)) for s in walk_statements(self.program.body))
-            bounds = (threads,) if threads > 256 else ((threads, 2) if tensor_cores and threads == 256 else None)
+            dots = [s for s in walk_statements(self.program.body) if isinstance(s, (Mma, Wgmma))]
+            two_blocks = dots and threads == 256 and max(s.dst.slots for s in dots) <= 64
+            bounds = (threads,) if threads > 256 else ((threads, 2) if two_blocks else None)
             with lean_cuda_pipeline():
                 ptx, _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds)
             self._ptx[cc] = re.sub(r"\.target sm_90\b", ".target sm_90a", ptx) if self.hopper else ptx

@@ -13,6 +13,7 @@ import math
 
 from .._lower.thread_ir import (
     ArrayParam,
+    AsyncCopy,
     Atomic,
     Barrier,
     Imm,
@@ -280,7 +281,29 @@ def slot_groups(stmts) -> list[tuple]:
         defined.update(registers(s, s.DEFS))
         if place is not None:
             touched[place] = touched.get(place, False) or writes
-    return [run for run in runs if run[0]]
+    chunked = []
+    for run, start, stop in (run for run in runs if run[0]):
+        most = MAX_UNROLLED // 2 if any(isinstance(s, (Load, Store)) for s in run) else MAX_UNROLLED
+        chunked.extend((run, a, min(a + most, stop)) for a in _starts(start, stop, most))
+    return chunked
+
+
+# NVVM leaves a loop of more slots than this rolled whatever its body (a 128-slot `acc[r] = 0`
+# kept its array in a 512-byte stack; 64 groups of 2-lane stores too): longer runs are cut into
+# loops of this many (half for memory accesses). A run's statements read no slot but their
+# own, so running it a chunk at a time is the same.
+MAX_UNROLLED = 64
+
+
+def _starts(start, stop, most=MAX_UNROLLED):
+    return range(start, stop, most) if stop - start > most else (start,)
+
+
+def slot_ranges(n: int) -> list[str]:
+    """The ``range(...)`` loops over ``n`` slots, at most MAX_UNROLLED slots each."""
+    if n <= MAX_UNROLLED:
+        return [f"range({n})"]
+    return [f"range({a}, {min(a + MAX_UNROLLED, n)})" for a in _starts(0, n)]
 
 
 def _per_slot(s) -> bool:
@@ -428,7 +451,14 @@ class SourceWriter:
             self.emit("pass", indent)
         for run, start, stop in self.groups.get(id(stmts)) or slot_groups(stmts):
             n = extent(run[0]) if _per_slot(run[0]) else 0
-            if n > 1:
+            if n > 1 and any(isinstance(s, AsyncCopy) for s in run):
+                # written out slot by slot: NVVM kept a loop of 8 cp.async (each with its
+                # lane-by-lane fallback) rolled, recomputing every address at run time
+                for self.at in range(start, stop):
+                    for s in run:
+                        self.one(s, indent)
+                self.at = 0
+            elif n > 1:
                 self.emit(f"for r in range({f'{start}, ' if start else ''}{stop}):", indent)
                 self.at = "r"
                 for s in run:
@@ -467,12 +497,13 @@ class SourceWriter:
         never feed each other."""
         for n in sorted({t.slots for t in targets}, reverse=True):
             pairs = [(t, v) for t, v in zip(targets, sources) if t.slots == n]
-            if n > 1:
-                self.emit(f"for r in range({n}):", indent)
-                self.at = "r"
-            lhs = ", ".join(self.ref(t) for t, _ in pairs)
-            self.emit(f"{lhs}, = {', '.join(self.ref(v) for _, v in pairs)},", indent + (4 if n > 1 else 0))
-            self.at = 0
+            for loop in slot_ranges(n) if n > 1 else [None]:
+                if loop:
+                    self.emit(f"for r in {loop}:", indent)
+                    self.at = "r"
+                lhs = ", ".join(self.ref(t) for t, _ in pairs)
+                self.emit(f"{lhs}, = {', '.join(self.ref(v) for _, v in pairs)},", indent + (4 if loop else 0))
+                self.at = 0
 
     def before_loop(self, loop: Loop, indent):
         """Target-specific checks before a loop (the CPU backend raises on a zero step)."""

@@ -13,11 +13,14 @@ sizes", states the limits for users.
 from __future__ import annotations
 
 from .._ir.core import Program, tile_outputs
-from .._lower.layout import padded_size
+from .._lower.layout import WgmmaLayout, padded_size
 from .._lower.thread_ir import shared_offsets
 from ..errors import TileLimitError
 
 MAX_ELEMENTS_PER_THREAD = 64  # of one tile value under its layout (padded to powers of two)
+# a wgmma accumulator (and the epilogue on it, in its layout) may hold twice as many: the
+# m64n256 instructions of 2 warpgroups over a 128x256 block take 128 a thread
+MAX_ACCUMULATOR_ELEMENTS = 128
 MAX_THREADS = 1024  # what num_threads may be
 SHARED_LIMIT = 227 * 1024  # bytes of shared memory per block (sm_90's opt-in maximum)
 
@@ -27,7 +30,8 @@ def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
     it is reported, at the line that makes it)."""
     for eqn, out in tile_outputs(program.body):
         layout = layouts.get(out)
-        if not out.type.shape or layout is None or layout.num_regs <= MAX_ELEMENTS_PER_THREAD:
+        most = MAX_ACCUMULATOR_ELEMENTS if isinstance(layout, WgmmaLayout) else MAX_ELEMENTS_PER_THREAD
+        if not out.type.shape or layout is None or layout.num_regs <= most:
             continue
         padded = padded_size(out.type.shape)
         fix = "use smaller tiles (loop over the data with tl.range)"
