@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as D
 from .layout import log2
-from .thread_ir import Imm
+from .thread_ir import Imm, SlotMap
 
 ALIGNMENT = 1024  # bytes: one period of the 128-byte swizzle
 MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout-type field (bits 62-63) per swizzle width
@@ -64,6 +64,29 @@ class SwizzledTile:
         i32, at = D.int32, self.logical_op(lw, r, c)
         chunk = lw.op(i32, "and", lw.op(i32, "shr", at, _imm(7)), _imm(self.width // 16 - 1))
         return lw.op(i32, "shr", lw.op(i32, "xor", at, lw.op(i32, "shl", chunk, _imm(4))), _imm(2))
+
+    def group_words(self, lw, layout, lanes: int):
+        """:meth:`word_op` of the first element of each group of ``lanes`` slots of ``layout``
+        (a copy's destinations). Where every slot bit moves the element by whole swizzle
+        periods (``8 * width`` bytes: whole 8-row groups or column blocks), the XOR depends on
+        the thread alone: its corner is swizzled once and each slot adds a constant (an
+        immediate offset of the copy instruction, not a swizzle computed per copy)."""
+        pairs, low = [], log2(lanes)
+        for d in range(2):
+            bits = layout.dim_bits(d)
+            for i, b in enumerate(layout.reg):
+                if b in bits and i >= low:
+                    unit = [0, 0]
+                    unit[d] = 1 << (b - bits.start)
+                    byte = self.logical(*unit)
+                    if byte % (8 * self.width):
+                        return self.word_op(lw, *lw.coords(layout, lanes))
+                    pairs.append((i - low, log2(byte // 4)))
+        if len({b for _, b in pairs}) < len(pairs):
+            return self.word_op(lw, *lw.coords(layout, lanes))
+        corner = self.word_op(lw, *(lw.thread_coord(layout, d) for d in range(2)))
+        slots = lw.op(D.int32, "slot", attr=SlotMap.of_bits(pairs), n=layout.num_regs // lanes)
+        return lw.op(D.int32, "add", corner, slots)
 
     def strides(self, k_major: bool) -> tuple[int, int]:
         """The descriptor's (leading, stride) byte offsets: K-major, the leading one is unused

@@ -139,7 +139,7 @@ class Pipeline:
             window = Window(lw, array, layout, [lw.scalar(x) for x in starts])
             offset, mask, first, last = window.access()
             if c.tile:
-                at = c.tile.word_op(lw, *lw.coords(layout, lanes=8))
+                at = c.tile.group_words(lw, layout, lanes=8)
             else:
                 at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), matrix_tile(layout)), Imm(1, i32))
             at = lw.op(i32, "add", at, lw.op(i32, "mul", stage, Imm(c.stage_words, i32)))
