@@ -45,7 +45,7 @@ def _program(wait: int | None, groups: int = 1):
     offset = op("off", i64, "mul", op("t64", i64, "convert", t, attr=i64), Imm(8, i64))
     for g in range(groups):
         stmts += [
-            AsyncCopy("buf", word, "x", offset, Imm(g == groups - 1, b1), Imm(0, i32), Imm(8, i32)),
+            AsyncCopy("buf", word, "x", Imm(0, i64), offset, Imm(g == groups - 1, b1), Imm(0, i32), Imm(8, i32)),
             AsyncCommit(),
         ]
     stmts += [AsyncWait(wait)] if wait is not None else []

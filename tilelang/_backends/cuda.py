@@ -172,7 +172,7 @@ class CudaWriter(SourceWriter):
         elif isinstance(s, AsyncCopy):
             array, index = self.shared_place(s.buffer, s.index)
             name = self.arrays[s.array].dtype.name
-            args = ", ".join(ref(x) for x in (s.offset, s.mask, s.first, s.last))
+            args = ", ".join(ref(x) for x in (s.base, s.offset, s.mask, s.first, s.last))
             self.emit(f"cp_async16_{name}({array}, {index}, {s.array}__ptr, {args})", indent)
         elif isinstance(s, AsyncCommit):
             self.emit("cp_async_commit()", indent)

@@ -283,8 +283,8 @@ def _store(d: DType, lanes: int):
 
 
 def _async_copy(d: DType):
-    """``cp_async16_<dtype>(buffer, index, ptr, offset, ok, first, last)`` for 16-bit ``d``: the
-    8 lanes ``ptr[offset + i]`` (``ok and first <= i < last``, else 0) to words ``index`` to
+    """``cp_async16_<dtype>(buffer, index, ptr, base, offset, ok, first, last)`` for 16-bit ``d``:
+    the 8 lanes ``ptr[base + offset + i]`` (``ok and first <= i < last``, else 0) to words ``index`` to
     ``+ 3`` of a shared uint32 array, as raw bits two to a word. A whole, aligned group is one
     ``cp.async.cg`` (16 bytes, asynchronous); any other is loaded lane by lane and stored now
     (a cp.async needs its 16 source bytes aligned)."""
@@ -293,9 +293,10 @@ def _async_copy(d: DType):
     )
 
     @intrinsic
-    def async_copy(typingctx, buffer, index, ptr, offset, ok, first, last):
+    def async_copy(typingctx, buffer, index, ptr, base, offset, ok, first, last):
         def codegen(context, builder, sig, args):
-            buf, index, ptr, offset, ok, first, last = args
+            buf, index, ptr, base, offset, ok, first, last = args
+            ptr = builder.add(ptr, builder.mul(base, ir.Constant(I64, 2)))  # the window's corner: once per window
             words = context.make_array(sig.args[0])(context, builder, buf).data
             at = builder.sext(index, I64)
             with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, 8)) as (whole, lanewise):
@@ -317,7 +318,8 @@ def _async_copy(d: DType):
                         builder.store(word, builder.gep(words, [builder.add(at, ir.Constant(I64, w))]))
             return context.get_dummy_value()
 
-        sig = types.void(buffer, types.int32, types.uint64, types.int64, types.boolean, types.int32, types.int32)
+        i32, i64 = types.int32, types.int64
+        sig = types.void(buffer, i32, types.uint64, i64, i64, types.boolean, i32, i32)
         return sig, codegen
 
     return async_copy

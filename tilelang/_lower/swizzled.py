@@ -65,12 +65,13 @@ class SwizzledTile:
         chunk = lw.op(i32, "and", lw.op(i32, "shr", at, _imm(7)), _imm(self.width // 16 - 1))
         return lw.op(i32, "shr", lw.op(i32, "xor", at, lw.op(i32, "shl", chunk, _imm(4))), _imm(2))
 
-    def group_words(self, lw, layout, lanes: int):
+    def group_words(self, lw, layout, lanes: int, plus):
         """:meth:`word_op` of the first element of each group of ``lanes`` slots of ``layout``
-        (a copy's destinations). Where every slot bit moves the element by whole swizzle
-        periods (``8 * width`` bytes: whole 8-row groups or column blocks), the XOR depends on
-        the thread alone: its corner is swizzled once and each slot adds a constant (an
-        immediate offset of the copy instruction, not a swizzle computed per copy)."""
+        (a copy's destinations), ``+ plus`` (a word offset, the same for every slot). Where
+        every slot bit moves the element by whole swizzle periods (``8 * width`` bytes: whole
+        8-row groups or column blocks), the XOR depends on the thread alone: its corner is
+        swizzled once, ``plus`` added, and each slot adds a constant last (an immediate offset
+        of the copy instruction, not a swizzle computed per copy)."""
         pairs, low = [], log2(lanes)
         for d in range(2):
             bits = layout.dim_bits(d)
@@ -79,14 +80,12 @@ class SwizzledTile:
                     unit = [0, 0]
                     unit[d] = 1 << (b - bits.start)
                     byte = self.logical(*unit)
-                    if byte % (8 * self.width):
-                        return self.word_op(lw, *lw.coords(layout, lanes))
-                    pairs.append((i - low, log2(byte // 4)))
-        if len({b for _, b in pairs}) < len(pairs):
-            return self.word_op(lw, *lw.coords(layout, lanes))
-        corner = self.word_op(lw, *(lw.thread_coord(layout, d) for d in range(2)))
-        slots = lw.op(D.int32, "slot", attr=SlotMap.of_bits(pairs), n=layout.num_regs // lanes)
-        return lw.op(D.int32, "add", corner, slots)
+                    pairs.append((i - low, byte))
+        if any(byte % (8 * self.width) for _, byte in pairs) or len({b for _, b in pairs}) < len(pairs):
+            return lw.op(D.int32, "add", self.word_op(lw, *lw.coords(layout, lanes)), plus)
+        corner = lw.op(D.int32, "add", self.word_op(lw, *(lw.thread_coord(layout, d) for d in range(2))), plus)
+        slots = SlotMap.of_bits([(i, log2(byte // 4)) for i, byte in pairs])
+        return lw.op(D.int32, "add", corner, lw.op(D.int32, "slot", attr=slots, n=layout.num_regs // lanes))
 
     def strides(self, k_major: bool) -> tuple[int, int]:
         """The descriptor's (leading, stride) byte offsets: K-major, the leading one is unused

@@ -193,19 +193,22 @@ class LdMatrix:
 @dataclass
 class AsyncCopy:
     """Per group ``g``, 16 bytes from global to shared memory, asynchronously (``cp.async``):
-    the eight 16-bit elements ``array[offset[g] + i]`` where ``mask[g]`` and ``first[g] <= i
+    the eight 16-bit elements ``array[base + offset[g] + i]`` where ``mask[g]`` and ``first[g] <= i
     < last[g]`` (zero elsewhere) to words ``index[g]`` to ``+ 3`` of ``buffer``, two to a
     word, the first low. The thread sees them after an ``AsyncWait`` that covers the
-    ``AsyncCommit`` group they were issued in; the other threads after a barrier after that."""
+    ``AsyncCommit`` group they were issued in; the other threads after a barrier after that.
+    ``base`` (the window's corner, one value for all groups) is apart from the groups'
+    ``offset`` so the backend adds it to the array's address once per window, not per copy."""
 
     buffer: str
     index: object
     array: str
+    base: object
     offset: object
     mask: object
     first: object
     last: object
-    USES: ClassVar = ("index", "offset", "mask", "first", "last")
+    USES: ClassVar = ("index", "base", "offset", "mask", "first", "last")
     DEFS: ClassVar = ()
 
 
@@ -478,7 +481,8 @@ def _lines(stmts, indent):
             yield f"{pad}barrier"
         elif isinstance(s, AsyncCopy):
             mask = f"mask={_text(s.mask)} lanes=8 in [{_text(s.first)}, {_text(s.last)})"
-            yield f"{pad}async shared {s.buffer}[{_text(s.index)}] = {s.array}[{_text(s.offset)}] {mask}"
+            source = f"{s.array}[{_text(s.base)} + {_text(s.offset)}]"
+            yield f"{pad}async shared {s.buffer}[{_text(s.index)}] = {source} {mask}"
         elif isinstance(s, AsyncCommit):
             yield f"{pad}async_commit"
         elif isinstance(s, AsyncWait):

@@ -35,14 +35,15 @@ class Window:
             return coord
         return self.lw.op(i64, "mul", coord, array_reg(self.name, "stride", d))
 
-    def access(self):
-        """(offset, mask, first, last) of each group of slots."""
+    def access(self, with_base=True):
+        """(offset, mask, first, last) of each group of slots (the offset from the window's
+        corner ``base`` without ``with_base``)."""
         lw, lanes, last = self.lw, self.lanes, len(self.low) - 1
         coords = lw.coords(self.layout, lanes)
         offset = Imm(0, i64)  # the slots' offsets from the window's base, then the base: in a loop
         for d, c in enumerate(coords):  # moving the window, LLVM keeps the first part out of it
             offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
-        offset = lw.op(i64, "add", offset, self.base)
+        offset = lw.op(i64, "add", offset, self.base) if with_base else offset
         inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
         checks = [
             lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))

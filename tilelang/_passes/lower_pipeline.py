@@ -137,13 +137,15 @@ class Pipeline:
             array, *starts, _ = c.load.inputs
             layout = lw.layout(c.load.outputs[0])
             window = Window(lw, array, layout, [lw.scalar(x) for x in starts])
-            offset, mask, first, last = window.access()
+            offset, mask, first, last = window.access(with_base=False)
+            ring = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))  # the stage's first word
             if c.tile:
-                at = c.tile.group_words(lw, layout, lanes=8)
+                at = c.tile.group_words(lw, layout, 8, plus=ring)
             else:
                 at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), matrix_tile(layout)), Imm(1, i32))
-            at = lw.op(i32, "add", at, lw.op(i32, "mul", stage, Imm(c.stage_words, i32)))
-            lw.stmts.append(AsyncCopy(c.buffer, at, window.name, offset, lw.land(mask, lw.owner(layout)), first, last))
+                at = lw.op(i32, "add", at, ring)
+            owned = lw.land(mask, lw.owner(layout))
+            lw.stmts.append(AsyncCopy(c.buffer, at, window.name, window.base, offset, owned, first, last))
         lw.stmts.append(AsyncCommit())
         lw.values[self.index] = outer_index
         for out, value in saved.items():
