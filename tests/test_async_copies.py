@@ -241,3 +241,37 @@ def test_a_transposed_operand_is_read_by_wgmma_in_its_own_orientation(t):
     kernel[(tl.cdiv(m, 64), tl.cdiv(n, 64))](np.ascontiguousarray(x.T) if t == "a" else x, w, out, BM=64, BN=64,
                                              BK=32, T=t, backend="cpu")  # fmt: skip
     np.testing.assert_allclose(out, x.astype(np.float64) @ w.astype(np.float64).T, rtol=1e-5, atol=1e-4)
+
+
+def scores(q, k, out, BN: tl.Constant, D: tl.Constant):
+    """out[i] = sum over key blocks of q @ k_j.T, the tiles (1, 1, BN, D) windows of 4-d arrays."""
+    b, h = tl.block_id(0), tl.block_id(1)
+    qt = tl.load(q, index=(b, h, 0, 0), shape=(1, 1, 64, D)).reshape((64, D))
+    acc = tl.zeros((64, BN), tl.float32)
+    for j in tl.range(0, tl.cdiv(k.shape[2], BN)):
+        acc = tl.dot(qt, tl.load(k, index=(b, h, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)).T, acc)
+    tl.store(out, acc.reshape((1, 1, 64, BN)), index=(b, h, 0, 0))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_tile_of_a_4d_array_is_copied_ahead(arch):
+    """A (1, 1, BN, D) window reshaped to (BN, D), as attention loads its keys, is a matrix
+    tile like any other: copied ahead (2 stages before the loop, one copy in it), right at
+    lengths that are not multiples of the tile."""
+    kernel = tl.tile_kernel(scores, num_threads=128, arch=arch)
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 3, 64, 32)).astype(np.float16)
+    k = rng.standard_normal((2, 3, 100, 32)).astype(np.float16)
+    e = tl.explain(kernel, q, k, np.zeros((2, 3, 64, 32), np.float32), BN=32, D=32, backend="cpu")
+    lines = [line.strip() for line in e["thread_ir"].splitlines()]
+    loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("next "))
+    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2
+    assert sum(line.startswith("async shared") for line in lines[loop:end]) == 1
+    out = np.zeros((2, 3, 64, 32), np.float32)
+    kernel[2, 3](q, k, out, BN=32, D=32, backend="cpu")
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    want = sum(q64 @ np.swapaxes(k64[:, :, j : j + 32], -1, -2) for j in range(0, 100, 32) if j + 32 <= 100)
+    tail = np.zeros_like(q64[..., :32])
+    tail[..., :4] = q64 @ np.swapaxes(k64[:, :, 96:100], -1, -2)
+    np.testing.assert_allclose(out, want + tail, rtol=1e-3, atol=1e-2)

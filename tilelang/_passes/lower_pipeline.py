@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
-from .._lower.layout import Layout
+from .._lower.layout import Layout, reshaped
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.swizzled import SwizzledTile
 from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm, ProxyFence, WgmmaWait
@@ -45,10 +45,15 @@ class _Copied:
     chain: list  # the body's equations computing the load's window
     read: Layout  # what ldmatrix reads, in x's coordinates: y's layout (or its transpose)
     transpose: Eqn | None = None  # folded into the read
+    reshape: Eqn | None = None  # of a load with leading axes of 1 (a 4-d array's 2-d tile), folded too
     tile: SwizzledTile | None = None  # the stage's layout when a wgmma reads it (else ldmatrix's padded rows)
     k_major: bool = True  # how the wgmma reads it
     buffer: str = ""
     stage_words: int = 0
+
+    def tile_layout(self, lw) -> Layout:
+        """The layout of the 2-d tile the copies land (the load's, or its reshape's)."""
+        return lw.layout((self.reshape or self.load).outputs[0])
 
 
 class Pipeline:
@@ -65,7 +70,7 @@ class Pipeline:
         self.ahead = self.stages - 1 - bool(self.overlapped)
         self.index, (self.start, _, self.step) = body.params[0], loop.inputs[:3]
         for c in copies:
-            rows, cols = matrix_tile(lw.layout(c.load.outputs[0]))
+            rows, cols = matrix_tile(c.tile_layout(lw))
             c.stage_words = c.tile.words if c.tile else rows * cols // 2
             kind = "swizzled" if c.tile else "smem"
             c.buffer = lw.buffer(D.uint32, self.stages * c.stage_words, kind)  # (held to the kernel's end)
@@ -99,7 +104,7 @@ class Pipeline:
         def convert(c):
             def rule(lw, eqn, x):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                words = lw.read_matrices(c.read, c.buffer, base, matrix_tile(lw.layout(c.load.outputs[0])))
+                words = lw.read_matrices(c.read, c.buffer, base, matrix_tile(c.tile_layout(lw)))
                 lw.set_words(eqn.outputs[0], words)
 
             return rule
@@ -112,9 +117,12 @@ class Pipeline:
             return rule
 
         nothing = {
-            id(e): lambda lw, eqn, *args, **params: None for c in self.copies for e in (c.load, c.transpose) if e
+            id(e): lambda lw, eqn, *args, **params: None
+            for c in self.copies
+            for e in (c.load, c.reshape, c.transpose)
+            if e
         }
-        wgmma = {id(c.transpose or c.load): in_shared(c) for c in self.copies if c.tile}
+        wgmma = {id(c.transpose or c.reshape or c.load): in_shared(c) for c in self.copies if c.tile}
         return nothing | wgmma | {id(c.convert): convert(c) for c in self.copies if not c.tile}
 
     def drain(self, carried: dict):
@@ -135,8 +143,8 @@ class Pipeline:
             for e in c.chain:
                 e.prim.rule("lower")(lw, e, *e.inputs, **e.params)
             array, *starts, _ = c.load.inputs
-            layout = lw.layout(c.load.outputs[0])
-            window = Window(lw, array, layout, [lw.scalar(x) for x in starts])
+            window = Window(lw, array, lw.layout(c.load.outputs[0]), [lw.scalar(x) for x in starts])
+            layout = c.tile_layout(lw)  # (the load's with its axes of 1 dropped: the same slots)
             offset, mask, first, last = window.access(with_base=False)
             ring = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))  # the stage's first word
             if c.tile:
@@ -172,8 +180,10 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         if eqn.prim.name != "load" or any(x in varying for x in eqn.inputs[1:] if isinstance(x, Var)):
             continue
         out, array, padding = eqn.outputs[0], eqn.inputs[0], eqn.inputs[-1]
-        users = used.get(out, [])
-        layout = lw.layout(out)
+        users, layout, reshape = used.get(out, []), lw.layout(out), None
+        if len(users) == 1 and users[0] is not None and _drops_unit_axes(lw, users[0], layout):  # a 4-d array's tile
+            reshape, out = users[0], users[0].outputs[0]
+            users, layout = used.get(out, []), lw.layout(out)
         if len(users) != 1 or not (
             stored_as_matrices(out.type, layout)
             and layout.vector_width() >= 8
@@ -189,12 +199,28 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         if wgmma := _wgmma_read(lw, out, user, used):
             dot, role, transpose = wgmma
             tile, k_major = operand_tile(lw.layout(dot.outputs[0]), role, out.type.shape, transpose is not None)
-            copies.append(_Copied(eqn, dot, chain, layout, transpose, tile, k_major))
+            copies.append(_Copied(eqn, dot, chain, layout, transpose, reshape, tile, k_major))
         elif user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
-            copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0])))
+            copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0]), reshape=reshape))
         elif target := transposed_read(lw, user, used.get(user.outputs[0], [])):  # read in the transposed layout
-            copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user))
+            copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user, reshape))
     return Pipeline(lw, loop, copies) if copies else None
+
+
+def _drops_unit_axes(lw, eqn: Eqn, layout: Layout) -> bool:
+    """Whether ``eqn`` reshapes a loaded tile to 2-d by dropping leading axes of 1 (a
+    ``(1, 1, BN, D)`` window of a 4-d array), its layout the load's renamed: the same slots."""
+    if eqn.prim.name != "reshape":
+        return False
+    before, after = eqn.inputs[0].type.shape, eqn.outputs[0].type.shape
+    lead = len(before) - len(after)
+    return (
+        len(after) == 2
+        and lead > 0
+        and before[lead:] == after
+        and set(before[:lead]) == {1}
+        and (reshaped(layout, after) == lw.layout(eqn.outputs[0]))
+    )
 
 
 def _wgmma_read(lw, x, user, used):
