@@ -268,6 +268,9 @@ def test_a_tile_of_a_4d_array_is_copied_ahead(arch):
     end = next(i for i, line in enumerate(lines) if line.startswith("next "))
     assert sum(line.startswith("async shared") for line in lines[:loop]) == 2
     assert sum(line.startswith("async shared") for line in lines[loop:end]) == 1
+    if arch == "sm_90a":  # q, from before the loop, stored to its tile once there, not each iteration
+        assert any(line.startswith("shared swizzled_") for line in lines[:loop])
+        assert not any(line.startswith("shared ") for line in lines[loop:end])
     out = np.zeros((2, 3, 64, 32), np.float32)
     kernel[2, 3](q, k, out, BN=32, D=32, backend="cpu")
     q64, k64 = q.astype(np.float64), k.astype(np.float64)
@@ -275,3 +278,27 @@ def test_a_tile_of_a_4d_array_is_copied_ahead(arch):
     tail = np.zeros_like(q64[..., :32])
     tail[..., :4] = q64 @ np.swapaxes(k64[:, :, 96:100], -1, -2)
     np.testing.assert_allclose(out, want + tail, rtol=1e-3, atol=1e-2)
+
+
+def scores_twice(q, k, out, BN: tl.Constant, D: tl.Constant):
+    """2 x scores(...), the key loop run twice inside another: the queries' tile is stored
+    again before the second run (after a barrier: the first run's dots are done with it)."""
+    b, h = tl.block_id(0), tl.block_id(1)
+    qt = tl.load(q, index=(b, h, 0, 0), shape=(1, 1, 64, D)).reshape((64, D))
+    total = tl.zeros((64, BN), tl.float32)
+    for _ in tl.range(0, 2):
+        acc = tl.zeros((64, BN), tl.float32)
+        for j in tl.range(0, tl.cdiv(k.shape[2], BN)):
+            acc = tl.dot(qt, tl.load(k, index=(b, h, j, 0), shape=(1, 1, BN, D)).reshape((BN, D)).T, acc)
+        total = total + acc
+    tl.store(out, total.reshape((1, 1, 64, BN)), index=(b, h, 0, 0))
+
+
+def test_a_loop_invariant_wgmma_operand_in_a_loop_run_twice():
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((1, 2, 64, 32)).astype(np.float16)
+    k = rng.standard_normal((1, 2, 70, 32)).astype(np.float16)
+    once, twice = (np.zeros((1, 2, 64, 32), np.float32) for _ in range(2))
+    tl.tile_kernel(scores, num_threads=128, arch="sm_90a")[1, 2](q, k, once, BN=32, D=32, backend="cpu")
+    tl.tile_kernel(scores_twice, num_threads=128, arch="sm_90a")[1, 2](q, k, twice, BN=32, D=32, backend="cpu")
+    np.testing.assert_allclose(twice, 2 * once, rtol=1e-6)

@@ -37,6 +37,7 @@ from .._lower.thread_ir import (
 from .._lower.window import Window
 from .lower_dot import folded_transposes, lower_dot
 from .lower_pipeline import plan as plan_pipeline
+from .lower_wgmma import stage_invariant_operands
 
 # ------------------------------------------------------------------ elementwise
 
@@ -487,6 +488,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     index, *carried = body.params
     index_reg = lw.reg(index.type.dtype, 1, "k")
     pipeline = plan_pipeline(lw, eqn)  # tiles for tensor cores copied asynchronously, stages ahead
+    invariant = stage_invariant_operands(lw, body)  # wgmma operands from before the loop: stored once
     if pipeline:
         pipeline.prologue()
         lw.overlapped.update(pipeline.overlapped)
@@ -519,6 +521,8 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         pipeline.drain(dict(zip(body.results, params)))
     for out, p in zip(eqn.outputs, carried):
         lw.values[out] = lw.values[p]
+    for x in invariant:
+        del lw.in_shared[x]
 
 
 # ---------------------------------------------------------------------- entry

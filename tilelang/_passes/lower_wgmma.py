@@ -90,6 +90,35 @@ def lower_wgmma(lw, eqn, a, b, acc):
     output(lw, eqn, dst)
 
 
+def stage_invariant_operands(lw, body: Block) -> list:
+    """Operands of the wgmma dots of a loop ``body`` computed before the loop (attention's
+    queries) stored to their swizzled tiles once, before it, not every iteration (each store
+    also cost a proxy fence and a barrier). Returns the values so staged: ``lw.in_shared``
+    holds them until the loop ends; their tiles are held to the kernel's end."""
+    inside = set(body.params) | {out for e in body.eqns for out in e.outputs}
+    used, staged = uses(body), []
+    for eqn in body.eqns:
+        if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
+            continue
+        for role, x in enumerate(eqn.inputs[:2]):
+            if x in inside or x in lw.in_shared or not hasattr(x, "type") or used.get(x, []) != [eqn]:
+                continue
+            if eqn.inputs[1 - role] is x:  # (x @ x.T: two tiles of one value)
+                continue
+            if not staged:  # (the loop may run again, in another: its last dots are done reading)
+                lw.barrier()
+            y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
+            tile, k_major = operand_tile(lw.layout(eqn.outputs[0]), role, y.type.shape, transposed)
+            buffer = lw.buffer(D.uint32, tile.words, "swizzled")
+            _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
+            lw.in_shared[x] = (buffer, Imm(0, i32), tile, k_major)
+            staged.append(x)
+    if staged:
+        lw.stmts.append(ProxyFence())
+        lw.barrier()
+    return staged
+
+
 def _store(lw, y, tile: SwizzledTile, buffer: str, k_axis: int):
     """``y``'s words into ``buffer`` as ``tile`` lays them out, zero past the tile along k."""
     layout = lw.layout(y)
