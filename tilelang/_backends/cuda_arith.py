@@ -3,8 +3,10 @@
 ptxas expands 64-bit integer division and remainder (``div.s64``, ``rem.u64``) and correctly
 rounded float division (``div.rn.f32``) into calls of subroutines, and a function with any
 call gets its ``wgmma.mma_async`` instructions serialized (ptxas info C7509: each one waits
-for the one before): a 4096^3 matmul whose block ordering divided two int64s ran at half of
-Triton's speed. These intrinsics compute the same values with inline code only:
+for the one before). The matmul benchmark's grouped block order divides int64s, the
+attention example's epilogue floats: without the calls the autotuned 4096^3 fp16 matmul went
+from 327.8 to 391.0 TFLOP/s on the H200. These intrinsics compute the same values with
+inline code only:
 
 - ``floordiv_int(a, b)`` / ``mod_int(a, b)``: Python's floor division and modulo of two
   integers of one type (x // 0 and x % 0 are 0, as NumPy's; ``MIN // -1`` wraps to MIN). The
