@@ -82,6 +82,12 @@ def _registers(stmts):
             yield from _registers(s.body)
 
 
+def _ints(*values) -> str:
+    """Arguments of the warp-collective helpers typed int64, not literals: numba compiled a
+    helper once per literal value (63 specializations of wgmma_m64 in a test run)."""
+    return ", ".join(f"int64({int(v) if isinstance(v, bool) else v})" for v in values)
+
+
 class CpuWriter(SourceWriter):
     FMOD = "np.fmod"  # numba has no math.fmod on the CPU
 
@@ -213,13 +219,13 @@ class CpuWriter(SourceWriter):
         if isinstance(s, Wgmma):
             return self.wgmma(s, indent, row)
         if isinstance(s, Mma):
-            args = f"regs_uint32, {row(s.a)}, {row(s.b)}, regs_float32, {row(s.c)}, {row(s.dst)}, {threads}"
-            shape = ", ".join(map(str, s.shape))
-            self.emit(f"mma_m16n8k16({args}, {shape}, {s.dtype.name == 'bfloat16'})", indent)
+            rows = _ints(row(s.a), row(s.b))
+            args = f"regs_uint32, {rows}, regs_float32, {_ints(row(s.c), row(s.dst), threads)}"
+            self.emit(f"mma_m16n8k16({args}, {_ints(*s.shape, s.dtype.name == 'bfloat16')})", indent)
         else:
             groups = s.dst.slots // 4
-            args = f"regs_uint32, {row(s.dst)}, {s.buffer}, regs_int32, {row(s.index)}, {groups}, {threads}"
-            self.emit(f"ldmatrix_x4({args}, {s.trans})", indent)
+            args = f"regs_uint32, {_ints(row(s.dst))}, {s.buffer}, regs_int32, {_ints(row(s.index), groups, threads)}"
+            self.emit(f"ldmatrix_x4({args}, {_ints(s.trans)})", indent)
 
     def wgmma(self, s: Wgmma, indent, row):
         """Each warpgroup's instructions from its descriptors' fields (cpu_intrinsics.wgmma_m64)."""
@@ -231,12 +237,14 @@ class CpuWriter(SourceWriter):
                 (s.a_buffer, s.a_index, s.a_tile, s.a_k_major, mb, 64),
                 (s.b_buffer, s.b_index, s.b_tile, s.b_k_major, nb, n),
             ):
-                steps = tuple(tile.start(size * i, 16 * kk, k_major) for i in range(blocks) for kk in range(ks))
+                steps = [tile.start(size * i, 16 * kk, k_major) for i in range(blocks) for kk in range(ks)]
+                # a module-level array (numba freezes it): one compile of wgmma_m64 for any count
+                steps = self.constants.setdefault(f"np.array({steps}, np.int64)", f"steps_{len(self.constants)}")
                 lbo, sbo = tile.strides(k_major)
-                operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {lbo}, {sbo}, {tile.width}, {k_major}")
+                operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {_ints(lbo, sbo, tile.width, k_major)}")
             self.thread = "t"
-            rows = f"regs_float32, {row(s.c)}, {row(s.dst)}, {128 * g}"
-            self.emit(f"wgmma_m64({rows}, {', '.join(operands)}, {mb}, {nb}, {n}, {ks}, {s.dtype.name == 'bfloat16'})",
+            rows = f"regs_float32, {_ints(row(s.c), row(s.dst), 128 * g)}"
+            self.emit(f"wgmma_m64({rows}, {', '.join(operands)}, {_ints(mb, nb, n, ks, s.dtype.name == 'bfloat16')})",
                       indent)  # fmt: skip
 
     def loop(self, s: Loop, indent):
