@@ -65,6 +65,8 @@ class CudaWriter(SourceWriter):
     """numba-cuda: raw-pointer intrinsics, shared arrays, ``syncthreads``, ``shfl_xor_sync``;
     tile values in ``cuda.local.array`` register arrays."""
 
+    WRITE_OUT_COPIES = True
+
     def source(self) -> str:
         p = self.program
         self.header("cuda", "cuda_intrinsics")

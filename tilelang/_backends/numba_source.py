@@ -451,7 +451,7 @@ class SourceWriter:
             self.emit("pass", indent)
         for run, start, stop in self.groups.get(id(stmts)) or slot_groups(stmts):
             n = extent(run[0]) if _per_slot(run[0]) else 0
-            if n > 1 and any(isinstance(s, AsyncCopy) for s in run):
+            if n > 1 and self.WRITE_OUT_COPIES and any(isinstance(s, AsyncCopy) for s in run):
                 # written out slot by slot: NVVM kept a loop of 8 cp.async (each with its
                 # lane-by-lane fallback) rolled, recomputing every address at run time
                 for self.at in range(start, stop):
@@ -520,6 +520,7 @@ class SourceWriter:
                 self.emit(line, indent + 4)
 
     FMOD = "math.fmod"  # the exact float remainder where numba has one
+    WRITE_OUT_COPIES = False  # runs of async copies slot by slot, no loop (CUDA: NVVM left them rolled)
 
     def special(self, op: Op):
         """Ops rendered outside the expression table (targets add thread and block ids)."""
