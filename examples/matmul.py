@@ -1,8 +1,11 @@
 """Tiled matrix multiply: float16 inputs, float32 accumulation, a runtime loop over K.
 
-On tensor cores (mma.sync): each of the 8 warps computes a 32x64 share of the 128x128
-block from ldmatrix fragments, and the loop's tiles are copied to shared memory with
-cp.async two iterations ahead (`--explain` prints the thread program that says so).
+On tensor cores: on Hopper (sm_90a, also what the CPU backend runs without a GPU) the 2
+warpgroups of the 256 threads each multiply a 64x128 half of the 128x128 block with wgmma,
+straight from swizzled shared memory; before Hopper (`arch="sm_80"`) each of the 8 warps
+computes a 32x64 share with mma.sync from ldmatrix fragments. Either way the loop's tiles
+are copied to shared memory with cp.async two iterations ahead (`--explain` prints the
+thread program that says so).
 
 Run: python examples/matmul.py [--explain]
 """
