@@ -17,7 +17,7 @@ accumulators, one ``Wgmma`` statement per dot: ``MB x NB`` instructions of ``m64
 from __future__ import annotations
 
 from .. import dtypes as D
-from .._ir.core import Block, uses
+from .._ir.core import Block, Var, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil
 from .._lower.lowering import all_slots, i32, output, stored_as_matrices, zero_padding
 from .._lower.swizzled import SwizzledTile
@@ -63,13 +63,10 @@ def lower_wgmma(lw, eqn, a, b, acc):
     mb, nb, n, _ = wgmma_shape(lc)
     operands, staged = [], []
     for role, x in ((0, a), (1, b)):
-        if x in lw.in_shared:  # copied ahead by the pipeline
+        if x in lw.in_shared:  # copied ahead by the pipeline, or staged before the loop
             buffer, base, tile, k_major = lw.in_shared[x]
         else:
-            y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
-            tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
-            buffer, base = lw.buffer(D.uint32, tile.words, "swizzled"), Imm(0, i32)
-            _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
+            (buffer, tile, k_major), base = _stage(lw, lc, role, x), Imm(0, i32)
             staged.append(buffer)
         # the warpgroup's first row of a (column of b): its thread coordinate's bits above its share
         share = 64 * mb if role == 0 else n * nb
@@ -101,22 +98,29 @@ def stage_invariant_operands(lw, body: Block) -> list:
         if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
             continue
         for role, x in enumerate(eqn.inputs[:2]):
-            if x in inside or x in lw.in_shared or not hasattr(x, "type") or used.get(x, []) != [eqn]:
+            if not isinstance(x, Var) or x in inside or x in lw.in_shared or used.get(x, []) != [eqn]:
                 continue
             if eqn.inputs[1 - role] is x:  # (x @ x.T: two tiles of one value)
                 continue
             if not staged:  # (the loop may run again, in another: its last dots are done reading)
                 lw.barrier()
-            y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
-            tile, k_major = operand_tile(lw.layout(eqn.outputs[0]), role, y.type.shape, transposed)
-            buffer = lw.buffer(D.uint32, tile.words, "swizzled")
-            _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
+            buffer, tile, k_major = _stage(lw, lw.layout(eqn.outputs[0]), role, x)
             lw.in_shared[x] = (buffer, Imm(0, i32), tile, k_major)
             staged.append(x)
     if staged:
         lw.stmts.append(ProxyFence())
         lw.barrier()
     return staged
+
+
+def _stage(lw, lc: WgmmaLayout, role: int, x) -> tuple[str, SwizzledTile, bool]:
+    """Operand ``role`` (``x``, or the tile a folded transpose ``x`` reads) stored from its
+    registers to a fresh swizzled tile: ``(buffer, tile, K-major)``."""
+    y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
+    tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
+    buffer = lw.buffer(D.uint32, tile.words, "swizzled")
+    _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
+    return buffer, tile, k_major
 
 
 def _store(lw, y, tile: SwizzledTile, buffer: str, k_axis: int):
