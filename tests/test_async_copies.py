@@ -27,10 +27,11 @@ from tilelang._lower.thread_ir import (
 i32, i64, u32, b1 = D.int32, D.int64, D.uint32, D.bool_
 
 
-def _program(wait: int | None, groups: int = 1):
+def _program(wait: int | None, groups: int = 1, shift: int = 0, aligned: bool = False):
     """32 threads; thread t zeroes shared words [4 t, 4 t + 4), copies elements [8 t, 8 t + 8)
-    of ``x`` over them (the last of ``groups`` groups; the others copy zeros), waits (or not),
-    and after a barrier every thread stores the 4 words of thread ``t ^ 1`` to ``out``."""
+    of ``x`` (``+ shift``) over them (the last of ``groups`` groups; the others copy zeros),
+    the copies claimed ``aligned`` or not, waits (or not), and after a barrier every thread
+    stores the 4 words of thread ``t ^ 1`` to ``out``."""
     stmts = []
 
     def op(name, dtype, what, *args, attr=None):
@@ -44,10 +45,9 @@ def _program(wait: int | None, groups: int = 1):
     stmts.append(Barrier())
     offset = op("off", i64, "mul", op("t64", i64, "convert", t, attr=i64), Imm(8, i64))
     for g in range(groups):
-        stmts += [
-            AsyncCopy("buf", word, "x", Imm(0, i64), offset, Imm(g == groups - 1, b1), Imm(0, i32), Imm(8, i32)),
-            AsyncCommit(),
-        ]
+        ok, claim = Imm(g == groups - 1, b1), Imm(aligned, b1)
+        copy = AsyncCopy("buf", word, "x", Imm(shift, i64), offset, ok, Imm(0, i32), Imm(8, i32), claim)
+        stmts += [copy, AsyncCommit()]
     stmts += [AsyncWait(wait)] if wait is not None else []
     stmts.append(Barrier())
     partner = op("p", i32, "mul", op("tx", i32, "xor", t, Imm(1, i32)), Imm(4, i32))
@@ -80,6 +80,14 @@ def test_a_waited_copy_is_read_after_the_barrier():
 def test_a_copy_not_waited_for_leaves_the_old_contents():
     _, out = _run(_program(wait=None))
     assert not out.any()  # the zeros stored before the copy
+
+
+def test_a_copy_claimed_aligned_that_is_not_is_caught_on_the_cpu():
+    """The CUDA kernel copies a window claimed aligned 16 bytes a group without looking: the
+    CPU backend checks the claim (the lowering's), so a wrong one fails the CPU tests."""
+    _run(_program(wait=0, aligned=True))  # offsets 8 t: the claim holds
+    with pytest.raises(AssertionError, match="claimed aligned"):
+        _run(_program(wait=0, shift=1, aligned=True))
 
 
 @pytest.mark.parametrize("wait, lands", [(0, True), (1, False)])
@@ -137,6 +145,44 @@ def test_the_pipelined_matmul_is_right_with_partial_tiles(arch):
     c = np.full((m, n), np.nan, np.float32)
     MATMULS[arch][(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+# (first column, columns) of a's view of a (70, 136) array: its windows aligned or not
+WINDOWS = {
+    "contiguous, k a multiple of 8 (whole or empty groups; a 8-wide last tile)": (0, 104),
+    "k not a multiple of 8 (partial groups: the general copies)": (0, 100),
+    "a view 16 bytes in (aligned)": (8, 104),
+    "a view 2 bytes in (the pointer misaligned: the general copies on CUDA)": (1, 104),
+    "a view of 100 columns of 136 (strides aligned, extent not)": (8, 100),
+}
+BACKENDS = ["cpu"] + (["cuda"] if "cuda" in tl.testing.default_backends() else [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: WINDOWS[w][0] * 1000 + WINDOWS[w][1])
+def test_copies_of_aligned_and_misaligned_windows(window, arch, backend):
+    """The copies of a window test at run time whether its groups are whole or empty and
+    16-byte aligned (then one cp.async each on CUDA, no fallback; the CPU backend checks
+    that the claim holds), and every kind of window gives the right product."""
+    first, k = WINDOWS[window]
+    rng = np.random.default_rng(first + k)
+    wide = rng.uniform(-2, 2, (70, 136)).astype(np.float16)
+    b = rng.uniform(-2, 2, (k, 48)).astype(np.float16)
+    c = np.full((70, 48), np.nan, np.float32)
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch=arch)
+    a = wide[:, first : first + k]
+    e = tl.explain(kernel, a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    claims = {line.split("aligned=")[1].split()[0] for line in e["thread_ir"].splitlines() if "aligned=" in line}
+    assert claims and all(claim.startswith("i") for claim in claims)  # tested as the kernel runs
+    args = (a, b, c)
+    if backend == "cuda":  # a device view: its pointer as misaligned as the host one's
+        from numba import cuda
+
+        args = (cuda.to_device(wide)[:, first : first + k], cuda.to_device(b), cuda.to_device(c))
+    kernel[(2, 1)](*args, BM=64, BN=64, BK=32, backend=backend)
+    out = args[2] if backend == "cpu" else args[2].copy_to_host()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
 
 
 def _matmul_twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):

@@ -329,7 +329,7 @@ class CpuWriter(SourceWriter):
         elif isinstance(s, AsyncCopy):  # into the words in flight: moved to the buffer at the wait
             b, array = s.buffer, s.array
             offset = f"wrapping_add({self.ref(s.base)}, {self.ref(s.offset)})"
-            lanes = ", ".join([offset, *(self.ref(x) for x in (s.mask, s.first, s.last))])
+            lanes = ", ".join([offset, *(self.ref(x) for x in (s.mask, s.first, s.last, s.aligned))])
             self.emit(f"async_copy({b}__pending, {b}__group, {b}__owner, {self.ref(s.index)}, {array}__buf, "
                       f"{array}__origin, {lanes}, async_groups[t], t)", indent)  # fmt: skip
         elif isinstance(s, AsyncCommit):

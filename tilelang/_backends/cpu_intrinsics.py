@@ -259,10 +259,14 @@ def ldmatrix_x4(words, dst_row, buffer, index, index_row, groups, threads, trans
 
 
 @njit(cache=True)
-def async_copy(pending, group, owner, at, memory, origin, offset, ok, first, last, tag, t):
+def async_copy(pending, group, owner, at, memory, origin, offset, ok, first, last, aligned, tag, t):
     """Thread ``t``'s ``AsyncCopy`` of one group: the 8 16-bit lanes at ``offset`` (where ``ok
     and first <= i < last``, else 0) into words ``at`` to ``+ 3`` of ``pending``, tagged with
-    the thread and its group ``tag``: they reach the buffer at the wait covering it."""
+    the thread and its group ``tag``: they reach the buffer at the wait covering it. Where
+    the window is ``aligned`` the group must be 8-element aligned and whole or empty: the
+    CUDA kernel copies it so, without looking (an error here is the lowering's)."""
+    if aligned and ((offset & 7) != 0 or 0 < first < 8 or 0 < last < 8):
+        raise AssertionError("tilelang: an AsyncCopy claimed aligned moves a partial or misaligned group")
     for w in range(4):
         word = np.uint32(0)
         for i in range(2 * w, 2 * w + 2):

@@ -36,6 +36,7 @@ from .._lower.thread_ir import (
     Imm,
     LdMatrix,
     Load,
+    Loop,
     Mma,
     ProxyFence,
     Reg,
@@ -66,6 +67,51 @@ class CudaWriter(SourceWriter):
     tile values in ``cuda.local.array`` register arrays."""
 
     WRITE_OUT_COPIES = True
+    copies_whole = None  # within write_out: which version of the run's copies is written
+
+    def write_out(self, run, start, stop, indent):
+        """Twice, under a test of the run's copies: where every window is ``aligned``
+        (``AsyncCopy``) and its array's pointer 16-byte aligned, each copy is one cp.async
+        (``cp_async16_whole``); else each has its fallback for misaligned and partial groups.
+        One branch per window, not per copy: NVVM does not merge the copies' own tests."""
+
+        def write(whole, at):
+            self.copies_whole = whole
+            SourceWriter.write_out(self, run, start, stop, at)
+
+        self.versions([s for s in run if isinstance(s, AsyncCopy)], write, indent)
+        self.copies_whole = None
+
+    def loop_statement(self, s: Loop, indent):
+        """A loop leaving wgmma dots in flight, followed by their waits, under its own
+        test: the waits then come first on its exit edge. ptxas serializes every wgmma of
+        the kernel (C7514) when any instruction comes between the loop's end and the wait,
+        and LLVM sinks values computed before the loop (used after it) to the top of the
+        block after it: under the ``if``, they land after the ``if``."""
+        waits = self.exit_waits.get(id(s))
+        if not waits:
+            return super().loop_statement(s, indent)
+        self.copy(s.params, s.inits, indent)
+        start, stop, step = (self.ref(x) for x in (s.start, s.stop, s.step))  # (each read once)
+        self.emit(f"if ({step} > 0 and {start} < {stop}) or ({step} < 0 and {start} > {stop}):", indent)
+        self.iterate(s, f"{start}, {stop}, {step}", indent + 4)
+        for w in waits:
+            self.wait(w.acc, indent + 4)
+
+    def versions(self, copies, write, indent):
+        """``write(True, ...)`` under ``if`` every copy's window is aligned and its array's
+        pointer too, ``write(False, ...)`` under ``else``; just the latter where a window is
+        known not to be."""
+        if any(isinstance(s.aligned, Imm) and not s.aligned.value for s in copies):
+            return write(False, indent)
+        tests = [self.ref(s.aligned) for s in copies]
+        tests += [f"(uint64({name}__ptr) & uint64(15)) == uint64(0)" for name in sorted({s.array for s in copies})]
+        inlined = dict(self.inlined)  # (both versions use what was inlined before)
+        self.emit(f"if {' and '.join(tests)}:", indent)
+        write(True, indent + 4)
+        self.inlined = inlined
+        self.emit("else:", indent)
+        write(False, indent + 4)
 
     def source(self) -> str:
         p = self.program
@@ -86,6 +132,7 @@ class CudaWriter(SourceWriter):
         for x in self.array_registers():  # one per tile value: LLVM unrolls the slot loops into registers
             self.emit(f"{x.name} = cuda.local.array({x.slots}, {code_type_name(x.dtype)})", 4)
         self.wgmma_variants: dict = {}  # intrinsic name -> how the module makes it
+        self.exit_waits = _exit_waits(p.body)
         self.body(p.body, 4)
         start = self.body_start
         self.lines[start:start] = [f"{name} = {make}" for name, make in self.wgmma_variants.items()]
@@ -173,9 +220,13 @@ class CudaWriter(SourceWriter):
             self.at = 0
         elif isinstance(s, AsyncCopy):
             array, index = self.shared_place(s.buffer, s.index)
-            name = self.arrays[s.array].dtype.name
             args = ", ".join(ref(x) for x in (s.base, s.offset, s.mask, s.first, s.last))
-            self.emit(f"cp_async16_{name}({array}, {index}, {s.array}__ptr, {args})", indent)
+            general = f"cp_async16_{self.arrays[s.array].dtype.name}({array}, {index}, {s.array}__ptr, {args})"
+            whole_copy = f"cp_async16_whole({array}, {index}, {s.array}__ptr, {args})"
+            if self.copies_whole is None:  # (a copy alone: its own test)
+                self.versions([s], lambda whole, at: self.emit(whole_copy if whole else general, at), indent)
+            else:
+                self.emit(whole_copy if self.copies_whole else general, indent)
         elif isinstance(s, AsyncCommit):
             self.emit("cp_async_commit()", indent)
         elif isinstance(s, AsyncWait):
@@ -187,7 +238,8 @@ class CudaWriter(SourceWriter):
         elif isinstance(s, ProxyFence):
             self.emit("proxy_fence()", indent)
         elif isinstance(s, WgmmaWait):
-            self.wait(s.acc, indent)
+            if id(s) not in self.exit_waits.moved:
+                self.wait(s.acc, indent)
         elif isinstance(s, LdMatrix):
             groups = s.dst.slots // 4
             if groups > 1:
@@ -543,3 +595,28 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
     compiled = kernel.compile(key, "cuda")
     HostRunner(compiled.program, compiled.backend_kernel.simulate)(launch_grid(grid, arguments), arguments, infos)
     return compiled.backend_kernel
+
+
+class _ExitWaits(dict):
+    """Loop id -> the ``WgmmaWait`` statements right after it (for its dots left in
+    flight); ``moved`` holds their ids: ``CudaWriter.loop`` writes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.moved = set()
+
+
+def _exit_waits(stmts, found=None) -> _ExitWaits:
+    found = _ExitWaits() if found is None else found
+    for i, s in enumerate(stmts):
+        if isinstance(s, Loop):
+            _exit_waits(s.body, found)
+            waits = []
+            for after in stmts[i + 1 :]:
+                if not isinstance(after, WgmmaWait) or after.pending:
+                    break
+                waits.append(after)
+            if waits:
+                found[id(s)] = waits
+                found.moved.update(map(id, waits))
+    return found

@@ -288,9 +288,6 @@ def _async_copy(d: DType):
     ``+ 3`` of a shared uint32 array, as raw bits two to a word. A whole, aligned group is one
     ``cp.async.cg`` (16 bytes, asynchronous); any other is loaded lane by lane and stored now
     (a cp.async needs its 16 source bytes aligned)."""
-    copy16 = ir.InlineAsm(
-        ir.FunctionType(ir.VoidType(), [I32, I64]), "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}", True
-    )
 
     @intrinsic
     def async_copy(typingctx, buffer, index, ptr, base, offset, ok, first, last):
@@ -302,7 +299,7 @@ def _async_copy(d: DType):
             with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, 8)) as (whole, lanewise):
                 with whole:
                     source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
-                    builder.call(copy16, [shared_address(context, builder, sig.args[0], buf, index), source])
+                    builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, _ONE])
                 with lanewise:
                     inside = _lanes_ok(builder, ok, first, last, 8)
                     for w in range(4):
@@ -323,6 +320,36 @@ def _async_copy(d: DType):
         return sig, codegen
 
     return async_copy
+
+
+_ONE = ir.Constant(I32, 1)
+# 16 bytes, or zeros where the last operand is 0 (cp.async's ignore-src predicate)
+_COPY16 = ir.InlineAsm(
+    ir.FunctionType(ir.VoidType(), [I32, I64, I32]),
+    "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $2, 0;\n\tcp.async.cg.shared.global [$0], [$1], 16, p;\n\t}",
+    "r,l,r,~{memory}",
+    True,
+)
+
+
+@intrinsic
+def cp_async16_whole(typingctx, buffer, index, ptr, base, offset, ok, first, last):
+    """``cp_async16_<dtype>`` for a window whose groups are each whole or empty and 16-byte
+    aligned (``AsyncCopy.aligned``, the array's pointer aligned too): one ``cp.async.cg`` of
+    16 bytes per group, zeros for an empty one, no branch (both 16-bit dtypes: raw bits)."""
+
+    def codegen(context, builder, sig, args):
+        buf, index, ptr, base, offset, ok, first, last = args
+        zero = ir.Constant(I32, 0)
+        ptr = builder.add(ptr, builder.mul(base, ir.Constant(I64, 2)))
+        source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
+        inside = builder.and_(builder.icmp_signed("<=", first, zero), builder.icmp_signed(">", last, zero))
+        read = builder.zext(builder.and_(ok, inside), I32)
+        builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, read])
+        return context.get_dummy_value()
+
+    i32, i64 = types.int32, types.int64
+    return types.void(buffer, i32, types.uint64, i64, i64, types.boolean, i32, i32), codegen
 
 
 _ROUND = {

@@ -452,12 +452,7 @@ class SourceWriter:
         for run, start, stop in self.groups.get(id(stmts)) or slot_groups(stmts):
             n = extent(run[0]) if _per_slot(run[0]) else 0
             if n > 1 and self.WRITE_OUT_COPIES and any(isinstance(s, AsyncCopy) for s in run):
-                # written out slot by slot: NVVM kept a loop of 8 cp.async (each with its
-                # lane-by-lane fallback) rolled, recomputing every address at run time
-                for self.at in range(start, stop):
-                    for s in run:
-                        self.one(s, indent)
-                self.at = 0
+                self.write_out(run, start, stop, indent)
             elif n > 1:
                 self.emit(f"for r in range({f'{start}, ' if start else ''}{stop}):", indent)
                 self.at = "r"
@@ -468,19 +463,34 @@ class SourceWriter:
                 for s in run:
                     self.one(s, indent)
 
+    def write_out(self, run, start, stop, indent):
+        """A run slot by slot, no loop (NVVM kept a loop of 8 cp.async, each with its
+        lane-by-lane fallback, rolled, recomputing every address at run time)."""
+        for self.at in range(start, stop):
+            for s in run:
+                self.one(s, indent)
+        self.at = 0
+
     def one(self, s, indent):
         if isinstance(s, Op) and s.dst in self.inline:
             self.inlined[s.dst] = f"({self.value(s)})"
         elif isinstance(s, Op):
             self.emit(f"{self.ref(s.dst)} = {self.value(s)}", indent)
         elif isinstance(s, Loop):
-            self.copy(s.params, s.inits, indent)
-            self.before_loop(s, indent)
-            self.emit(f"for {self.ref(s.index)} in range({loop_bounds(s, self.ref)}):", indent)
-            self.body(s.body, indent + 4)
-            self.copy(s.params, s.results, indent + 4)
+            self.loop_statement(s, indent)
         else:
             self.statement(s, indent)
+
+    def loop_statement(self, s: Loop, indent):
+        """A ``Loop`` within a thread's code: the params set from the inits, then the loop."""
+        self.copy(s.params, s.inits, indent)
+        self.iterate(s, loop_bounds(s, self.ref), indent)
+
+    def iterate(self, s: Loop, bounds: str, indent):
+        self.before_loop(s, indent)
+        self.emit(f"for {self.ref(s.index)} in range({bounds}):", indent)
+        self.body(s.body, indent + 4)
+        self.copy(s.params, s.results, indent + 4)
 
     def value(self, op: Op) -> str:
         if op.op == "pick":

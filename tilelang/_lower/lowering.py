@@ -116,10 +116,15 @@ class Lowering:
     def coord(self, layout: Layout, d: int, lanes: int = 1):
         """Coordinate along ``d`` of each slot (int32), or of the first slot of each group of
         ``lanes``: the thread's coordinate plus the slot's register bits of ``d``."""
+        return self.op(i32, "add", *self.coord_parts(layout, d, lanes))
+
+    def coord_parts(self, layout: Layout, d: int, lanes: int = 1):
+        """``coord``'s two terms: the thread's coordinate (one slot) and each slot's offset
+        from it (a constant per slot)."""
         bits, low = layout.dim_bits(d), log2(lanes)
         pairs = [(i - low, b - bits.start) for i, b in enumerate(layout.reg) if b in bits and i >= low]
         offset = self.op(i32, "slot", attr=SlotMap.of_bits(pairs), n=layout.num_regs // lanes)
-        return self.op(i32, "add", self.thread_coord(layout, d), offset)
+        return self.thread_coord(layout, d), offset
 
     def coords(self, layout, lanes=1):
         return [self.coord(layout, d, lanes) for d in range(len(layout.shape))]

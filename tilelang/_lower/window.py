@@ -26,7 +26,7 @@ class Window:
             base = lw.op(i64, "add", base, self.scaled(start, d))
             self.low.append(_clamp32(lw, lw.op(i64, "neg", start)))
             self.high.append(_clamp32(lw, lw.op(i64, "sub", array_reg(self.name, "shape", d), start)))
-        self.base = base
+        self.base, self.starts = base, starts
         itemsize = array.type.dtype.itemsize
         self.lanes = min(layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last and starts else 1
 
@@ -39,10 +39,15 @@ class Window:
         """(offset, mask, first, last) of each group of slots (the offset from the window's
         corner ``base`` without ``with_base``)."""
         lw, lanes, last = self.lw, self.lanes, len(self.low) - 1
-        coords = lw.coords(self.layout, lanes)
-        offset = Imm(0, i64)  # the slots' offsets from the window's base, then the base: in a loop
-        for d, c in enumerate(coords):  # moving the window, LLVM keeps the first part out of it
-            offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
+        parts = [lw.coord_parts(self.layout, d, lanes) for d in range(len(self.low))]
+        coords = [lw.op(i32, "add", *p) for p in parts]
+        # the slots' offsets from the window's base, then the base: in a loop moving the window,
+        # LLVM keeps the first part out of it. The thread's part, then each slot's constant one
+        # (scaled by a stride: a value of its own, not recomputed per slot from its coordinate)
+        offset = Imm(0, i64)
+        for terms in zip(*parts):
+            for d, c in enumerate(terms):
+                offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
         offset = lw.op(i64, "add", offset, self.base) if with_base else offset
         inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
         checks = [
@@ -54,6 +59,20 @@ class Window:
         size, padded = self.layout.shape[last], self.layout.padded[last]
         high = self.high[last] if size == padded else lw.op(i32, "minimum", self.high[last], Imm(size, i32))
         return offset, mask, lw.op(i32, "sub", self.low[last], coords[last]), lw.op(i32, "sub", high, coords[last])
+
+    def groups_aligned(self):
+        """A bool: whether every group is 16-byte aligned from the array's first element
+        (offset a multiple of ``lanes``) and whole or empty (``first <= 0 < last`` or no lane
+        in bounds). So when the last axis' start and extent and the other axes' strides are
+        multiples of ``lanes``, as is the tile's extent: the bounds ``-start`` and
+        ``extent - start`` are then multiples too, or clamped past every lane (``_clamp32``)."""
+        lw, lanes, last = self.lw, self.lanes, len(self.starts) - 1
+        if self.layout.shape[last] % lanes:
+            return Imm(False, b1)
+        bits = lw.op(i64, "or", self.starts[last], array_reg(self.name, "shape", last))
+        for d in range(last):
+            bits = lw.op(i64, "or", bits, array_reg(self.name, "stride", d))
+        return lw.op(b1, "eq", lw.op(i64, "and", bits, Imm(lanes - 1, i64)), Imm(0, i64))
 
 
 def _clamp32(lw, x):

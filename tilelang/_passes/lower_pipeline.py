@@ -153,7 +153,8 @@ class Pipeline:
                 at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), matrix_tile(layout)), Imm(1, i32))
                 at = lw.op(i32, "add", at, ring)
             owned = lw.land(mask, lw.owner(layout))
-            lw.stmts.append(AsyncCopy(c.buffer, at, window.name, window.base, offset, owned, first, last))
+            aligned = window.groups_aligned()
+            lw.stmts.append(AsyncCopy(c.buffer, at, window.name, window.base, offset, owned, first, last, aligned))
         lw.stmts.append(AsyncCommit())
         lw.values[self.index] = outer_index
         for out, value in saved.items():
