@@ -227,10 +227,11 @@ def test_wrong_uses_are_clear_errors():
 
 def test_the_default_dot_configs_fit():
     configs = dot_configs()
-    assert configs[0] == tl.Config(BM=128, BN=256, BK=64, num_threads=512, num_stages=4)
+    assert configs[0] == tl.Config(BM=128, BN=256, BK=64, num_threads=256, num_stages=4)  # (wgmma only)
+    assert configs[1] == tl.Config(BM=128, BN=256, BK=64, num_threads=512, num_stages=4)
     for c in configs:
         bm, bn, bk = c.constants["BM"], c.constants["BN"], c.constants["BK"]
-        assert bm * bn // c.num_threads <= 64 and c.num_threads <= 512
+        assert bm * bn // c.num_threads <= (128 if c is configs[0] else 64) and c.num_threads <= 512
         assert c.num_stages * (bm + bn) * bk * 2 <= 200 * 1024
     assert len(set(configs)) == len(configs) >= 6
 
