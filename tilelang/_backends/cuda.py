@@ -72,12 +72,13 @@ class CudaWriter(SourceWriter):
     def write_out(self, run, start, stop, indent):
         """Twice, under a test of the run's copies: where every window is ``aligned``
         (``AsyncCopy``) and its array's pointer 16-byte aligned, each copy is one cp.async
-        (``cp_async16_whole``); else each has its fallback for misaligned and partial groups.
-        One branch per window, not per copy: NVVM does not merge the copies' own tests."""
+        (``cp_async16_whole``), slot by slot; else a loop of the copies with their fallback
+        for misaligned and partial groups (rare: a loop compiles faster). One branch per
+        window, not per copy: NVVM does not merge the copies' own tests."""
 
         def write(whole, at):
             self.copies_whole = whole
-            SourceWriter.write_out(self, run, start, stop, at)
+            (SourceWriter.write_out if whole else SourceWriter.slot_loop)(self, run, start, stop, at)
 
         self.versions([s for s in run if isinstance(s, AsyncCopy)], write, indent)
         self.copies_whole = None

@@ -454,14 +454,18 @@ class SourceWriter:
             if n > 1 and self.WRITE_OUT_COPIES and any(isinstance(s, AsyncCopy) for s in run):
                 self.write_out(run, start, stop, indent)
             elif n > 1:
-                self.emit(f"for r in range({f'{start}, ' if start else ''}{stop}):", indent)
-                self.at = "r"
-                for s in run:
-                    self.one(s, indent + 4)
-                self.at = 0
+                self.slot_loop(run, start, stop, indent)
             else:
                 for s in run:
                     self.one(s, indent)
+
+    def slot_loop(self, run, start, stop, indent):
+        """A run as one loop over its slots (LLVM unrolls it into registers)."""
+        self.emit(f"for r in range({f'{start}, ' if start else ''}{stop}):", indent)
+        self.at = "r"
+        for s in run:
+            self.one(s, indent + 4)
+        self.at = 0
 
     def write_out(self, run, start, stop, indent):
         """A run slot by slot, no loop (NVVM kept a loop of 8 cp.async, each with its
