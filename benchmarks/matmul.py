@@ -129,7 +129,7 @@ def bench_matmul(torch, time_ms, quick=False) -> str:
         report(case, "torch (cuBLAS)", time_ms(functools.partial(torch.matmul, a, b), torch), flops)
         if tk is not None:
             c = torch.empty((n, n), device="cuda", dtype=dtype)
-            for bm, bn, bk, warps, stages in ((128, 256, 64, 8, 3), (128, 128, 32, 4, 4)):
+            for bm, bn, bk, warps, stages in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 32, 4, 4)):
                 grid = (tl.cdiv(n, bm) * tl.cdiv(n, bn),)
                 run = _launcher(tk, grid, (a, b, c, n, n, n), BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=warps,
                                 num_stages=stages)  # fmt: skip
