@@ -600,7 +600,7 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
 
 class _ExitWaits(dict):
     """Loop id -> the ``WgmmaWait`` statements right after it (for its dots left in
-    flight); ``moved`` holds their ids: ``CudaWriter.loop`` writes them."""
+    flight); ``moved`` holds their ids: ``CudaWriter.loop_statement`` writes them."""
 
     def __init__(self):
         super().__init__()
