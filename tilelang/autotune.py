@@ -76,16 +76,17 @@ def dot_configs(bits: int = 16) -> list[Config]:
     compile and the tuner skips it; the stages' operand tiles within 200 KB of shared memory
     for ``bits``-wide operands: a GPU with less skips the rest) and ordered from the shapes
     measured best on the H200 (docs/performance.md)."""
-    configs = [Config(BM=128, BN=256, BK=64, num_threads=256, num_stages=4)]
-    for bm, bn, bk, stages in [
-        (128, 256, 64, 4), (256, 128, 64, 3),
-        (128, 128, 32, 3), (64, 64, 32, 3), (64, 128, 32, 3), (128, 64, 32, 3), (128, 128, 64, 3),
-        (128, 256, 32, 3), (256, 128, 32, 3), (128, 128, 32, 4), (64, 64, 64, 4), (128, 128, 32, 2),
+    configs = []
+    for bm, bn, bk, stages, accumulators in [
+        (128, 256, 64, 4, 128), (128, 256, 64, 4, 64), (256, 128, 64, 3, 64),
+        (128, 128, 32, 3, 64), (64, 64, 32, 3, 64), (64, 128, 32, 3, 64), (128, 64, 32, 3, 64),
+        (128, 128, 64, 3, 64), (128, 256, 32, 3, 64), (256, 128, 32, 3, 64), (128, 128, 32, 4, 64),
+        (64, 64, 64, 4, 64), (128, 128, 32, 2, 64),
     ]:  # fmt: skip
-        threads = max(128, bm * bn // 64)  # 64 accumulators a thread at most
+        threads = max(128, bm * bn // accumulators)  # accumulators a thread at most
         if threads <= 512 and stages * (bm + bn) * bk * bits // 8 <= 200 * 1024:
             configs.append(Config(BM=bm, BN=bn, BK=bk, num_threads=threads, num_stages=stages))
-    return configs if 4 * (128 + 256) * 64 * bits // 8 <= 200 * 1024 else configs[1:]
+    return configs
 
 
 def autotune(configs=None, key=(), *, timer=None, quiet: bool | None = None, cache: bool = True):

@@ -134,6 +134,7 @@ class CudaWriter(SourceWriter):
             self.emit(f"{x.name} = cuda.local.array({x.slots}, {code_type_name(x.dtype)})", 4)
         self.wgmma_variants: dict = {}  # intrinsic name -> how the module makes it
         self.exit_waits = _exit_waits(p.body)
+        self.moved_waits = {id(w) for waits in self.exit_waits.values() for w in waits}
         self.body(p.body, 4)
         start = self.body_start
         self.lines[start:start] = [f"{name} = {make}" for name, make in self.wgmma_variants.items()]
@@ -239,7 +240,7 @@ class CudaWriter(SourceWriter):
         elif isinstance(s, ProxyFence):
             self.emit("proxy_fence()", indent)
         elif isinstance(s, WgmmaWait):
-            if id(s) not in self.exit_waits.moved:
+            if id(s) not in self.moved_waits:
                 self.wait(s.acc, indent)
         elif isinstance(s, LdMatrix):
             groups = s.dst.slots // 4
@@ -598,17 +599,10 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
     return compiled.backend_kernel
 
 
-class _ExitWaits(dict):
-    """Loop id -> the ``WgmmaWait`` statements right after it (for its dots left in
-    flight); ``moved`` holds their ids: ``CudaWriter.loop_statement`` writes them."""
-
-    def __init__(self):
-        super().__init__()
-        self.moved = set()
-
-
-def _exit_waits(stmts, found=None) -> _ExitWaits:
-    found = _ExitWaits() if found is None else found
+def _exit_waits(stmts, found=None) -> dict:
+    """Loop id -> the ``WgmmaWait`` statements right after it (for its dots left in flight):
+    ``CudaWriter.loop_statement`` writes them."""
+    found = {} if found is None else found
     for i, s in enumerate(stmts):
         if isinstance(s, Loop):
             _exit_waits(s.body, found)
@@ -619,5 +613,4 @@ def _exit_waits(stmts, found=None) -> _ExitWaits:
                 waits.append(after)
             if waits:
                 found[id(s)] = waits
-                found.moved.update(map(id, waits))
     return found

@@ -282,6 +282,13 @@ def _store(d: DType, lanes: int):
     return store_vector
 
 
+def _copy_addresses(builder, ptr, base, offset):
+    """The window's corner (``ptr`` plus ``base`` 16-bit elements: the same for every copy of a
+    window, so computed once) and the group's source address from it."""
+    corner = builder.add(ptr, builder.mul(base, ir.Constant(I64, 2)))
+    return corner, builder.add(corner, builder.mul(offset, ir.Constant(I64, 2)))
+
+
 def _async_copy(d: DType):
     """``cp_async16_<dtype>(buffer, index, ptr, base, offset, ok, first, last)`` for 16-bit ``d``:
     the 8 lanes ``ptr[base + offset + i]`` (``ok and first <= i < last``, else 0) to words ``index`` to
@@ -293,12 +300,11 @@ def _async_copy(d: DType):
     def async_copy(typingctx, buffer, index, ptr, base, offset, ok, first, last):
         def codegen(context, builder, sig, args):
             buf, index, ptr, base, offset, ok, first, last = args
-            ptr = builder.add(ptr, builder.mul(base, ir.Constant(I64, 2)))  # the window's corner: once per window
+            ptr, source = _copy_addresses(builder, ptr, base, offset)
             words = context.make_array(sig.args[0])(context, builder, buf).data
             at = builder.sext(index, I64)
             with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, 8)) as (whole, lanewise):
                 with whole:
-                    source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
                     builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, _ONE])
                 with lanewise:
                     inside = _lanes_ok(builder, ok, first, last, 8)
@@ -341,8 +347,7 @@ def cp_async16_whole(typingctx, buffer, index, ptr, base, offset, ok, first, las
     def codegen(context, builder, sig, args):
         buf, index, ptr, base, offset, ok, first, last = args
         zero = ir.Constant(I32, 0)
-        ptr = builder.add(ptr, builder.mul(base, ir.Constant(I64, 2)))
-        source = builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2)))
+        _, source = _copy_addresses(builder, ptr, base, offset)
         inside = builder.and_(builder.icmp_signed("<=", first, zero), builder.icmp_signed(">", last, zero))
         read = builder.zext(builder.and_(ok, inside), I32)
         builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, read])
