@@ -22,6 +22,7 @@ from tilelang._lower.thread_ir import (
     SharedStore,
     Store,
     ThreadProgram,
+    format_thread_program,
 )
 
 i32, i64, u32, b1 = D.int32, D.int64, D.uint32, D.bool_
@@ -117,15 +118,21 @@ def test_the_dot_loop_copies_its_tiles_ahead():
     assert lines[end + 1 : end + 3] == ["async_wait 0", "barrier"]
 
 
+def without_tma(kernel, *args, **constants) -> str:
+    """The thread IR of ``kernel``'s version for arrays no tensor map takes (cp.async copies)."""
+    key, _ = kernel.specialize(kernel.bind(args, constants))
+    return format_thread_program(kernel.compile(key, "cpu").backend_kernel.without_tma().program)
+
+
 def test_the_wgmma_loop_copies_its_tiles_into_swizzled_stages():
-    """On sm_90a the copies land in swizzled tiles the tensor cores read themselves (no
-    ldmatrix); a proxy fence before the barrier; the dot stays in flight into the next
-    iteration (from 4 stages), so copies go one iteration less far ahead (two stages before
-    the loop, the wait in it for all but one group) and the loop's result is waited for
-    after it."""
+    """On sm_90a, for arrays no tensor map takes (else TMA copies them: test_tma.py), the
+    copies land in swizzled tiles the tensor cores read themselves (no ldmatrix); a proxy
+    fence before the barrier; the dot stays in flight into the next iteration (from 4
+    stages), so copies go one iteration less far ahead (two stages before the loop, the wait
+    in it for all but one group) and the loop's result is waited for after it."""
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_90a", num_stages=4)
-    e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
-    lines = [line.strip() for line in e["thread_ir"].splitlines()]
+    text = without_tma(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32)
+    lines = [line.strip() for line in text.splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
     end = next(i for i, line in enumerate(lines) if line.startswith("next "))
     assert sum(line.startswith("async shared swizzled_") for line in lines[:loop]) == 2 * 2
@@ -172,8 +179,11 @@ def test_copies_of_aligned_and_misaligned_windows(window, arch, backend):
     c = np.full((70, 48), np.nan, np.float32)
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch=arch)
     a = wide[:, first : first + k]
-    e = tl.explain(kernel, a, b, c, BM=64, BN=64, BK=32, backend="cpu")
-    claims = {line.split("aligned=")[1].split()[0] for line in e["thread_ir"].splitlines() if "aligned=" in line}
+    if arch == "sm_90a":  # (the version for arrays no tensor map takes: the others take TMA, test_tma.py)
+        text = without_tma(kernel, a, b, c, BM=64, BN=64, BK=32)
+    else:
+        text = tl.explain(kernel, a, b, c, BM=64, BN=64, BK=32, backend="cpu")["thread_ir"]
+    claims = {line.split("aligned=")[1].split()[0] for line in text.splitlines() if "aligned=" in line}
     assert claims and all(claim.startswith("i") for claim in claims)  # tested as the kernel runs
     args = (a, b, c)
     if backend == "cuda":  # a device view: its pointer as misaligned as the host one's
@@ -211,15 +221,20 @@ def test_a_pipelined_loop_run_twice(arch):
 @pytest.mark.parametrize("stages", [1, 2, 4])
 def test_num_stages_sets_the_depth_of_the_ring(stages, arch):
     """num_stages=S: S - 1 iterations copied before the loop, a wait for all but S - 2 groups
-    in it, S buffers; 1 turns pipelining off; on wgmma one iteration less (the
-    dot in flight holds a stage, from S = 4). Right answers, a masked tail and wrap included."""
+    in it, S buffers; 1 turns pipelining off; on wgmma one iteration less (the dot in flight
+    holds a stage, from S = 4), by TMA a stage at a time, waited for on its mbarrier. Right
+    answers, a masked tail and wrap included."""
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, num_stages=stages, arch=arch)
     e = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
     lines = [line.strip() for line in e["thread_ir"].splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
     ahead = stages - 1 - (arch == "sm_90a" and stages >= 4)
-    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * ahead
-    assert (f"async_wait {ahead - 1}" in lines) == (stages > 1)
+    if arch == "sm_90a":
+        assert sum(line.startswith("tma ") for line in lines[:loop]) == ahead
+        assert any(line.startswith("mbarrier_wait") for line in lines) == (stages > 1)
+    else:
+        assert sum(line.startswith("async shared") for line in lines[:loop]) == 2 * ahead
+        assert (f"async_wait {ahead - 1}" in lines) == (stages > 1)
     rng = np.random.default_rng(stages)
     m, n, k = 70, 45, 170  # 6 iterations of 32
     a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((m, k), (k, n)))
@@ -302,8 +317,8 @@ def scores(q, k, out, BN: tl.Constant, D: tl.Constant):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_a_tile_of_a_4d_array_is_copied_ahead(arch):
     """A (1, 1, BN, D) window reshaped to (BN, D), as attention loads its keys, is a matrix
-    tile like any other: copied ahead (2 stages before the loop, one copy in it), right at
-    lengths that are not multiples of the tile."""
+    tile like any other: copied ahead (2 stages before the loop, one copy in it; on sm_90a a
+    rank-4 TMA box of (1, 1, BN, D)), right at lengths that are not multiples of the tile."""
     kernel = tl.tile_kernel(scores, num_threads=128, arch=arch)
     rng = np.random.default_rng(0)
     q = rng.standard_normal((2, 3, 64, 32)).astype(np.float16)
@@ -312,9 +327,12 @@ def test_a_tile_of_a_4d_array_is_copied_ahead(arch):
     lines = [line.strip() for line in e["thread_ir"].splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
     end = next(i for i, line in enumerate(lines) if line.startswith("next "))
-    assert sum(line.startswith("async shared") for line in lines[:loop]) == 2
-    assert sum(line.startswith("async shared") for line in lines[loop:end]) == 1
-    if arch == "sm_90a":  # q, from before the loop, stored to its tile once there, not each iteration
+    copy = "tma " if arch == "sm_90a" else "async shared"
+    assert sum(line.startswith(copy) for line in lines[:loop]) == 2
+    assert sum(line.startswith(copy) for line in lines[loop:end]) == 1
+    if arch == "sm_90a":
+        assert "map0 = tensor map of k, box (1, 1, 32, 32), 64-byte swizzle" in lines
+        # q, from before the loop, stored to its tile once there, not each iteration
         assert any(line.startswith("shared swizzled_") for line in lines[:loop])
         assert not any(line.startswith("shared ") for line in lines[loop:end])
     out = np.zeros((2, 3, 64, 32), np.float32)

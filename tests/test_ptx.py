@@ -317,24 +317,36 @@ def test_a_transposed_operand_costs_what_a_plain_one_does():
                                               ((128, 128, 64), 256, 128)])  # fmt: skip
 def test_16_bit_dots_run_on_warpgroup_tensor_cores(dtype, tile, threads, n):
     """sm_90a: one wgmma.mma_async.m64nNk16 per warpgroup share and k-step, operands never in
-    registers (no ldmatrix, no shared loads or stores but the cp.async zero-fill), a proxy
-    fence and one barrier an iteration, with 4 stages the dot left in flight (wait_group 1)
-    and waited for after the loop; .target sm_90a; 0 bytes of stack, spills and local memory;
-    the wgmma not serialized by ptxas."""
+    registers (no ldmatrix, no shared loads or stores), with 4 stages the dot left in flight
+    (wait_group 1) and waited for after the loop; .target sm_90a; 0 bytes of stack, spills
+    and local memory; the wgmma not serialized by ptxas. Copied by TMA (a box per column
+    block, an mbarrier wait an iteration, no cp.async, no proxy fence) and, in the version for
+    arrays no tensor map takes, by cp.async (its zero-fill the only shared store) with a
+    proxy fence an iteration."""
     bm, bn, bk = tile
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=threads, arch="sm_90a", num_stages=4)
-    e = explain(kernel, f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]", BM=bm, BN=bn, BK=bk)
-    ptx, ops = e["ptx"], instructions(e["ptx"])
-    assert ".target sm_90a" in ptx
-    per_warpgroup = bm * bn // (threads // 128) // (64 * n)  # instructions of 64 x n a k-step
-    assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}") == bk // 16 * per_warpgroup
-    assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 1 and ptx.count("wgmma.wait_group.sync.aligned 0;") == 1
-    assert ptx.count("fence.proxy.async.shared::cta;") == 1
-    assert "ldmatrix" not in ptx and not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
+    signature = (f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]")
+    e = explain(kernel, *signature, BM=bm, BN=bn, BK=bk)
+    with_tma = kernel.compile(kernel.specialize(kernel.bind((*signature,), dict(BM=bm, BN=bn, BK=bk)))[0], "cuda")
+    without_tma = with_tma.backend_kernel.without_tma()
+    for ptx, tma in ((e["ptx"], True), (without_tma.ptx(), False)):
+        ops = instructions(ptx)
+        assert ".target sm_90a" in ptx
+        per_warpgroup = bm * bn // (threads // 128) // (64 * n)  # instructions of 64 x n a k-step
+        assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}") == bk // 16 * per_warpgroup
+        assert ptx.count("wgmma.wait_group.sync.aligned 1;") == 1 and ptx.count("wgmma.wait_group.sync.aligned 0;") == 1
+        assert ptx.count("fence.proxy.async.shared::cta;") == (0 if tma else 1)
+        assert ("cp.async.bulk.tensor.2d" in ptx and "mbarrier.try_wait.parity" in ptx) == tma
+        assert ("cp.async.cg" in ptx) != tma
+        assert "ldmatrix" not in ptx and not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local"))]
+        if tma:
+            assert not [op for op in ops if op.startswith("st.shared")]
     assert e["resources"].count("0 bytes") >= 3  # stack, spill stores, spill loads
     # the wait after the loop first on its exit edge: else ptxas serializes every wgmma
     # (C7514; 128x128x32 at 256 threads was, LLVM having sunk the store's bounds before it)
     assert "wgmma serialized" not in e["resources"]
+    r = without_tma.resources()
+    assert not r["wgmma_serialized"] and r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, r
 
 
 def test_the_lean_numba_pipeline_changes_no_instruction(monkeypatch, tmp_path):
@@ -399,10 +411,10 @@ def test_the_wait_for_a_dot_in_flight_is_first_after_its_loop(tile):
 
 def test_a_128x256_block_of_two_warpgroups_takes_m64n256_instructions():
     """128 accumulators a thread (the wgmma accumulator may hold twice the tile limit): one
-    m64n256k16 per warpgroup and k-step, every copy of the loop written out (NVVM left a loop
-    of them rolled), all in registers: no stack, no spills, no serialized wgmma."""
+    m64n256k16 per warpgroup and k-step, the TMA copies of each stage written out, all in
+    registers: no stack, no spills, no serialized wgmma."""
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=256, arch="sm_90a", num_stages=3)
     e = explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=128, BN=256, BK=64)
     assert e["ptx"].count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
-    assert e["ptx"].count("cp.async.cg.shared.global") >= 2 * (128 + 256) * 64 * 2 // 16 // 256  # prologue + loop
+    assert e["ptx"].count("cp.async.bulk.tensor.2d") >= 2 * (1 + 256 // 64)  # prologue + loop: a box per column block
     assert e["resources"].count(" 0 bytes") >= 3 and "serialized" not in e["resources"], e["resources"]

@@ -5,13 +5,20 @@
    generated function, struct, cuda.bindings) added ~6 us, here they add ~2.5 for three
    torch tensors (benchmarks/launch_breakdown.py, docs/runtime.md). Three types:
 
-   Launcher(function, threads, shared, codes, context, entry_points, failed, kernel)
+   Launcher(function, threads, shared, codes, context, entry_points, failed, kernel,
+            maps=(), encode=0, without_maps=None)
        one kernel loaded on one GPU. launcher(grid, stream, flat) packs ``flat`` (one value
        per parameter, converted by its struct code in ``codes``) into a buffer on the stack
        and calls cuLaunchKernel with ``context`` current (restoring the caller's after).
        ``entry_points`` are the addresses of cuLaunchKernel, cuCtxGetCurrent and
        cuCtxSetCurrent (tests pass fakes); a failed launch calls failed(result) to raise.
        ``kernel`` (what holds the loaded code) is kept alive as long as the launcher.
+       A kernel that copies with TMA takes tensor maps after its parameters: ``maps`` says
+       each one's array (the index of its pointer parameter, shape and strides following),
+       box (innermost first) and swizzle mode; each launch encodes them with ``encode``
+       (cuTensorMapEncodeTiled) from the values packed. Where an array breaks the rules
+       (thread_ir.tensor_map_ok, checked here too) the launch is that of the kernel built
+       without TMA instead: the Launcher ``without_maps()`` returns, once.
 
    FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle,
             constant_key)
@@ -38,6 +45,17 @@ typedef int (*LaunchFn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned
                         void **, void **);
 typedef int (*ContextGetFn)(void **);
 typedef int (*ContextSetFn)(void *);
+typedef int (*EncodeFn)(void *, int, unsigned, void *, const uint64_t *, const uint64_t *, const uint32_t *,
+                        const uint32_t *, int, int, int, int);
+
+#define MAX_MAPS 8
+#define MAX_RANK 5
+
+typedef struct {
+    Py_ssize_t param; /* the array's pointer parameter; its shape and strides follow */
+    unsigned rank, swizzle;
+    uint32_t box[MAX_RANK]; /* innermost first */
+} MapSpec;
 
 #define MAX_PARAMS 1024
 #define MAX_BYTES 4096 /* the driver's limit on a kernel's parameters before CUDA 12.1 */
@@ -53,6 +71,10 @@ typedef struct {
     char codes[MAX_PARAMS];
     uint16_t offsets[MAX_PARAMS];
     PyObject *failed, *kernel;
+    Py_ssize_t map_count;
+    MapSpec maps[MAX_MAPS];
+    EncodeFn encode;
+    PyObject *without_maps; /* a callable returning a Launcher, until called; then that Launcher */
     vectorcallfunc vectorcall;
 } Launcher;
 
@@ -142,6 +164,45 @@ static int push(Launcher *self, Params *params, PyObject *value) {
     return put(self->codes[i], value, params->bytes + self->offsets[i]);
 }
 
+/* Tensor map ``j`` of the launcher, encoded from the array parameters packed in ``params``;
+   0 where the array breaks thread_ir.tensor_map_ok's rules or the driver refuses it. */
+static int encode_map(Launcher *self, Params *params, Py_ssize_t j, void *map) {
+    const MapSpec *m = &self->maps[j];
+    uint64_t pointer, dims[MAX_RANK], strides[MAX_RANK];
+    uint32_t ones[MAX_RANK] = {1, 1, 1, 1, 1};
+    memcpy(&pointer, params->bytes + self->offsets[m->param], 8);
+    if (pointer % 16) return 0;
+    for (unsigned d = 0; d < m->rank; d++) { /* the array's axis rank - 1 - d: innermost first */
+        int64_t size, stride;
+        memcpy(&size, params->bytes + self->offsets[m->param + m->rank - d], 8);
+        memcpy(&stride, params->bytes + self->offsets[m->param + 2 * m->rank - d], 8);
+        if (size < 1 || size >= ((int64_t)1 << 31)) return 0;
+        if (d == 0 ? stride != 1 : (stride <= 0 || stride >= ((int64_t)1 << 39) || (stride * 2) % 16)) return 0;
+        dims[d] = (uint64_t)size;
+        if (d) strides[d - 1] = (uint64_t)stride * 2;
+    }
+    /* 16-bit elements (UINT16), no interleave, the swizzle, L2 promotion of 256 bytes, zeros out of bounds */
+    return self->encode(map, 1, m->rank, (void *)(uintptr_t)pointer, dims, strides, m->box, ones, 0, m->swizzle, 3,
+                        0) == 0;
+}
+
+static PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Params *params);
+
+/* The launch of the kernel built without TMA, with the parameters packed (the same ones). */
+static PyObject *launch_without_maps(Launcher *self, const unsigned grid[3], void *stream, Params *params) {
+    if (!PyObject_TypeCheck(self->without_maps, Py_TYPE(self))) {
+        PyObject *made = PyObject_CallNoArgs(self->without_maps);
+        if (made == NULL) return NULL;
+        if (!PyObject_TypeCheck(made, Py_TYPE(self)) || ((Launcher *)made)->map_count) {
+            Py_DECREF(made);
+            PyErr_SetString(PyExc_TypeError, "without_maps() must return a Launcher taking no tensor maps");
+            return NULL;
+        }
+        Py_SETREF(self->without_maps, made);
+    }
+    return launch((Launcher *)self->without_maps, grid, stream, params);
+}
+
 /* cuLaunchKernel in the launcher's context (made current if it is not, the caller's
    restored after; a thread with none keeps it, as the runtime API does). */
 static PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Params *params) {
@@ -149,8 +210,13 @@ static PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Pa
         PyErr_Format(PyExc_ValueError, "%zd values for %zd kernel parameters", params->filled, self->count);
         return NULL;
     }
-    void *pointers[MAX_PARAMS];
+    void *pointers[MAX_PARAMS + MAX_MAPS];
     for (Py_ssize_t i = 0; i < self->count; i++) pointers[i] = params->bytes + self->offsets[i];
+    _Alignas(64) char maps[MAX_MAPS][128];
+    for (Py_ssize_t j = 0; j < self->map_count; j++) {
+        if (!encode_map(self, params, j, maps[j])) return launch_without_maps(self, grid, stream, params);
+        pointers[self->count + j] = maps[j];
+    }
     void *previous = NULL;
     int result = self->context_get(&previous);
     if (result == 0 && previous != self->context) result = self->context_set(self->context);
@@ -216,12 +282,18 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     unsigned threads, shared;
     const char *codes;
     Py_ssize_t count;
-    PyObject *failed, *kernel;
+    PyObject *failed, *kernel, *maps = NULL, *without_maps = Py_None;
+    unsigned long long encode = 0;
     static char *names[] = {"function", "threads", "shared", "codes", "context", "entry_points", "failed", "kernel",
-                            NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KIIs#K(KKK)OO", names, &function, &threads, &shared, &codes,
-                                     &count, &context, &entry[0], &entry[1], &entry[2], &failed, &kernel))
+                            "maps", "encode", "without_maps", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KIIs#K(KKK)OO|O!KO", names, &function, &threads, &shared, &codes,
+                                     &count, &context, &entry[0], &entry[1], &entry[2], &failed, &kernel,
+                                     &PyTuple_Type, &maps, &encode, &without_maps))
         return NULL;
+    Py_ssize_t map_count = maps ? PyTuple_GET_SIZE(maps) : 0;
+    if (map_count > MAX_MAPS) return PyErr_Format(PyExc_ValueError, "more than %d tensor maps", MAX_MAPS);
+    if (map_count && (!encode || without_maps == Py_None))
+        return PyErr_Format(PyExc_ValueError, "tensor maps need encode and without_maps");
     if (count > MAX_PARAMS) return PyErr_Format(PyExc_ValueError, "more than %d kernel parameters", MAX_PARAMS);
     if (!entry[0] || !entry[1] || !entry[2]) return PyErr_Format(PyExc_ValueError, "a driver entry point is NULL");
     Launcher *self = (Launcher *)type->tp_alloc(type, 0);
@@ -251,6 +323,26 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         Py_DECREF(self);
         return PyErr_Format(PyExc_ValueError, "kernel parameters of %zd bytes (at most %d)", offset, MAX_BYTES);
     }
+    self->map_count = map_count;
+    for (Py_ssize_t j = 0; j < map_count; j++) { /* (param, rank, box (innermost first), swizzle) */
+        MapSpec *m = &self->maps[j];
+        PyObject *box = NULL;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(maps, j), "nIO!I", &m->param, &m->rank, &PyTuple_Type, &box,
+                              &m->swizzle) ||
+            m->rank < 1 || m->rank > MAX_RANK || PyTuple_GET_SIZE(box) != m->rank || m->param < 0 ||
+            m->param + 2 * (Py_ssize_t)m->rank >= count) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a tensor map is (param, rank, box, swizzle)");
+            Py_DECREF(self);
+            return NULL;
+        }
+        for (unsigned d = 0; d < m->rank; d++) m->box[d] = (uint32_t)PyLong_AsUnsignedLong(PyTuple_GET_ITEM(box, d));
+        if (PyErr_Occurred()) {
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
+    self->encode = (EncodeFn)(uintptr_t)encode;
+    self->without_maps = Py_NewRef(without_maps);
     self->failed = Py_NewRef(failed);
     self->kernel = Py_NewRef(kernel);
     self->vectorcall = (vectorcallfunc)launcher_call;
@@ -258,6 +350,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 }
 
 static void launcher_dealloc(Launcher *self) {
+    Py_XDECREF(self->without_maps);
     Py_XDECREF(self->failed);
     Py_XDECREF(self->kernel);
     Py_TYPE(self)->tp_free((PyObject *)self);

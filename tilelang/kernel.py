@@ -395,21 +395,28 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
             notes[out] += f"\n{dot_plan(eqn, layouts)}"
     stages["layouts"] = format_program(program, notes=notes)
     lap("layouts", None)
-    threads = lap("lower", lower_to_threads(program, layouts, num_threads, kernel.num_stages))  # one thread's program
-    threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
-    threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it
-    threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
-    if DEBUG:
-        verify_thread_program(threads)
-    check_shared_memory(threads)
+
+    def thread_program(tma: bool):
+        threads = lap("lower", lower_to_threads(program, layouts, num_threads, kernel.num_stages, tma))  # one thread's
+        threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
+        threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it
+        threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
+        if DEBUG:
+            verify_thread_program(threads)
+        check_shared_memory(threads)
+        return threads
+
+    threads = thread_program(tma=True)  # (loads for wgmma copied by TMA where they qualify)
     stages["thread_ir"] = format_thread_program(threads)
-    if backend == "cpu":  # the thread program compiled with numba.njit
-        cpu = lap("emit", CpuKernel(threads))
-        stages["cpu_source"] = cpu.source
-        return CompiledKernel(stages, program, runner(HostRunner(program, cpu)), cpu, lap)
-    cuda = lap("emit", CudaKernel(threads))  # the thread program as a numba-cuda kernel
-    stages["cuda_source"] = cuda.source
-    return CompiledKernel(stages, program, runner(CudaRunner(program, cuda)), cuda, lap)
+    Backend = CpuKernel if backend == "cpu" else CudaKernel
+    # arrays a tensor map cannot describe (misaligned) run the kernel lowered without TMA, built when first needed
+    without_tma = (lambda: Backend(thread_program(tma=False))) if threads.tensor_maps else None
+    backend_kernel = lap("emit", Backend(threads, without_tma))  # the thread program as numba source
+    if backend == "cpu":  # compiled with numba.njit
+        stages["cpu_source"] = backend_kernel.source
+        return CompiledKernel(stages, program, runner(HostRunner(program, backend_kernel)), backend_kernel, lap)
+    stages["cuda_source"] = backend_kernel.source  # a numba-cuda kernel
+    return CompiledKernel(stages, program, runner(CudaRunner(program, backend_kernel)), backend_kernel, lap)
 
 
 class _Laps(dict):

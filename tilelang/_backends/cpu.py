@@ -25,6 +25,8 @@ from .._lower.thread_ir import (
     LdMatrix,
     Load,
     Loop,
+    Mbarriers,
+    MbarrierWait,
     Mma,
     ProxyFence,
     Reg,
@@ -33,13 +35,17 @@ from .._lower.thread_ir import (
     Shuffle,
     Store,
     ThreadProgram,
+    TmaLoad,
     Wgmma,
     WgmmaWait,
+    array_reg,
+    box_coords,
     registers,
+    tensor_map_ok,
     walk_statements,
 )
 from ..errors import TileCompilerError, TileValueError
-from .cpu_intrinsics import ZeroStep
+from .cpu_intrinsics import INVALID, ZeroStep
 from .cuda import write_module
 from .numba_source import SourceWriter, code_type_name, lane_slot
 
@@ -338,6 +344,23 @@ class CpuWriter(SourceWriter):
             for b in self.async_buffers:
                 self.emit(f"async_land({b}, {b}__pending, {b}__group, {b}__owner, t, async_groups[t] - {s.pending})",
                           indent)  # fmt: skip
+        elif isinstance(s, Mbarriers):
+            self.emit("if t == 0:", indent)
+            self.emit(f"{s.buffer}[:{s.count}] = {0 if s.valid else INVALID}", indent + 4)
+        elif isinstance(s, TmaLoad):  # lands now, completing the stage's phase (cpu_intrinsics.tma_box)
+            self.emit(f"if t == 0 and {self.ref(s.pred)}:", indent)
+            stage = self.ref(s.stage)
+            self.emit(f"{s.barriers}[{stage}] += 1", indent + 4)
+            for buffer, at, m, coords in zip(s.buffers, s.indices, s.maps, box_coords(s)):
+                tmap = self.program.tensor_maps[m]
+                axes = range(len(tmap.box) - 1, -1, -1)  # innermost first
+                shape, strides = ([self.ref(array_reg(tmap.array, w, d)) for d in axes] for w in ("shape", "stride"))
+                args = [f"({', '.join(xs)},)" for xs in (shape, strides, [self.ref(x) for x in coords])]
+                box = f"({', '.join(str(tmap.box[d]) for d in axes)},)"
+                self.emit(f"tma_box({buffer}, {self.ref(at)}, {tmap.array}__buf, {tmap.array}__origin, "
+                          f"{', '.join(args)}, {box}, {tmap.swizzle})", indent + 4)  # fmt: skip
+        elif isinstance(s, MbarrierWait):  # (a TmaLoad completed it as it was issued)
+            self.emit(f"mbarrier_wait({s.barriers}, {self.ref(s.stage)}, {self.ref(s.parity)})", indent)
         elif isinstance(s, (ProxyFence, WgmmaWait)):  # (one proxy; a wgmma is done when issued)
             self.emit("pass", indent)
         elif isinstance(s, SharedLoad):
@@ -390,14 +413,21 @@ class CpuKernel:
 
     PARALLEL_BLOCKS = 1024  # below this, starting the thread pool costs more than it saves
 
-    def __init__(self, program: ThreadProgram):
+    def __init__(self, program: ThreadProgram, without_tma=None):
         self.program = program
+        self._without_tma = without_tma  # makes the kernel lowered without TMA (kernel.py), then is it
         writer = CpuWriter(program, parallel=False)
         self.source = writer.source()
         self.scratch = writer.scratch()
         self.loop_locs = [loop.loc for loop in writer.loops]
         self.can_parallel = not any(isinstance(s, Atomic) for s in walk_statements(program.body))
         self._functions = {}
+
+    def without_tma(self) -> CpuKernel:
+        """The version for arrays no tensor map takes: the program lowered without TMA."""
+        if not isinstance(self._without_tma, CpuKernel):
+            self._without_tma = self._without_tma()
+        return self._without_tma
 
     def function(self, parallel: bool):
         if parallel not in self._functions:
@@ -410,6 +440,8 @@ class CpuKernel:
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 in grid:
             return
+        if not tensor_maps_ok(self.program, args):  # (what the CUDA launcher decides, by the same rules)
+            return self.without_tma()(grid, args)
         views, rest = [], []
         for p, value in zip(self.program.params, args):
             if isinstance(p, ArrayParam):
@@ -426,6 +458,18 @@ class CpuKernel:
             self.function(parallel)(*map(np.int64, grid), *views, *rest, *scratch)
         except ZeroStep as err:
             raise TileValueError("tl.range: step must not be zero", self.loop_locs[err.args[0]]) from None
+
+
+def tensor_maps_ok(program: ThreadProgram, args) -> bool:
+    """Whether every array a ``TensorMap`` of ``program`` reads (``args`` as ``CpuKernel``
+    takes them) is one a tensor map can describe (``thread_ir.tensor_map_ok``)."""
+    values = {p.name: v for p, v in zip(program.params, args) if isinstance(p, ArrayParam)}
+    for m in program.tensor_maps:
+        a = values[m.array]
+        strides = [s // a.itemsize for s in a.strides]
+        if not tensor_map_ok(a.__array_interface__["data"][0], a.shape, strides, a.itemsize):
+            return False
+    return True
 
 
 def _array_view(array: np.ndarray):

@@ -283,6 +283,42 @@ def async_land(buffer, pending, group, owner, t, done):
             buffer[w], group[w] = pending[w], -1
 
 
+INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
+
+
+@njit(cache=True)
+def tma_box(buffer, at, memory, origin, shape, strides, coords, box, width):
+    """A ``TmaLoad`` box, landed now: the ``box[1] x box[0]`` elements at ``coords``
+    (innermost first, like ``shape``, ``strides`` and ``box``; the box's outer extents 1),
+    zeros where out of bounds, into the swizzled tile rows ``width`` bytes apart from word
+    ``at`` of ``buffer`` (its start a whole swizzle period: the XOR reads the offset)."""
+    inside, corner = True, origin
+    for d in range(2, len(shape)):
+        inside = inside and 0 <= coords[d] < shape[d]
+        corner += coords[d] * strides[d]
+    for r in range(box[1]):
+        row = coords[1] + r
+        for c in range(box[0]):
+            col = coords[0] + c
+            bits = np.uint32(0)
+            if inside and 0 <= row < shape[1] and 0 <= col < shape[0]:
+                bits = np.uint32(memory[corner + row * strides[1] + col * strides[0]])
+            byte = 4 * at + r * width + 2 * c
+            byte ^= ((byte >> 7) & (width // 16 - 1)) << 4
+            shift = np.uint32(16 * ((byte >> 1) & 1))
+            word = byte >> 2
+            buffer[word] = (buffer[word] & ~(np.uint32(0xFFFF) << shift)) | (bits << shift)
+
+
+@njit(cache=True)
+def mbarrier_wait(bars, i, parity):
+    """An ``MbarrierWait`` on the CPU, where a ``TmaLoad`` completes its phase as it is
+    issued (one phase per count): the phase of ``parity`` must have completed, the wait on
+    the GPU would never end otherwise (an error here is the lowering's)."""
+    if bars[i] >= INVALID or (bars[i] & 1) == parity:
+        raise AssertionError("tilelang: an mbarrier wait on a phase no TMA copy completes")
+
+
 select = intrinsic(select_intrinsic)
 floor = intrinsic(llvm_math_intrinsic("floor"))
 ceil = intrinsic(llvm_math_intrinsic("ceil"))

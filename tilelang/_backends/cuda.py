@@ -37,6 +37,8 @@ from .._lower.thread_ir import (
     LdMatrix,
     Load,
     Loop,
+    Mbarriers,
+    MbarrierWait,
     Mma,
     ProxyFence,
     Reg,
@@ -45,18 +47,22 @@ from .._lower.thread_ir import (
     Shuffle,
     Store,
     ThreadProgram,
+    TmaLoad,
     Wgmma,
     WgmmaWait,
+    box_coords,
     shared_alignment,
     shared_offsets,
     walk_statements,
 )
+from ..dtypes import int32 as INT32
 from ..errors import TileCompilerError
 from .cuda_driver import PARAM_CODES, kernel_launcher
 from .numba_pipeline import lean_cuda_pipeline
 from .numba_source import SourceWriter, cast, code_type_name, lane_slot, slot_ranges
 
 DEFAULT_CC = (9, 0)
+SWIZZLE_MODE = {32: 1, 64: 2, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_<bytes>B
 # source-line info in the PTX (what Nsight and compute-sanitizer show against the generated
 # source); off unless asked for: numba spends 15-25% more compiling a kernel with it
 LINEINFO = os.environ.get("TILELANG_LINEINFO", "") not in ("", "0")
@@ -132,12 +138,12 @@ class CudaWriter(SourceWriter):
             self.emit(f"dynamic_{d} = cuda.shared.array(0, {d})", 4)  # all start at the same base
         for x in self.array_registers():  # one per tile value: LLVM unrolls the slot loops into registers
             self.emit(f"{x.name} = cuda.local.array({x.slots}, {code_type_name(x.dtype)})", 4)
-        self.wgmma_variants: dict = {}  # intrinsic name -> how the module makes it
+        self.variants: dict = {}  # intrinsic name -> how the module makes it (wgmma, TMA)
         self.exit_waits = _exit_waits(p.body)
         self.moved_waits = {id(w) for waits in self.exit_waits.values() for w in waits}
         self.body(p.body, 4)
         start = self.body_start
-        self.lines[start:start] = [f"{name} = {make}" for name, make in self.wgmma_variants.items()]
+        self.lines[start:start] = [f"{name} = {make}" for name, make in self.variants.items()]
         return self.module()
 
     def shared_place(self, buffer, index) -> tuple[str, str]:
@@ -239,6 +245,19 @@ class CudaWriter(SourceWriter):
             self.wgmma(s, indent)
         elif isinstance(s, ProxyFence):
             self.emit("proxy_fence()", indent)
+        elif isinstance(s, Mbarriers):
+            self.emit("if cuda.threadIdx.x == 0:", indent)
+            for i in range(s.count):
+                array, index = self.shared_place(s.buffer, Imm(i, INT32))
+                self.emit(f"mbarrier_{'init' if s.valid else 'inval'}({array}, {index})", indent + 4)
+            if s.valid:
+                self.emit("mbarrier_init_fence()", indent + 4)
+        elif isinstance(s, TmaLoad):
+            self.tma_load(s, indent)
+        elif isinstance(s, MbarrierWait):
+            array, index = self.shared_place(s.barriers, s.stage)
+            self.emit(f"while mbarrier_try_wait({array}, {index}, {self.ref(s.parity)}) == 0:", indent)
+            self.emit("pass", indent + 4)
         elif isinstance(s, WgmmaWait):
             if id(s) not in self.moved_waits:
                 self.wait(s.acc, indent)
@@ -253,6 +272,18 @@ class CudaWriter(SourceWriter):
             self.at = 0
         else:
             raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
+
+    def tma_load(self, s: TmaLoad, indent):
+        """Thread 0 arms the stage's mbarrier, then a ``cp.async.bulk.tensor`` per box."""
+        self.emit(f"if cuda.threadIdx.x == 0 and {self.ref(s.pred)}:", indent)
+        bars, bar = self.shared_place(s.barriers, s.stage)
+        self.emit(f"mbarrier_expect_tx({bars}, {bar}, {s.bytes})", indent + 4)
+        for buffer, at, m, coords in zip(s.buffers, s.indices, s.maps, box_coords(s)):
+            name = f"tma_load_{len(coords)}d_{m}"
+            self.variants[name] = f"tma_load({len(coords)}, {m})"
+            array, index = self.shared_place(buffer, at)
+            bars, bar = self.shared_place(s.barriers, s.stage)
+            self.emit(f"{name}({array}, {index}, {bars}, {bar}, ({', '.join(map(self.ref, coords))},))", indent + 4)
 
     def mma(self, s: Mma, indent):
         """Loops over the fragments (NVVM unrolls them: the register arrays stay registers)."""
@@ -287,7 +318,7 @@ class CudaWriter(SourceWriter):
         self.emit("wgmma_fence()", indent)
         (ta, a_major), (tb, b_major) = descs
         name = f"wgmma_m64n{n}k16_{s.dtype.short}_{int(not a_major)}{int(not b_major)}"
-        self.wgmma_variants[name] = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)})"
+        self.variants[name] = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)})"
         for i in range(mb):
             for j in range(nb):
                 for kk in range(ks):
@@ -301,7 +332,7 @@ class CudaWriter(SourceWriter):
 
     def wait(self, acc: Reg, indent):
         """Every wgmma group done, ``acc``'s registers tied to the wait (none is read before it)."""
-        self.wgmma_variants[f"wgmma_wait_{acc.slots}"] = f"wgmma_wait({acc.slots})"
+        self.variants[f"wgmma_wait_{acc.slots}"] = f"wgmma_wait({acc.slots})"
         self.emit(f"wgmma_wait_{acc.slots}({acc.name})", indent)
 
 
@@ -432,11 +463,23 @@ def param_codes(program: ThreadProgram) -> str:
     )
 
 
+def map_specs(program: ThreadProgram) -> tuple:
+    """What the launcher encodes each tensor map from: the index of its array's pointer among
+    the parameters, the rank, the box innermost first and the swizzle mode (CUtensorMapSwizzle)."""
+    first, at = {}, 0
+    for p in program.params:
+        if isinstance(p, ArrayParam):
+            first[p.name] = at
+        at += 1 + 2 * p.ndim if isinstance(p, ArrayParam) else 1
+    return tuple((first[m.array], len(m.box), m.box[::-1], SWIZZLE_MODE[m.swizzle]) for m in program.tensor_maps)
+
+
 class CudaKernel:
     """The generated source of one thread program, its PTX, and (on a GPU) a launcher."""
 
-    def __init__(self, program: ThreadProgram):
+    def __init__(self, program: ThreadProgram, without_tma=None):
         self.program = program
+        self._without_tma = without_tma  # makes the kernel lowered without TMA (kernel.py), then is it
         self.source = CudaWriter(program).source()
         # what the compiled code depends on: the generated source, the parameters' types (an int32
         # and a uint32 scalar can give the same source), the block size (launch bounds), line info
@@ -524,8 +567,17 @@ class CudaKernel:
                     raise TileCompilerError(f"{self.program.name} needs {needs}, which the GPU refused: {err}")
             p = self.program
             launch = (param_codes(p), p.num_threads, self.dynamic_shared, device_id, p.name)
-            launcher = self._loaded[device_id] = kernel_launcher(kernel, *launch)
+            maps = {}
+            if p.tensor_maps:  # the kernel without TMA is made (and compiled) at the first launch that needs it
+                maps = dict(maps=map_specs(p), without_maps=lambda: self.without_tma().launcher(device_id))
+            launcher = self._loaded[device_id] = kernel_launcher(kernel, *launch, **maps)
         return launcher
+
+    def without_tma(self) -> CudaKernel:
+        """The version for arrays no tensor map takes: the program lowered without TMA."""
+        if not isinstance(self._without_tma, CudaKernel):
+            self._without_tma = self._without_tma()
+        return self._without_tma
 
     def ptx(self, cc=DEFAULT_CC) -> str:
         if cc not in self._ptx:
@@ -550,7 +602,8 @@ class CudaKernel:
             bounds = (threads,) if threads > 256 else ((threads, 2) if two_blocks else None)
             with lean_cuda_pipeline():
                 ptx, _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds)
-            self._ptx[cc] = re.sub(r"\.target sm_90\b", ".target sm_90a", ptx) if self.hopper else ptx
+            ptx = re.sub(r"\.target sm_90\b", ".target sm_90a", ptx) if self.hopper else ptx
+            self._ptx[cc] = _with_tensor_maps(ptx, len(self.program.tensor_maps))
         return self._ptx[cc]
 
     def simulate(self, grid, args):
@@ -597,6 +650,16 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
     compiled = kernel.compile(key, "cuda")
     HostRunner(compiled.program, compiled.backend_kernel.simulate)(launch_grid(grid, arguments), arguments, infos)
     return compiled.backend_kernel
+
+
+def _with_tensor_maps(ptx: str, count: int) -> str:
+    """The kernel's PTX with ``count`` tensor-map parameters after numba's: 128 bytes each,
+    64-byte aligned, named as ``cuda_tma.tma_load`` reads them (the launcher fills them)."""
+    if not count:
+        return ptx
+    params = "".join(f",\n\t.param .align 64 .b8 tl_map_{i}[128]" for i in range(count))
+    entry = re.search(r"\.entry\s+[\w$]+\(([^)]*)\)", ptx)
+    return ptx[: entry.end(1)] + params + ptx[entry.end(1) :]
 
 
 def _exit_waits(stmts, found=None) -> dict:

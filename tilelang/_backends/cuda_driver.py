@@ -75,6 +75,11 @@ def entry_points() -> tuple[int, int, int]:
     return tuple(_ENTRY_POINTS)
 
 
+def encode_entry_point() -> int:
+    """The address of cuTensorMapEncodeTiled, for launchers of kernels that copy with TMA."""
+    return ctypes.cast(ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled, ctypes.c_void_p).value
+
+
 def launcher_module():
     """tilelang._launch, the C launch path (built by ``pip install``)."""
     try:
@@ -87,11 +92,13 @@ def launcher_module():
     return _launch
 
 
-def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, name: str):
+def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, name: str, **maps):
     """A launcher of ``kernel`` (a cuda.core Kernel, loaded on ``device``):
     ``launcher(grid, stream, flat)`` packs ``flat`` by ``codes`` (one struct code per
     parameter) and calls ``cuLaunchKernel`` in the device's primary context (C:
-    tilelang/_launch.c). A failed launch is a TileError naming the kernel."""
+    tilelang/_launch.c). A failed launch is a TileError naming the kernel. ``maps``: a
+    kernel's tensor maps and the launcher of its version without them (``maps``,
+    ``without_maps``, as the C Launcher takes them)."""
 
     def failed(result):
         from cuda.bindings import driver
@@ -103,4 +110,6 @@ def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, 
 
     context = int(primary_context(device))
     Launcher = launcher_module().Launcher
-    return Launcher(int(kernel.handle), threads, shared, codes, context, entry_points(), failed, kernel)
+    if maps:
+        maps["encode"] = encode_entry_point()
+    return Launcher(int(kernel.handle), threads, shared, codes, context, entry_points(), failed, kernel, **maps)

@@ -528,6 +528,14 @@ globals().update(INTRINSICS)
 if not config.ENABLE_CUDASIM:
     from .cuda_arith import div_rn_f32, floordiv_int, mod_int  # noqa: F401 - called by generated kernels
     from .cuda_mma import MMA_INTRINSICS  # (the simulator refuses kernels using tensor cores)
+    from .cuda_tma import (  # noqa: F401 - called by generated kernels
+        mbarrier_expect_tx,
+        mbarrier_init,
+        mbarrier_init_fence,
+        mbarrier_inval,
+        mbarrier_try_wait,
+        tma_load,
+    )
 
     globals().update(MMA_INTRINSICS)
     globals().update({f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)})

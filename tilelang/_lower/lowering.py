@@ -36,10 +36,12 @@ def smem_dtype(d: D.DType) -> D.DType:
 
 
 class Lowering:
-    def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3):
+    def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3, tma: bool = True):
         self.layouts = layouts
         self.t = num_threads
         self.num_stages = num_stages  # shared buffers of a software-pipelined load (lower_pipeline.py)
+        self.tma = tma  # whether pipelined wgmma operands may be copied by TMA (sm_90a)
+        self.tensor_maps: list = []  # the TensorMaps TMA copies read
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
         self.packed: dict = {}  # 16-bit float Var -> its raw bits, slots 2w and 2w + 1 in uint32 word w, where made
@@ -272,6 +274,12 @@ class Lowering:
             self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
         self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))
         return name
+
+    def tensor_map(self, m) -> int:
+        """The index of TensorMap ``m`` among the kernel's (added if new)."""
+        if m not in self.tensor_maps:
+            self.tensor_maps.append(m)
+        return self.tensor_maps.index(m)
 
     def release(self, *names):
         """Done with these buffers once every thread has read them: at the next barrier."""

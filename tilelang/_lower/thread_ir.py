@@ -9,8 +9,9 @@ registers. Two ops move between slots: ``slot`` (each slot's own number mapped b
 Statements: operations, global loads and stores (masked, in vectors of up to 16 bytes whose
 fallback lives in the backend's intrinsic), atomics, shared-memory loads and stores,
 barriers, asynchronous copies to shared memory (``AsyncCopy``, ``AsyncCommit``,
-``AsyncWait``), warp shuffles, tensor-core loads and multiply-adds (``LdMatrix``, ``Mma``)
-and structured ``Loop``.
+``AsyncWait``; on sm_90a whole tiles by the tensor memory accelerator, ``TmaLoad``, with the
+mbarriers that count their bytes, ``Mbarriers``, ``MbarrierWait``), warp shuffles,
+tensor-core loads and multiply-adds (``LdMatrix``, ``Mma``, ``Wgmma``) and structured ``Loop``.
 Every backend (numba-cuda, CPU) emits from this form. Each statement names the fields
 holding the registers it reads (``USES``) and defines (``DEFS``), so passes and backends
 that only follow registers need not dispatch on statement classes.
@@ -323,6 +324,82 @@ class ProxyFence:
     DEFS: ClassVar = ()
 
 
+@dataclass(frozen=True)
+class TensorMap:
+    """How the tensor memory accelerator sees a 16-bit array for ``TmaLoad`` (sm_90a): boxes
+    of ``box`` elements (one per axis, outermost first; the leading ones 1), rows of the box
+    ``swizzle`` bytes apart in shared memory and their 16-byte chunks XOR-swizzled as
+    ``SwizzledTile`` lays them out; elements past the array's bounds land as zeros. The
+    launcher encodes one per launch from the array's pointer, shape and strides, when they
+    allow one (``tensor_map_ok``); else the kernel built without TMA runs."""
+
+    array: str
+    box: tuple
+    swizzle: int
+
+
+def tensor_map_ok(pointer: int, shape, strides, itemsize: int) -> bool:
+    """Whether an array (``strides`` in elements) can be seen through a ``TensorMap``: a
+    16-byte aligned pointer, sizes from 1 to 2**31 - 1 (box corners are int32) and each
+    outer stride a positive multiple of 16 bytes below 2**40 (the driver's rules;
+    tilelang/_launch.c checks the same)."""
+    if pointer % 16 or not all(1 <= n < 2**31 for n in shape):
+        return False
+    return all(0 < s * itemsize < 2**40 and s * itemsize % 16 == 0 for s in strides[:-1]) and strides[-1] == 1
+
+
+@dataclass
+class Mbarriers:
+    """Thread 0 makes ``count`` mbarriers of ``buffer`` (uint64 words) valid (arrival count 1,
+    phase 0) or, with ``valid`` false, invalid again (their memory free for reuse)."""
+
+    buffer: str
+    count: int
+    valid: bool
+    USES: ClassVar = ()
+    DEFS: ClassVar = ()
+
+
+@dataclass
+class TmaLoad:
+    """Where ``pred`` (one value for all threads), thread 0 arms mbarrier ``stage`` of
+    ``barriers`` for ``bytes`` and has the tensor memory accelerator copy boxes: box ``i``
+    of ``tensor_maps[maps[i]]`` at the element coordinates that are its share of ``coords``
+    (innermost first, as many as the map's rank, ``ranks[i]``) to word ``indices[i]`` of
+    ``buffers[i]``. The copies complete the mbarrier's phase when they land
+    (``MbarrierWait``)."""
+
+    buffers: tuple
+    indices: list
+    maps: tuple
+    ranks: tuple
+    coords: list
+    barriers: str
+    stage: object
+    bytes: int
+    pred: object
+    USES: ClassVar = ("indices", "coords", "stage", "pred")
+    DEFS: ClassVar = ()
+
+
+def box_coords(s: TmaLoad) -> list:
+    """Each box's coordinates of a ``TmaLoad``, innermost first."""
+    ends = [sum(s.ranks[: i + 1]) for i in range(len(s.ranks))]
+    return [s.coords[end - rank : end] for rank, end in zip(s.ranks, ends)]
+
+
+@dataclass
+class MbarrierWait:
+    """Waits until mbarrier ``stage`` of ``barriers`` has completed its phase of ``parity``
+    (0 or 1): the copies it counted have landed, visible to this thread."""
+
+    barriers: str
+    stage: object
+    parity: object
+    USES: ClassVar = ("stage", "parity")
+    DEFS: ClassVar = ()
+
+
 @dataclass
 class Loop:
     """``for index in range(start, stop, step)`` carrying ``params`` (initialised from
@@ -375,6 +452,7 @@ class ThreadProgram:
     shared: dict  # buffer name -> (dtype, number of elements)
     body: list
     shared_sites: dict = field(default_factory=dict)  # buffer name -> the user's line asking most of it
+    tensor_maps: list = field(default_factory=list)  # the TensorMaps TmaLoad statements read, by index
 
 
 # ops and their arity; "round" keeps a 16-bit float register representable
@@ -509,6 +587,16 @@ def _lines(stmts, indent):
             yield f"{pad}{_typed(s.dst)} = wgmma[{shape}] {a} {b} {_text(s.c)}{flight}"
         elif isinstance(s, ProxyFence):
             yield f"{pad}proxy_fence"
+        elif isinstance(s, Mbarriers):
+            yield f"{pad}mbarriers {s.buffer}[{s.count}] {'init' if s.valid else 'inval'}"
+        elif isinstance(s, TmaLoad):
+            boxes = ", ".join(
+                f"{b}[{_text(at)}] = map{m}{_text(xs)}"
+                for b, at, m, xs in zip(s.buffers, s.indices, s.maps, box_coords(s))
+            )
+            yield f"{pad}tma {boxes} barrier={s.barriers}[{_text(s.stage)}] bytes={s.bytes} if {_text(s.pred)}"
+        elif isinstance(s, MbarrierWait):
+            yield f"{pad}mbarrier_wait {s.barriers}[{_text(s.stage)}] parity={_text(s.parity)}"
         elif isinstance(s, WgmmaWait):
             yield f"{pad}wgmma_wait {s.pending} {s.acc}"
         elif isinstance(s, Loop):
@@ -529,7 +617,11 @@ def format_thread_program(prog: ThreadProgram) -> str:
     )
     shared = " ".join(f"{n}:{d.short}[{size}]" for n, (d, size) in prog.shared.items())
     head = f"thread_program {prog.name}({params}) threads={prog.num_threads}" + (f" shared {shared}" if shared else "")
-    return "\n".join([head, *_lines(prog.body, 4)])
+    maps = [
+        f"    map{i} = tensor map of {m.array}, box {m.box}, {m.swizzle}-byte swizzle"
+        for i, m in enumerate(prog.tensor_maps)
+    ]
+    return "\n".join([head, *maps, *_lines(prog.body, 4)])
 
 
 def verify_thread_program(prog: ThreadProgram) -> None:

@@ -21,6 +21,15 @@ copies for the iteration ``S - 1`` ahead (``S - 2`` while a wgmma dot stays in f
 into that stage, then the body. Before the loop the copies of as many iterations are
 issued; after it, those past its end are waited for, and a barrier frees the ring. Copies
 past the end read only what the window's bounds allow (nothing past an array's end).
+
+With TMA (sm_90a; ``Lowering.tma`` and every copied tile read by wgmma, its shape whole
+swizzled column blocks of at most 256 rows), thread 0 copies a stage's tiles instead, a
+tensor-memory-accelerator box per column block (``TmaLoad``), counted by the stage's
+mbarrier: the wait at the top of an iteration is on that mbarrier's phase (a parity carried
+with the stage), no fence is needed (TMA and wgmma are both the async proxy), and no copy
+is issued for an iteration past the loop's end. The mbarriers are made valid before the
+loop and invalid after it. The boxes are read through tensor maps the launcher encodes (an
+array they cannot describe runs the kernel built without TMA: ``thread_ir.TensorMap``).
 """
 
 from __future__ import annotations
@@ -32,7 +41,18 @@ from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
 from .._lower.layout import Layout, reshaped
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.swizzled import SwizzledTile
-from .._lower.thread_ir import AsyncCommit, AsyncCopy, AsyncWait, Imm, ProxyFence, WgmmaWait
+from .._lower.thread_ir import (
+    AsyncCommit,
+    AsyncCopy,
+    AsyncWait,
+    Imm,
+    Mbarriers,
+    MbarrierWait,
+    ProxyFence,
+    TensorMap,
+    TmaLoad,
+    WgmmaWait,
+)
 from .._lower.window import Window
 from .lower_dot import transposed_read
 from .lower_wgmma import is_wgmma_operand, operand_tile, overlapped_dots
@@ -55,6 +75,13 @@ class _Copied:
         """The layout of the 2-d tile the copies land (the load's, or its reshape's)."""
         return lw.layout((self.reshape or self.load).outputs[0])
 
+    def tma_boxes(self) -> bool:
+        """Whether TMA boxes can land this tile: a wgmma operand whose shape is its swizzled
+        tile's (no padding to zero along k), at most 256 rows (a box's limit), rank <= 5."""
+        shape = tuple((self.reshape or self.load).outputs[0].type.shape)
+        tile = self.tile
+        return tile is not None and shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
+
 
 class Pipeline:
     """The pipelined loads of one loop, and the statements that move them."""
@@ -68,29 +95,46 @@ class Pipeline:
         # 3 stages: 273 TFLOP/s not overlapped, 233 overlapped; 4 stages overlapped 256)
         self.overlapped = overlapped_dots(body, copies) if self.stages >= 4 else {}
         self.ahead = self.stages - 1 - bool(self.overlapped)
-        self.index, (self.start, _, self.step) = body.params[0], loop.inputs[:3]
+        self.index, (self.start, self.stop, self.step) = body.params[0], loop.inputs[:3]
         for c in copies:
             rows, cols = matrix_tile(c.tile_layout(lw))
             c.stage_words = c.tile.words if c.tile else rows * cols // 2
             kind = "swizzled" if c.tile else "smem"
             c.buffer = lw.buffer(D.uint32, self.stages * c.stage_words, kind)  # (held to the kernel's end)
+        self.tma = lw.tma and all(c.tma_boxes() for c in copies)
+        if self.tma:  # one mbarrier per stage, counting the bytes of its copies
+            self.barriers = lw.buffer(D.uint64, self.stages, "mbarriers")
 
     def prologue(self):
-        """The copies of the first ``ahead`` iterations, a group each."""
+        """The copies of the first ``ahead`` iterations, a group (or a stage's mbarrier) each."""
         lw = self.lw
+        if self.tma:  # (every thread sees them valid before it waits on one)
+            lw.stmts.append(Mbarriers(self.barriers, self.stages, True))
+            lw.barrier()
         start, step = lw.scalar(self.start), lw.scalar(self.step)
         for s in range(self.ahead):
             self._issue(lw.op(i64, "add", start, lw.op(i64, "mul", step, Imm(s, i64))), Imm(s, i32))
 
-    def refill(self, index, stage):
+    def refill(self, index, stage, phase):
         """At the top of the body: wait for this iteration's tiles, then copy ahead."""
         lw = self.lw
-        lw.stmts.append(AsyncWait(self.ahead - 1))
-        if any(c.tile for c in self.copies):  # the tensor cores read what the copies wrote
-            lw.stmts.append(ProxyFence())
+        if self.tma:
+            lw.stmts.append(MbarrierWait(self.barriers, stage, phase))
+        else:
+            lw.stmts.append(AsyncWait(self.ahead - 1))
+            if any(c.tile for c in self.copies):  # the tensor cores read what the copies wrote
+                lw.stmts.append(ProxyFence())
         lw.barrier()
         ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.ahead, i64)))
         self._issue(ahead, self.stage_after(stage, self.ahead))
+
+    def advance(self, stage, phase) -> list:
+        """The next iteration's stage (and, with TMA, its mbarrier's parity: flipped at each wrap)."""
+        lw, after = self.lw, self.stage_after(stage, 1)
+        if not self.tma:
+            return [after]
+        wrapped = lw.op(i32, "convert", lw.op(D.bool_, "eq", after, Imm(0, i32)), attr=i32)
+        return [after, lw.op(i32, "xor", phase, wrapped)]
 
     def stage_after(self, stage, k: int):
         """The ring's stage ``k`` (< stages) after ``stage``."""
@@ -132,7 +176,8 @@ class Pipeline:
         prologue refill the stages)."""
         for dot in self.overlapped.values():
             self.lw.stmts.append(WgmmaWait(carried[dot.outputs[0]], 0))
-        self.lw.stmts.append(AsyncWait(0))
+        # (with TMA no copy is in flight: each was waited for by its iteration)
+        self.lw.stmts.append(Mbarriers(self.barriers, self.stages, False) if self.tma else AsyncWait(0))
         self.lw.barrier()
 
     def _issue(self, index, stage):
@@ -142,6 +187,45 @@ class Pipeline:
         for c in self.copies:
             for e in c.chain:
                 e.prim.rule("lower")(lw, e, *e.inputs, **e.params)
+        if self.tma:
+            self._issue_boxes(index, stage)
+        else:
+            self._issue_copies(stage)
+        lw.values[self.index] = outer_index
+        for out, value in saved.items():
+            if value is None:
+                lw.values.pop(out, None)
+            else:
+                lw.values[out] = value
+
+    def _issue_boxes(self, index, stage):
+        """Thread 0's TMA copies of iteration ``index`` into ``stage``, if it is one of the loop's."""
+        lw, boxes, size = self.lw, [], 0
+        for c in self.copies:
+            array, *starts, _ = c.load.inputs
+            starts = [lw.scalar(x) for x in starts]
+            shape = c.load.outputs[0].type.shape
+            per_block = c.tile.width // 2
+            m = lw.tensor_map(TensorMap(lw.array_names[array], (*shape[:-1], per_block), c.tile.width))
+            ring = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
+            for j in range(c.tile.cols // per_block):  # a box per column block
+                at = lw.op(i32, "add", ring, Imm(j * c.tile.rows * c.tile.width // 4, i32))
+                last = lw.op(i64, "add", starts[-1], Imm(j * per_block, i64))
+                coords = [_clamp32(lw, x) for x in (last, *starts[-2::-1])]
+                boxes.append((c.buffer, at, m, len(starts), coords))
+            size += c.tile.rows * c.tile.cols * 2
+        step, stop = lw.scalar(self.step), lw.scalar(self.stop)
+        up = lw.land(lw.op(D.bool_, "gt", step, Imm(0, i64)), lw.op(D.bool_, "lt", index, stop))
+        down = lw.land(lw.op(D.bool_, "lt", step, Imm(0, i64)), lw.op(D.bool_, "gt", index, stop))
+        inside = lw.op(D.bool_, "lor", up, down)
+        buffers, indices, maps, ranks, coords = zip(*boxes)
+        flat = [x for xs in coords for x in xs]
+        lw.stmts.append(TmaLoad(buffers, list(indices), maps, ranks, flat, self.barriers, stage, size, inside))
+
+    def _issue_copies(self, stage):
+        """Every thread's cp.async copies of the iteration's windows into ``stage``, a group."""
+        lw = self.lw
+        for c in self.copies:
             array, *starts, _ = c.load.inputs
             window = Window(lw, array, lw.layout(c.load.outputs[0]), [lw.scalar(x) for x in starts])
             layout = c.tile_layout(lw)  # (the load's with its axes of 1 dropped: the same slots)
@@ -156,12 +240,13 @@ class Pipeline:
             aligned = window.groups_aligned()
             lw.stmts.append(AsyncCopy(c.buffer, at, window.name, window.base, offset, owned, first, last, aligned))
         lw.stmts.append(AsyncCommit())
-        lw.values[self.index] = outer_index
-        for out, value in saved.items():
-            if value is None:
-                lw.values.pop(out, None)
-            else:
-                lw.values[out] = value
+
+
+def _clamp32(lw, x):
+    """An int64 coordinate as int32, saturated (a box corner past either end stays past it:
+    the tensor map refuses arrays of 2**31 elements along an axis)."""
+    x = lw.op(i64, "minimum", lw.op(i64, "maximum", x, Imm(-(2**31), i64)), Imm(2**31 - 1, i64))
+    return lw.op(i32, "convert", x, attr=i32)
 
 
 def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:

@@ -499,18 +499,18 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         lw.values[p] = lw.reg(p.type.dtype, layout.num_regs, "c")
         params.append(lw.values[p])
         init_regs.append(lw.regs(init, layout))
-    if pipeline:  # the stage this iteration reads
-        stage = lw.reg(i32, 1, "stage")
-        params.append(stage)
-        init_regs.append(Imm(0, i32))
+    if pipeline:  # the stage this iteration reads (and, with TMA, the parity of its mbarrier's phase)
+        stage, phase = lw.reg(i32, 1, "stage"), lw.reg(i32, 1, "phase")
+        params += [stage, phase] if pipeline.tma else [stage]
+        init_regs += [Imm(0, i32), Imm(0, i32)] if pipeline.tma else [Imm(0, i32)]
     outer, lw.stmts = lw.stmts, []
     outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
     if pipeline:
-        pipeline.refill(index_reg, stage)
+        pipeline.refill(index_reg, stage, phase)
     lw.lower_block(body, folded_transposes(lw, body) | (pipeline.rules(stage) if pipeline else {}))
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     if pipeline:
-        results.append(pipeline.stage_after(stage, 1))
+        results += pipeline.advance(stage, phase)
     if lw.read:  # the next iteration writes them again: every thread must be done reading
         lw.barrier()
     lw.read = outer_read
@@ -528,9 +528,12 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
 # ---------------------------------------------------------------------- entry
 
 
-def lower_to_threads(program: Program, layouts: dict, num_threads: int, num_stages: int = 3) -> ThreadProgram:
-    """The thread program of ``program`` under ``layouts``; pipelined loads take ``num_stages`` buffers."""
-    lw = Lowering(layouts, num_threads, num_stages)
+def lower_to_threads(
+    program: Program, layouts: dict, num_threads: int, num_stages: int = 3, tma: bool = True
+) -> ThreadProgram:
+    """The thread program of ``program`` under ``layouts``; pipelined loads take ``num_stages``
+    buffers, and those wgmma reads are copied by TMA where ``tma`` allows and they qualify."""
+    lw = Lowering(layouts, num_threads, num_stages, tma)
     params = []
     for var, name in zip(program.body.params, program.arg_names):
         if isinstance(var.type, ArrayType):
@@ -543,4 +546,5 @@ def lower_to_threads(program: Program, layouts: dict, num_threads: int, num_stag
     main = []
     lw.stmts = main
     lw.lower_block(program.body, folded_transposes(lw, program.body))
-    return ThreadProgram(program.name, params, num_threads, lw.shared, lw.prologue + main, lw.shared_sites)
+    body = lw.prologue + main
+    return ThreadProgram(program.name, params, num_threads, lw.shared, body, lw.shared_sites, lw.tensor_maps)

@@ -1,0 +1,209 @@
+"""TMA copies (sm_90a): the pipelined loop of a wgmma dot copies its tiles with the tensor
+memory accelerator, counted by mbarriers; arrays a tensor map cannot describe run the
+kernel lowered without TMA (cp.async). The CPU backend lands a box as it is issued and
+checks each wait is on a completed phase; the C launcher encodes the maps per launch."""
+
+import ctypes
+
+import numpy as np
+import pytest
+from _blocks import tiled_matmul
+from _fake_driver import FakeDriver
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang._backends.cpu_intrinsics import INVALID, mbarrier_wait
+from tilelang._backends.cuda_driver import launcher_module
+from tilelang._lower.thread_ir import format_thread_program, tensor_map_ok
+
+HOPPER = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_90a", num_stages=4)
+
+
+def _cpu_kernel(kernel, *args, **constants):
+    key, _ = kernel.specialize(kernel.bind(args, constants))
+    return kernel.compile(key, "cpu").backend_kernel
+
+
+def _lines(text):
+    return [line.strip() for line in text.splitlines()]
+
+
+def test_the_wgmma_loop_copies_its_tiles_with_tma():
+    """Tensor maps of a and b (a box per swizzled column block); before the loop the
+    mbarriers made valid, a barrier, the TMA copies of two stages (the dot stays in flight:
+    one iteration less ahead); in it a wait on the stage's mbarrier, one barrier, the copies
+    one stage ahead, the wgmma; after it the dot waited for and the mbarriers invalidated.
+    No cp.async and no proxy fence."""
+    e = tl.explain(HOPPER, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
+    lines = _lines(e["thread_ir"])
+    assert "map0 = tensor map of a, box (64, 32), 64-byte swizzle" in lines
+    assert "map1 = tensor map of b, box (32, 64), 128-byte swizzle" in lines
+    loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("next "))
+    before, body = lines[:loop], lines[loop + 1 : end]
+    assert "mbarriers mbarriers_uint64_0[4] init" in before
+    assert sum(line.startswith("tma ") for line in before) == 2
+    assert body[0].startswith("mbarrier_wait mbarriers_uint64_0[stage") and body[1] == "barrier"
+    assert sum(line == "barrier" for line in body) == 1 and sum(line.startswith("tma ") for line in body) == 1
+    assert sum("wgmma[" in line and line.endswith("in_flight=1") for line in body) == 1
+    assert lines[end + 1].startswith("wgmma_wait 0") and lines[end + 2 : end + 4] == [
+        "mbarriers mbarriers_uint64_0[4] inval",
+        "barrier",
+    ]
+    assert not any(line.startswith(("async", "proxy_fence")) for line in lines)
+
+
+def _matmul(m, n, k, first=0, seed=0, kernel=HOPPER):
+    """a (a view ``first`` columns into a wider array), b (a view of ``n`` columns), their
+    rows 16-byte aligned, and their product on the CPU by ``kernel``; returns its CpuKernel."""
+    rng = np.random.default_rng(seed)
+    wide = rng.uniform(-2, 2, (m, -(-(k + first) // 8) * 8 + 8)).astype(np.float16)  # rows 16-byte aligned
+    a = wide[:, first : first + k]
+    b = rng.uniform(-2, 2, (k, -(-n // 8) * 8)).astype(np.float16)[:, :n]  # rows 16-byte aligned
+    c = np.full((m, n), np.nan, np.float32)
+    kernel[(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    return _cpu_kernel(kernel, a, b, c, BM=64, BN=64, BK=32)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 150), n=st.integers(1, 150), k=st.integers(0, 200), first=st.sampled_from([0, 1, 8]))
+def test_tma_and_cp_async_versions_are_right_on_partial_tiles(m, n, k, first):
+    """Sizes not multiples of the tile, zero-trip loops, views: the boxes past the array's
+    end land zeros; where a row's stride or the view's start is not 16-byte aligned, the
+    kernel without TMA runs and is right too."""
+    _matmul(m, n, k, first, seed=m * 1000 + n)
+
+
+def test_aligned_arrays_take_tma_and_misaligned_ones_the_version_without():
+    fresh = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_90a", num_stages=4)
+    kernel = _matmul(70, 45, 100, kernel=fresh)  # rows of 112 elements (224 bytes): 16-byte multiples
+    assert kernel.program.tensor_maps and not isinstance(kernel._without_tma, type(kernel))
+    _matmul(70, 45, 100, first=1, kernel=fresh)  # a view 2 bytes in: no tensor map takes it
+    assert isinstance(kernel._without_tma, type(kernel)) and not kernel._without_tma.program.tensor_maps
+
+
+def _twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """The pipelined loop inside another: its mbarriers made valid and invalid each time round."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    total = tl.zeros((BM, BN), tl.float32)
+    for _ in tl.range(0, 3):
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+        total = total + acc
+    tl.store(c, total, index=(i, j))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4, 5])
+def test_a_tma_loop_run_three_times_wraps_its_phases(stages):
+    rng = np.random.default_rng(stages)
+    a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((40, 232), (232, 48)))  # 8 iterations of 32
+    c = np.full((40, 48), np.nan, np.float32)
+    kernel = tl.tile_kernel(_twice, num_threads=128, arch="sm_90a", num_stages=stages)
+    kernel[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    assert "tma " in format_thread_program(_cpu_kernel(kernel, a, b, c, BM=64, BN=64, BK=32).program)
+    np.testing.assert_allclose(c, 3 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "pointer, shape, strides, ok",
+    [
+        (1024, (70, 104), (104, 1), True),
+        (1026, (70, 104), (104, 1), False),  # a pointer 2 bytes past 16
+        (1024, (70, 100), (100, 1), False),  # rows 200 bytes apart
+        (1024, (70, 100), (104, 1), True),  # a view of 100 of 104 columns
+        (1024, (0, 104), (104, 1), False),  # an empty axis
+        (1024, (2**31, 8), (8, 1), False),  # box corners are int32
+        (1024, (70, 104), (-104, 1), False),  # a reversed view
+        (1024, (70, 104), (1, 70), False),  # the last axis not unit-stride
+        (1024, (2, 3, 70, 64), (13440, 4480, 64, 1), True),
+    ],
+)
+def test_which_arrays_a_tensor_map_takes(pointer, shape, strides, ok):
+    assert tensor_map_ok(pointer, shape, strides, 2) == ok
+
+
+def test_a_wait_on_a_phase_no_copy_completes_is_caught_on_the_cpu():
+    """On the GPU the wait would never end: on the CPU, where a box lands as it is issued
+    (one completed phase per count), it raises."""
+    bars = np.zeros(2, np.uint64)
+    with pytest.raises(AssertionError, match="mbarrier wait"):
+        mbarrier_wait(bars, 0, 0)  # phase 0 not completed
+    bars[0] = 1
+    mbarrier_wait(bars, 0, 0)  # completed
+    with pytest.raises(AssertionError, match="mbarrier wait"):
+        mbarrier_wait(bars, 0, 1)  # phase 1 not yet
+    bars[1] = INVALID
+    with pytest.raises(AssertionError, match="mbarrier wait"):
+        mbarrier_wait(bars, 1, 1)  # an invalid mbarrier
+
+
+_ENCODE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32), ctypes.c_int,
+    ctypes.c_int, ctypes.c_int, ctypes.c_int,
+)  # fmt: skip
+
+
+class _Encoder:
+    """A fake cuTensorMapEncodeTiled: records its arguments, fills the map with a marker."""
+
+    def __init__(self, result=0):
+        self.calls, self.result = [], result
+        self.callback = _ENCODE(self._encode)
+        self.address = ctypes.cast(self.callback, ctypes.c_void_p).value
+
+    def _encode(self, tmap, dtype, rank, pointer, dims, strides, box, ones, interleave, swizzle, l2, fill):
+        self.calls.append((dtype, rank, pointer, dims[:rank], strides[: rank - 1], box[:rank], swizzle, fill))
+        ctypes.memset(tmap, 0xAB, 128)
+        return self.result
+
+
+def _launcher(encoder, without):
+    """A kernel of an int32 and a 2-d array (pointer, shape, strides) reading a (64, 32)
+    box of it with 64-byte swizzle through one tensor map."""
+    fake = FakeDriver("iQqqqq", map_count=1)
+    Launcher = launcher_module().Launcher
+    maps = ((1, 2, (32, 64), 2),)
+    launcher = Launcher(0xF00, 128, 0, "iQqqqq", 0xC0, fake.launcher_entry_points, fake._failed, None,
+                        maps=maps, encode=encoder.address, without_maps=lambda: without.launcher)  # fmt: skip
+    return fake, launcher
+
+
+def test_the_launcher_encodes_a_tensor_map_per_launch():
+    encoder, without = _Encoder(), FakeDriver("iQqqqq")
+    fake, launcher = _launcher(encoder, without)
+    launcher((2, 1, 1), 0, [7, 4096, 70, 104, 104, 1])
+    # innermost first: dims (104, 70), the outer stride in bytes, the box, UINT16, 64-byte swizzle, zeros past the end
+    assert encoder.calls == [(1, 2, 4096, [104, 70], [208], [32, 64], 2, 0)]
+    assert fake.values == (7, 4096, 70, 104, 104, 1) and not without.launches
+    assert fake.maps == [b"\xab" * 128]
+
+
+@pytest.mark.parametrize(
+    "flat, result",
+    [
+        ([7, 4098, 70, 104, 104, 1], 0),  # a misaligned pointer: not asked
+        ([7, 4096, 70, 100, 100, 1], 0),  # rows 200 bytes apart: not asked
+        ([7, 4096, 70, 104, 104, 1], 1),  # the driver refuses
+    ],
+)
+def test_an_array_no_tensor_map_takes_launches_the_kernel_without_tma(flat, result):
+    encoder, without = _Encoder(result), FakeDriver("iQqqqq")
+    fake, launcher = _launcher(encoder, without)
+    launcher((2, 1, 1), 0, flat)
+    launcher((2, 1, 1), 0, flat)
+    assert not fake.launches and [launch[2] for launch in without.launches] == [tuple(flat)] * 2
+    assert len(encoder.calls) == 2 * result
+
+
+def test_tensor_maps_need_an_encoder_and_a_kernel_without_them():
+    fake = FakeDriver("iQqqqq")
+    args = (0xF00, 128, 0, "iQqqqq", 0xC0, fake.launcher_entry_points, fake._failed, None)
+    Launcher = launcher_module().Launcher
+    with pytest.raises(ValueError, match="encode and without_maps"):
+        Launcher(*args, maps=((1, 2, (32, 64), 2),))
+    with pytest.raises(ValueError, match="tensor map"):  # its strides past the parameters
+        Launcher(*args, maps=((4, 2, (32, 64), 2),), encode=1, without_maps=print)
