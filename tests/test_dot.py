@@ -9,7 +9,7 @@ references are computed in float64 and compared within K * eps(accumulator) * (|
 import numpy as np
 import pytest
 from _reference import promote, wrap
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import tilelang as tl
@@ -348,3 +348,50 @@ def test_only_tensor_core_dots_ask_the_gpu_for_its_arch(monkeypatch):
     for d, wanted in (("f32", []), ("f16", [1])):
         tl.explain(tl.tile_kernel(matmul, num_threads=128), f"{d}[:, :]", f"{d}[:, :]", "f32[:, :]", backend="cpu")
         assert asked == wanted, d
+
+
+def _two_dots(x, y, z, out, BM: tl.Constant, BK: tl.Constant, BN: tl.Constant, BD: tl.Constant):
+    """out = (x @ y).astype(x.dtype) @ z: the second dot's ``a`` is the first's result."""
+    i = tl.block_id(0)
+    s = tl.dot(tl.load(x, index=(i, 0), shape=(BM, BK)), tl.load(y, index=(0, 0), shape=(BK, BN)))
+    o = tl.dot(s.astype(x.dtype), tl.load(z, index=(0, 0), shape=(BN, BD)))
+    tl.store(out, o, index=(i, 0))
+
+
+TWO_DOTS = {t: tl.tile_kernel(_two_dots, num_threads=t, arch="sm_90a") for t in (128, 256)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    data=st.data(),
+    d=st.sampled_from([tl.float16, tl.bfloat16]),
+    case=st.sampled_from([
+        ((64, 16, 16, 16), 128), ((64, 32, 64, 32), 128), ((64, 64, 48, 64), 128), ((128, 32, 128, 16), 128),
+        ((128, 16, 64, 64), 256), ((128, 64, 256, 32), 256), ((64, 32, 32, 32), 256), ((256, 16, 32, 64), 256),
+    ]),
+)  # fmt: skip
+def test_a_dot_of_a_dots_result_reads_it_from_registers(data, d, case):
+    """Attention's ``p @ v``: the second dot's ``a`` is the first's accumulator, rounded to 16
+    bits. Where every warpgroup holds whole rows of it (the dots split m alike), wgmma reads
+    it from those registers as its fragments (``RegisterTile``: no shared store, no fence, no
+    barrier); else (a 64-row tile over two warpgroups) it is stored to a swizzled tile. The
+    CPU backend reads each register fragment from the PTX ISA's table, not the lowering's.
+    A k extent that is not a multiple of 16 (48) is zero-padded."""
+    (bm, bk, bn, bd), threads = case
+    m = data.draw(st.integers(1, 2 * bm), label="m")
+    x, y, z = (data.draw(tlt.arrays(d, s, min_value=-1, max_value=1)) for s in ((m, bk), (bk, bn), (bn, bd)))
+    out = np.full((m, bd), np.nan, np.float32)
+    kernel = TWO_DOTS[threads]
+    e = tl.explain(kernel, x, y, z, out, BM=bm, BK=bk, BN=bn, BD=bd, backend="cpu")
+    registers = bm // 64 >= threads // 128  # (both dots split their m over the warpgroups)
+    dots = [line for line in e["thread_ir"].splitlines() if "wgmma[" in line]
+    assert len(dots) == 2 and (not dots[1].split("] ", 1)[1].startswith("swizzled_")) == registers, dots
+    kernel[(tl.cdiv(m, bm),)](x, y, z, out, BM=bm, BK=bk, BN=bn, BD=bd, backend="cpu")
+    p = (x.astype(np.float64) @ y.astype(np.float64)).astype(np.float32).astype(d.np).astype(np.float64)
+    want = p @ z.astype(np.float64)
+    eps = np.finfo(np.float32).eps
+    bound = (
+        (bk + bn) * eps * (np.abs(x.astype(np.float64)) @ np.abs(y.astype(np.float64)) @ np.abs(z.astype(np.float64)))
+    )
+    bound += 2.0 ** -(10 if d == tl.float16 else 7) * (np.abs(p) @ np.abs(z.astype(np.float64)))  # p's rounding
+    assert np.all(np.abs(out - want) <= bound + 1e-6)

@@ -201,12 +201,16 @@ def _accumulator_at(t, e):
 
 @njit(cache=True)
 def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_width, a_k_major,
-              b_buf, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16):  # fmt: skip
+              b_buf, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16, a_words):  # fmt: skip
     """The ``Wgmma`` (thread_ir.py) of the warpgroup of threads ``t0`` to ``t0 + 127``:
     instruction ``(i, j)``, k-step ``kk`` reads ``a`` from byte ``a_start + a_steps[i * ks +
     kk]`` of ``a_buf`` and ``b`` from ``b_start + b_steps[j * ks + kk]``; accumulator ``e``
     of lane ``l`` of warp ``w`` is row ``16 w + l // 4 + 8 (e // 2 % 2)``, column ``8 (e //
-    4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8k16."""
+    4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8k16.
+    A non-empty ``a_words`` (the uint32 register table) holds ``a`` instead: each thread's
+    words ``a_steps[i * ks + kk]`` to ``+ 3`` of row ``a_start`` its fragment of the k-step,
+    element ``e`` (half ``e % 2`` of word ``e // 2``) where accumulator ``e`` of ``m64n16`` is."""
+    a_regs = a_words.shape[0] > 0
     a = np.empty((64, 16))
     b = np.empty((16, n))
     d = np.empty((64, n))
@@ -219,8 +223,13 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
                     d[row, col] = accs[t0 + t, c_row + first + e]
             for kk in range(ks):
                 sa, sb = a_start + a_steps[i * ks + kk], b_start + b_steps[j * ks + kk]
+                if a_regs:
+                    for t in range(128):
+                        for e in range(8):
+                            row, col = _accumulator_at(t, e)
+                            a[row, col] = _half(a_words[t0 + t, sa + (e >> 1)], e & 1, bf16)
                 for q in range(16):
-                    for r in range(64):
+                    for r in range(64 if not a_regs else 0):
                         a[r, q] = _canonical(a_buf, sa, a_lbo, a_sbo, a_width, a_k_major, r, q, bf16)
                     for col in range(n):
                         b[q, col] = _canonical(b_buf, sb, b_lbo, b_sbo, b_width, b_k_major, col, q, bf16)

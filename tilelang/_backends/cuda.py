@@ -308,6 +308,9 @@ class CudaWriter(SourceWriter):
             ("wg_a", s.a_buffer, s.a_index, s.a_tile, s.a_k_major),
             ("wg_b", s.b_buffer, s.b_index, s.b_tile, s.b_k_major),
         ):
+            if buffer is None:  # a in registers
+                descs.append((tile, k_major))
+                continue
             array, at = self.shared_place(buffer, index)
             self.emit(f"{name} = wgmma_desc({array}, {at}, {', '.join(map(str, tile.strides(k_major)))}, "
                       f"{MODE[tile.width]})", indent)  # fmt: skip
@@ -317,13 +320,21 @@ class CudaWriter(SourceWriter):
             self.emit(f"{self.ref(s.dst, 'r')} = {self.ref(s.c, 'r')}", indent + 4)
         self.emit("wgmma_fence()", indent)
         (ta, a_major), (tb, b_major) = descs
-        name = f"wgmma_m64n{n}k16_{s.dtype.short}_{int(not a_major)}{int(not b_major)}"
-        self.variants[name] = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)})"
+        if s.a_regs is None:
+            name = f"wgmma_m64n{n}k16_{s.dtype.short}_{int(not a_major)}{int(not b_major)}"
+            self.variants[name] = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)})"
+        else:
+            name = f"wgmma_m64n{n}k16_{s.dtype.short}_r{int(not b_major)}"
+            self.variants[name] = f"wgmma_instruction_rs({n}, {s.dtype.name!r}, {int(not b_major)})"
         for i in range(mb):
             for j in range(nb):
                 for kk in range(ks):
-                    a, b = ta.start(64 * i, 16 * kk, a_major) >> 4, tb.start(n * j, 16 * kk, b_major) >> 4
-                    self.emit(f"{name}({s.dst.name}, {n // 2 * (j + nb * i)}, wg_a + {a}, wg_b + {b})", indent)
+                    b = tb.start(n * j, 16 * kk, b_major) >> 4
+                    if s.a_regs is None:
+                        a = f"wg_a + {ta.start(64 * i, 16 * kk, a_major) >> 4}"
+                    else:
+                        a = f"{s.a_regs.name}, {ta.word(i, kk)}"
+                    self.emit(f"{name}({s.dst.name}, {n // 2 * (j + nb * i)}, {a}, wg_b + {b})", indent)
         self.emit("wgmma_commit()", indent)
         if s.pending:  # (untied: the accumulators are still in flight)
             self.emit(f"wgmma_wait_group_{s.pending}()", indent)

@@ -12,7 +12,8 @@
   descriptor of a swizzled tile at word ``index``; ``wgmma_instruction(n, dtype, trans_a,
   trans_b)`` makes the intrinsic ``(acc, slot, desc_a, desc_b)`` of one
   ``wgmma.mma_async.m64nNk16`` accumulating into slots ``slot`` onwards of the register
-  array ``acc`` in place; ``wgmma_fence()``, ``wgmma_commit()``, ``wgmma_wait(n)``'s
+  array ``acc`` in place (``wgmma_instruction_rs(n, dtype, trans_b)``: ``a`` from four
+  words of a register array); ``wgmma_fence()``, ``wgmma_commit()``, ``wgmma_wait(n)``'s
   ``(acc)`` (its ``n`` registers tied to the wait, so nothing reads them before it) and
   ``proxy_fence()``; the generated module makes the variants it uses.
 """
@@ -133,15 +134,22 @@ def _tied(asm, n, context, builder, sig, args, first, operands=()):
     return context.get_dummy_value()
 
 
+def _wgmma_asm(n: int, dtype: str, a: str, a_types: list, trans: str):
+    """The inline asm of one ``wgmma.mma_async.m64nNk16`` accumulating into its ``n / 2``
+    tied float32 operands, ``a`` (the operand text) read from the operands of ``a_types``."""
+    t, q, na = _PTX[dtype], n // 2, len(a_types)
+    fn = ir.FunctionType(ir.LiteralStructType([F32] * q), [*a_types, ir.IntType(64), I32] + [F32] * q)
+    d = ",".join(f"${i}" for i in range(q))
+    text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${q + na + 1}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
+    text += f"{{{d}}}, {a}, ${q + na}, p, 1, 1, {trans};\n}}"  # (p: add to the accumulators)
+    constraints = ",".join(["=f"] * q + ["l" if x == ir.IntType(64) else "r" for x in a_types] + ["l", "r"])
+    return ir.InlineAsm(fn, text, constraints + "," + ",".join(str(i) for i in range(q)), side_effect=True)
+
+
 @functools.cache
 def wgmma_instruction(n: int, dtype: str, trans_a: int, trans_b: int):
-    t, q = _PTX[dtype], n // 2
-    fn = ir.FunctionType(ir.LiteralStructType([F32] * q), [ir.IntType(64)] * 2 + [I32] + [F32] * q)
-    d = ",".join(f"${i}" for i in range(q))
-    text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${q + 2}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-    text += f"{{{d}}}, ${q}, ${q + 1}, p, 1, 1, {trans_a}, {trans_b};\n}}"  # (p: add to the accumulators)
-    constraints = ",".join(["=f"] * q + ["l", "l", "r"] + [str(i) for i in range(q)])
-    asm = ir.InlineAsm(fn, text, constraints, side_effect=True)
+    q = n // 2
+    asm = _wgmma_asm(n, dtype, f"${q}", [ir.IntType(64)], f"{trans_a}, {trans_b}")
 
     @intrinsic
     def wgmma(typingctx, acc, slot, desc_a, desc_b):
@@ -149,6 +157,24 @@ def wgmma_instruction(n: int, dtype: str, trans_a: int, trans_b: int):
             return _tied(asm, q, context, builder, sig, args, args[1], operands=[*args[2:], ir.Constant(I32, 1)])
 
         return types.void(acc, types.int64, types.uint64, types.uint64), codegen
+
+    return wgmma
+
+
+@functools.cache
+def wgmma_instruction_rs(n: int, dtype: str, trans_b: int):
+    """``wgmma_instruction`` with ``a`` from registers: ``(acc, slot, words, word, desc_b)``
+    reads the fragment from words ``word`` to ``+ 3`` of the uint32 register array ``words``."""
+    q = n // 2
+    asm = _wgmma_asm(n, dtype, f"{{${q},${q + 1},${q + 2},${q + 3}}}", [I32] * 4, f"{trans_b}")
+
+    @intrinsic
+    def wgmma(typingctx, acc, slot, words, word, desc_b):
+        def codegen(context, builder, sig, args):
+            a = [builder.load(p) for p in _registers(context, builder, sig.args[2], args[2], args[3], 4)]
+            return _tied(asm, q, context, builder, sig, args, args[1], operands=[*a, args[4], ir.Constant(I32, 1)])
+
+        return types.void(acc, types.int64, words, types.int64, types.uint64), codegen
 
     return wgmma
 
@@ -174,6 +200,7 @@ MMA_INTRINSICS = (
     | {f"mma_m16n8k16_{name}": _mma(name) for name in _PTX}
     | {"ldmatrix_x4": _ldmatrix(False), "ldmatrix_x4_trans": _ldmatrix(True)}
     | {"wgmma_desc": wgmma_desc, "wgmma_instruction": wgmma_instruction, "wgmma_wait": wgmma_wait}
+    | {"wgmma_instruction_rs": wgmma_instruction_rs}
     | {"wgmma_fence": asm_statement("wgmma.fence.sync.aligned;")}
     | {"wgmma_commit": asm_statement("wgmma.commit_group.sync.aligned;")}
     | {"wgmma_wait_group_1": asm_statement("wgmma.wait_group.sync.aligned 1;")}

@@ -98,5 +98,21 @@ class SwizzledTile:
         return self.logical(mn, k) if k_major else self.logical(k, mn)
 
 
+@dataclass(frozen=True)
+class RegisterTile:
+    """A wgmma ``a`` operand in registers (``Wgmma.a_regs``): uint32 words of two 16-bit
+    elements held as the accumulator of ``m64nN`` instructions holds its result, ``nb`` of
+    them along k (attention's probabilities, as the dot of the scores left them). The PTX
+    ISA's register fragment of a k-step is the accumulator of an ``m64n16`` instruction, so
+    k-step ``kk`` of 64-row block ``i`` is words :meth:`word` to ``+ 3``."""
+
+    n: int
+    nb: int
+
+    def word(self, i: int, kk: int) -> int:
+        block, step = divmod(16 * kk, self.n)
+        return self.n // 4 * (block + self.nb * i) + step // 4
+
+
 def _imm(v):
     return Imm(v, D.int32)

@@ -285,7 +285,8 @@ class Wgmma:
     PTX ISA says (layout.py ``wgmma_layout``). With ``pending`` 1 the statement ends with
     ``wgmma.wait_group 1``: ``dst`` (then ``c`` itself, accumulated in place) is complete
     only at a later ``WgmmaWait`` (or the same dot's next ``Wgmma``, chained on it), and the
-    tiles it reads must stay until then."""
+    tiles it reads must stay until then. With ``a_regs``, ``a`` is not in shared memory but
+    in that register array of uint32 words, as ``a_tile`` (a ``RegisterTile``) says."""
 
     dst: Reg
     c: object
@@ -300,7 +301,8 @@ class Wgmma:
     shape: tuple
     dtype: DType
     pending: int = 0
-    USES: ClassVar = ("c", "a_index", "b_index")
+    a_regs: object = None
+    USES: ClassVar = ("c", "a_index", "b_index", "a_regs")
     DEFS: ClassVar = ("dst",)
 
 
@@ -581,7 +583,7 @@ def _lines(stmts, indent):
         elif isinstance(s, Wgmma):
             mb, nb, n, ks = s.shape
             shape = f"{mb}x{nb}x{ks} m64n{n}k16.{s.dtype.short}"
-            a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}"
+            a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}" if s.a_regs is None else s.a_regs
             b = f"{s.b_buffer}[{_text(s.b_index)}]{'' if s.b_k_major else '.mn'}"
             flight = f" in_flight={s.pending}" if s.pending else ""
             yield f"{pad}{_typed(s.dst)} = wgmma[{shape}] {a} {b} {_text(s.c)}{flight}"

@@ -1,13 +1,15 @@
 """Lowering of ``tl.dot`` on warpgroup tensor cores (``wgmma.mma_async``, sm_90a), the
 strategy ``lower_dot`` takes when layout assignment gave the result a ``WgmmaLayout``.
 
-The operands are read by the tensor cores from shared memory, never from registers: each
-is a swizzled tile (``_lower/swizzled.py``) that is either already there (a load copied
-ahead by the software pipeline, ``lower_pipeline.py``, which writes its ring in this
-layout) or stored now from the registers of whatever layout it has, as 32-bit words of
-two elements (its padding along k zeroed), followed by a proxy fence and a barrier. A
-transposed operand (``q @ k.T``, ``x.T @ y``) costs nothing: the tile is stored in its own
-orientation and read K-major or MN-major as the descriptor says.
+The operands are read by the tensor cores from shared memory: each is a swizzled tile
+(``_lower/swizzled.py``) that is either already there (a load copied ahead by the software
+pipeline, ``lower_pipeline.py``, which writes its ring in this layout) or stored now from
+the registers of whatever layout it has, as 32-bit words of two elements (its padding along
+k zeroed), followed by a proxy fence and a barrier. A transposed operand (``q @ k.T``,
+``x.T @ y``) costs nothing: the tile is stored in its own orientation and read K-major or
+MN-major as the descriptor says. An ``a`` held as the accumulator of a wgmma dot over the
+same rows (attention's ``p @ v``, ``p`` from the scores ``q @ k.T``) is read from its
+registers instead (``RegisterTile``): no store, no fence, no barrier.
 
 Each warpgroup multiplies its own rows of ``a`` (and columns of ``b``) into its
 accumulators, one ``Wgmma`` statement per dot: ``MB x NB`` instructions of ``m64nNk16`` over
@@ -18,9 +20,9 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from .._ir.core import Block, Var, uses
-from .._lower.layout import WgmmaLayout, blocked, pow2_ceil
+from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
 from .._lower.lowering import all_slots, i32, output, stored_as_matrices, zero_padding
-from .._lower.swizzled import SwizzledTile
+from .._lower.swizzled import RegisterTile, SwizzledTile
 from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma
 from ..errors import TileCompilerError
 
@@ -61,8 +63,12 @@ def operand_wants(layouts: dict, eqn, i: int):
 def lower_wgmma(lw, eqn, a, b, acc):
     lc = lw.layout(eqn.outputs[0])
     mb, nb, n, _ = wgmma_shape(lc)
-    operands, staged = [], []
+    operands, staged, a_regs = [], [], register_operand(lw, lc, a)
     for role, x in ((0, a), (1, b)):
+        if role == 0 and a_regs is not None:  # the words of a's fragments, in registers
+            _, a_nb, a_n, _ = wgmma_shape(lw.layout(a))
+            operands += [None, None, RegisterTile(a_n, a_nb), True]
+            continue
         if x in lw.in_shared:  # copied ahead by the pipeline, or staged before the loop
             buffer, base, tile, k_major = lw.in_shared[x]
         else:
@@ -82,9 +88,26 @@ def lower_wgmma(lw, eqn, a, b, acc):
     pending = int(id(eqn) in lw.overlapped)
     dst = c if pending else lw.reg(D.float32, lc.num_regs, "acc")
     ks = pow2_ceil(a.type.shape[1]) // 16
-    lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending))
+    lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending, a_regs))
     lw.release(*staged)
     output(lw, eqn, dst)
+
+
+def register_operand(lw, lc: WgmmaLayout, a):
+    """``a``'s uint32 words (its padding along k zeroed) when it can be the register operand
+    of the dot whose result is ``lc``: held as the accumulator of an ``m64nK`` dot is held
+    (layout.py ``wgmma_layout`` of its shape) with every warpgroup holding whole rows, as
+    ``lc``'s warpgroups split the rows the same way (both layouts split m first by the same
+    rule). Else None."""
+    if a in lw.in_shared or a in lw.transposed or not isinstance(lw.layout(a), WgmmaLayout):
+        return None
+    la, (m, k) = lw.layout(a), a.type.shape
+    want = wgmma_layout(m, k, 16, lc.num_threads)
+    if want is None or (la.shape, la.reg, la.lane, la.warp) != (want.shape, want.reg, want.lane, want.warp):
+        return None
+    if any(w is not None and w in la.dim_bits(1) for w in la.warp):  # warpgroups hold part of each row
+        return None
+    return zero_padding(lw, lw.words(a, la), la, 1)
 
 
 def stage_invariant_operands(lw, body: Block) -> list:
