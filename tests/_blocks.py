@@ -22,3 +22,16 @@ def tiled_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
         acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
     tl.store(c, acc, index=(i, j))
+
+
+def repeated_matmul(a, b, c, TIMES: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = TIMES * (a @ b)``, the pipelined loop inside another: its prologue refills the ring
+    (and, with TMA, makes its mbarriers valid again) each time round."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    total = tl.zeros((BM, BN), tl.float32)
+    for _ in tl.range(0, TIMES):
+        acc = tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+        total = total + acc
+    tl.store(c, total, index=(i, j))

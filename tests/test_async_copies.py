@@ -4,7 +4,7 @@ the CPU as it may on the GPU. Hand-written thread programs, then the pipelined m
 
 import numpy as np
 import pytest
-from _blocks import tiled_matmul
+from _blocks import repeated_matmul, tiled_matmul
 
 import tilelang as tl
 from tilelang import dtypes as D
@@ -195,25 +195,13 @@ def test_copies_of_aligned_and_misaligned_windows(window, arch, backend):
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
 
 
-def _matmul_twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    """The pipelined loop inside another: its prologue refills the ring each time round."""
-    i, j = tl.block_id(0), tl.block_id(1)
-    total = tl.zeros((BM, BN), tl.float32)
-    for _ in tl.range(0, 2):
-        acc = tl.zeros((BM, BN), tl.float32)
-        for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
-        total = total + acc
-    tl.store(c, total, index=(i, j))
-
-
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_a_pipelined_loop_run_twice(arch):
     rng = np.random.default_rng(2)
     a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((40, 70), (70, 50)))
     c = np.full((40, 50), np.nan, np.float32)
-    twice = tl.tile_kernel(_matmul_twice, num_threads=128, arch=arch)
-    twice[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    twice = tl.tile_kernel(repeated_matmul, num_threads=128, arch=arch)
+    twice[(1, 1)](a, b, c, TIMES=2, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, 2 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
 
 

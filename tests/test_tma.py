@@ -7,7 +7,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from _blocks import tiled_matmul
+from _blocks import repeated_matmul, tiled_matmul
 from _fake_driver import FakeDriver
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,26 +84,15 @@ def test_aligned_arrays_take_tma_and_misaligned_ones_the_version_without():
     assert isinstance(kernel._without_tma, type(kernel)) and not kernel._without_tma.program.tensor_maps
 
 
-def _twice(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    """The pipelined loop inside another: its mbarriers made valid and invalid each time round."""
-    i, j = tl.block_id(0), tl.block_id(1)
-    total = tl.zeros((BM, BN), tl.float32)
-    for _ in tl.range(0, 3):
-        acc = tl.zeros((BM, BN), tl.float32)
-        for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-            acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
-        total = total + acc
-    tl.store(c, total, index=(i, j))
-
-
 @pytest.mark.parametrize("stages", [2, 3, 4, 5])
 def test_a_tma_loop_run_three_times_wraps_its_phases(stages):
     rng = np.random.default_rng(stages)
     a, b = (rng.uniform(-2, 2, s).astype(np.float16) for s in ((40, 232), (232, 48)))  # 8 iterations of 32
     c = np.full((40, 48), np.nan, np.float32)
-    kernel = tl.tile_kernel(_twice, num_threads=128, arch="sm_90a", num_stages=stages)
-    kernel[(1, 1)](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
-    assert "tma " in format_thread_program(_cpu_kernel(kernel, a, b, c, BM=64, BN=64, BK=32).program)
+    kernel = tl.tile_kernel(repeated_matmul, num_threads=128, arch="sm_90a", num_stages=stages)
+    kernel[(1, 1)](a, b, c, TIMES=3, BM=64, BN=64, BK=32, backend="cpu")
+    ran = _cpu_kernel(kernel, a, b, c, TIMES=3, BM=64, BN=64, BK=32)
+    assert "tma " in format_thread_program(ran.program) and not isinstance(ran._without_tma, type(ran))  # (not built)
     np.testing.assert_allclose(c, 3 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
 
 
