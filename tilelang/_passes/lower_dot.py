@@ -23,7 +23,7 @@ from .._ir.core import Block, tile_outputs, uses
 from .._lower.layout import MMA_DTYPES, Layout, WgmmaLayout, log2, mma_layouts, permuted, pow2_ceil, wgmma_layout
 from .._lower.lowering import all_slots, b1, i32, matrix_layout, output, stored_as_matrices, zero_padding
 from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap, slots
-from .lower_wgmma import folded_wgmma_transposes, lower_wgmma, wgmma_plan
+from .lower_wgmma import folded_wgmma_transposes, lower_wgmma, register_fragments, wgmma_plan
 
 ARCHES = ("sm_90a", "sm_80")  # what the lowering targets: wgmma where it fits, or mma.sync
 
@@ -51,7 +51,7 @@ def dot_plan(eqn, layouts: dict) -> str:
     strategy and, on tensor cores, how the warps split the result and each warp's fragments."""
     (a, b), out = eqn.inputs[:2], eqn.outputs[0]
     if isinstance(layouts[out], WgmmaLayout):
-        return wgmma_plan(layouts[out], a.type.dtype, a.type.shape[1])
+        return wgmma_plan(layouts[out], a.type.dtype, a.type.shape[1], register_fragments(layouts.get(a), layouts[out]))
     plan = dot_layouts(a.type, b.type, layouts[out].num_threads)
     if plan is None or layouts[out] != plan[2]:
         small = a.type.dtype.name in MMA_DTYPES

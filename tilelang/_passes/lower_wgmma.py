@@ -93,21 +93,25 @@ def lower_wgmma(lw, eqn, a, b, acc):
     output(lw, eqn, dst)
 
 
-def register_operand(lw, lc: WgmmaLayout, a):
-    """``a``'s uint32 words (its padding along k zeroed) when it can be the register operand
-    of the dot whose result is ``lc``: held as the accumulator of an ``m64nK`` dot is held
-    (layout.py ``wgmma_layout`` of its shape) with every warpgroup holding whole rows, as
-    ``lc``'s warpgroups split the rows the same way (both layouts split m first by the same
-    rule). Else None."""
-    if a in lw.in_shared or a in lw.transposed or not isinstance(lw.layout(a), WgmmaLayout):
-        return None
-    la, (m, k) = lw.layout(a), a.type.shape
-    want = wgmma_layout(m, k, 16, lc.num_threads)
+def register_fragments(la, lc: WgmmaLayout) -> bool:
+    """Whether an ``a`` in layout ``la`` is the register operand of the dot whose result is
+    ``lc``: held as the accumulator of an ``m64nK`` dot is held (layout.py ``wgmma_layout``
+    of its shape), every warpgroup holding whole rows, as ``lc``'s warpgroups split the rows
+    the same way (both layouts split m first by the same rule)."""
+    if not isinstance(la, WgmmaLayout):
+        return False
+    want = wgmma_layout(*la.shape, 16, lc.num_threads)
     if want is None or (la.shape, la.reg, la.lane, la.warp) != (want.shape, want.reg, want.lane, want.warp):
+        return False
+    return not any(w is not None and w in la.dim_bits(1) for w in la.warp)  # (else warpgroups hold part of each row)
+
+
+def register_operand(lw, lc: WgmmaLayout, a):
+    """``a``'s uint32 words (its padding along k zeroed) when it is read from its registers
+    (``register_fragments``), else None."""
+    if a in lw.in_shared or a in lw.transposed or not register_fragments(lw.layout(a), lc):
         return None
-    if any(w is not None and w in la.dim_bits(1) for w in la.warp):  # warpgroups hold part of each row
-        return None
-    return zero_padding(lw, lw.words(a, la), la, 1)
+    return zero_padding(lw, lw.words(a, lw.layout(a)), lw.layout(a), 1)
 
 
 def stage_invariant_operands(lw, body: Block) -> list:
@@ -202,7 +206,7 @@ def is_wgmma_operand(lw, user, x) -> bool:
     )
 
 
-def wgmma_plan(lc: WgmmaLayout, dtype, k: int) -> str:
+def wgmma_plan(lc: WgmmaLayout, dtype, k: int, a_in_registers: bool) -> str:
     """The layouts stage's line for a dot on wgmma."""
     mb, nb, n, n_wg = wgmma_shape(lc)
     groups = lc.num_threads // 128
@@ -210,5 +214,6 @@ def wgmma_plan(lc: WgmmaLayout, dtype, k: int) -> str:
     return (
         f"tensor cores, wgmma.m64n{n}k16.{dtype.short} (sm_90a): {gm} x {groups // gm} warpgroups (m x n), "
         f"each {mb} x {nb} instructions of 64x{n}, {pow2_ceil(k) // 16} k-steps of 16; "
-        f"operands from {n_wg}-column swizzled shared tiles"
+        + (f"a from its registers, b from a {n_wg}-column" if a_in_registers else f"operands from {n_wg}-column")
+        + (" swizzled shared tile" if a_in_registers else " swizzled shared tiles")
     )
