@@ -22,6 +22,7 @@ import re
 import sys
 import threading
 import warnings
+import weakref
 
 import numpy as np
 
@@ -580,7 +581,9 @@ class CudaKernel:
             launch = (param_codes(p), p.num_threads, self.dynamic_shared, device_id, p.name)
             maps = {}
             if p.tensor_maps:  # the kernel without TMA is made (and compiled) at the first launch that needs it
-                maps = dict(maps=map_specs(p), without_maps=lambda: self.without_tma().launcher(device_id))
+                # (by a weak reference: the launcher is held by this kernel, which must stay collectable)
+                without = functools.partial(_launcher_without_tma, weakref.ref(self), device_id)
+                maps = dict(maps=map_specs(p), without_maps=without)
             launcher = self._loaded[device_id] = kernel_launcher(kernel, *launch, **maps)
         return launcher
 
@@ -661,6 +664,11 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
     compiled = kernel.compile(key, "cuda")
     HostRunner(compiled.program, compiled.backend_kernel.simulate)(launch_grid(grid, arguments), arguments, infos)
     return compiled.backend_kernel
+
+
+def _launcher_without_tma(kernel_ref, device_id: int):
+    """The launcher of the version without TMA of the kernel ``kernel_ref`` refers to."""
+    return kernel_ref().without_tma().launcher(device_id)
 
 
 def _with_tensor_maps(ptx: str, count: int) -> str:
