@@ -243,18 +243,20 @@ class CpuWriter(SourceWriter):
                 (s.a_buffer, s.a_index, s.a_tile, s.a_k_major, mb, 64),
                 (s.b_buffer, s.b_index, s.b_tile, s.b_k_major, nb, n),
             ):
-                if buffer is None:  # a in registers: the words of its fragments, their rows in the table
-                    steps = [tile.word(i, kk) for i in range(blocks) for kk in range(ks)]
-                else:
-                    steps = [tile.start(size * i, 16 * kk, k_major) for i in range(blocks) for kk in range(ks)]
+                in_registers = buffer is None  # the words of a's fragments: its row of the uint32 table
+                steps = [
+                    tile.word(i, kk) if in_registers else tile.start(size * i, 16 * kk, k_major)
+                    for i in range(blocks)
+                    for kk in range(ks)
+                ]
                 # a module-level array (numba freezes it): one compile of wgmma_m64 for any count
                 steps = self.constants.setdefault(f"np.array({steps}, np.int64)", f"steps_{len(self.constants)}")
-                if buffer is None:  # (a_buf unused: the words come as the last argument)
+                if in_registers:  # (a_buf unused: the words come as the last argument)
                     none = self.constants.setdefault("np.zeros(0, np.uint32)", "no_buffer")
                     operands.append(f"{none}, {_ints(row(s.a_regs))}, {steps}, {_ints(0, 0, 16, True)}")
-                    continue
-                lbo, sbo = tile.strides(k_major)
-                operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {_ints(lbo, sbo, tile.width, k_major)}")
+                else:
+                    lbo, sbo = tile.strides(k_major)
+                    operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {_ints(lbo, sbo, tile.width, k_major)}")
             self.thread = "t"
             rows = f"regs_float32, {_ints(row(s.c), row(s.dst), 128 * g)}"
             words = (

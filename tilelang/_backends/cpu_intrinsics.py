@@ -229,8 +229,9 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
                             row, col = _accumulator_at(t, e)
                             a[row, col] = _half(a_words[t0 + t, sa + (e >> 1)], e & 1, bf16)
                 for q in range(16):
-                    for r in range(64 if not a_regs else 0):
-                        a[r, q] = _canonical(a_buf, sa, a_lbo, a_sbo, a_width, a_k_major, r, q, bf16)
+                    if not a_regs:
+                        for r in range(64):
+                            a[r, q] = _canonical(a_buf, sa, a_lbo, a_sbo, a_width, a_k_major, r, q, bf16)
                     for col in range(n):
                         b[q, col] = _canonical(b_buf, sb, b_lbo, b_sbo, b_width, b_k_major, col, q, bf16)
                 for r in range(64):

@@ -277,13 +277,12 @@ class CudaWriter(SourceWriter):
     def tma_load(self, s: TmaLoad, indent):
         """Thread 0 arms the stage's mbarrier, then a ``cp.async.bulk.tensor`` per box."""
         self.emit(f"if cuda.threadIdx.x == 0 and {self.ref(s.pred)}:", indent)
-        bars, bar = self.shared_place(s.barriers, s.stage)
+        bars, bar = self.shared_place(s.barriers, s.stage)  # (once: an inlined stage is rendered once)
         self.emit(f"mbarrier_expect_tx({bars}, {bar}, {s.bytes})", indent + 4)
         for buffer, at, m, coords in zip(s.buffers, s.indices, s.maps, box_coords(s)):
             name = f"tma_load_{len(coords)}d_{m}"
             self.variants[name] = f"tma_load({len(coords)}, {m})"
             array, index = self.shared_place(buffer, at)
-            bars, bar = self.shared_place(s.barriers, s.stage)
             self.emit(f"{name}({array}, {index}, {bars}, {bar}, ({', '.join(map(self.ref, coords))},))", indent + 4)
 
     def mma(self, s: Mma, indent):
