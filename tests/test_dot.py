@@ -386,6 +386,7 @@ def test_a_dot_of_a_dots_result_reads_it_from_registers(data, d, case):
     registers = bm // 64 >= threads // 128  # (both dots split their m over the warpgroups)
     dots = [line for line in e["thread_ir"].splitlines() if "wgmma[" in line]
     assert len(dots) == 2 and (not dots[1].split("] ", 1)[1].startswith("swizzled_")) == registers, dots
+    assert all(dot.endswith(" -") for dot in dots)  # no accumulator: the CPU's wgmma adds to nothing
     assert ("a from its registers" in e["layouts"]) == registers  # (the plan explain shows says so)
     kernel[(tl.cdiv(m, bm),)](x, y, z, out, BM=bm, BK=bk, BN=bn, BD=bd, backend="cpu")
     p = (x.astype(np.float64) @ y.astype(np.float64)).astype(np.float32).astype(d.np).astype(np.float64)

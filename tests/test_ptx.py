@@ -108,6 +108,7 @@ def test_softmax_reduces_with_shuffles_and_does_not_spill():
     ops = instructions(e["ptx"])
     assert "shfl.sync.bfly.b32" in ops  # warp-level tree
     assert "bar.sync" in ops  # then across warps through shared memory
+    assert "max.NaN.f32" in ops and "setp.nan.f32" not in ops  # NumPy's maximum, one instruction
     assert "ld.global.v4.f32" in ops and "st.global.v4.f32" in ops
     assert not {op for op in ops if ".local" in op}
     assert "spills 0 bytes stored / 0 bytes loaded" in e["resources"]
@@ -418,3 +419,33 @@ def test_a_128x256_block_of_two_warpgroups_takes_m64n256_instructions():
     assert e["ptx"].count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
     assert e["ptx"].count("cp.async.bulk.tensor.2d") >= 2 * (1 + 256 // 64)  # prologue + loop: a box per column block
     assert e["resources"].count(" 0 bytes") >= 3 and "serialized" not in e["resources"], e["resources"]
+
+
+@tl.tile_kernel(num_threads=128, arch="sm_90a")
+def _summed_products(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """c = the sum over blocks j of a @ b[:, j], each product a dot without accumulator (as
+    attention's q @ k.T in its loop)."""
+    i = tl.block_id(0)
+    x, acc = tl.load(a, index=(i, 0), shape=(BM, BK)), tl.zeros((BM, BN), tl.float32)
+    for j in tl.range(0, tl.cdiv(b.shape[1], BN)):
+        acc += tl.dot(x, tl.load(b, index=(0, j), shape=(BK, BN)))
+    tl.store(c, acc, index=(i, 0))
+
+
+def loop_bodies(ptx):
+    """The instructions between each label and a later branch back to it."""
+    lines = ptx.splitlines()
+    labels = {line[:-1]: k for k, line in enumerate(lines) if re.match(r"^\$L__BB\d+_\d+:$", line)}
+    for k, line in enumerate(lines):
+        back = re.search(r"bra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line)
+        if back and labels.get(back.group(1), k) < k:
+            yield "\n".join(lines[labels[back.group(1)] : k])
+
+
+def test_a_dot_without_accumulator_moves_no_zeros_into_it():
+    """``dot(a, b)``: each instruction's first k-step has wgmma's scale-d 0 (it adds to
+    nothing), the later ones 1: in a loop, no zero is moved into the accumulator registers."""
+    e = explain(_summed_products, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=64)
+    body = max(loop_bodies(e["ptx"]), key=len)
+    assert body.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16") == 4
+    assert "0f00000000" not in body

@@ -258,7 +258,7 @@ class CpuWriter(SourceWriter):
                     lbo, sbo = tile.strides(k_major)
                     operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {_ints(lbo, sbo, tile.width, k_major)}")
             self.thread = "t"
-            rows = f"regs_float32, {_ints(row(s.c), row(s.dst), 128 * g)}"
+            rows = f"regs_float32, {_ints(-1 if s.c is None else row(s.c), row(s.dst), 128 * g)}"
             words = (
                 "regs_uint32"
                 if s.a_regs is not None

@@ -209,7 +209,8 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
     4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8k16.
     A non-empty ``a_words`` (the uint32 register table) holds ``a`` instead: each thread's
     words ``a_steps[i * ks + kk]`` to ``+ 3`` of row ``a_start`` its fragment of the k-step,
-    element ``e`` (half ``e % 2`` of word ``e // 2``) where accumulator ``e`` of ``m64n16`` is."""
+    element ``e`` (half ``e % 2`` of word ``e // 2``) where accumulator ``e`` of ``m64n16`` is.
+    ``c_row`` -1: no accumulator (zeros)."""
     a_regs = a_words.shape[0] > 0
     a = np.empty((64, 16))
     b = np.empty((16, n))
@@ -220,7 +221,7 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
             for t in range(128):
                 for e in range(n // 2):
                     row, col = _accumulator_at(t, e)
-                    d[row, col] = accs[t0 + t, c_row + first + e]
+                    d[row, col] = accs[t0 + t, c_row + first + e] if c_row >= 0 else 0.0
             for kk in range(ks):
                 sa, sb = a_start + a_steps[i * ks + kk], b_start + b_steps[j * ks + kk]
                 if a_regs:

@@ -168,6 +168,8 @@ class CudaWriter(SourceWriter):
         same_type = all(a.dtype == op.dst.dtype for a in op.args)
         if op.op in ("floordiv", "mod") and op.dst.dtype.is_int and same_type and not isinstance(op.args[1], Imm):
             return f"{op.op}_int({self.ref(op.args[0])}, {self.ref(op.args[1])})"  # no div.s64 (cuda_arith.py)
+        if op.op in ("maximum", "minimum") and code_type_name(op.dst.dtype) == "float32" and same_type:
+            return f"{op.op[:3]}_nan_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})"  # (cuda_arith.py)
         if op.op == "div" and self.no_calls and code_type_name(op.dst.dtype) == "float32" and same_type:
             return cast(op, f"div_rn_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})")
         return super().special(op)
@@ -315,20 +317,25 @@ class CudaWriter(SourceWriter):
             self.emit(f"{name} = wgmma_desc({array}, {at}, {', '.join(map(str, tile.strides(k_major)))}, "
                       f"{MODE[tile.width]})", indent)  # fmt: skip
             descs.append((tile, k_major))
-        for loop in slot_ranges(s.dst.slots) if s.dst != s.c else ():
+        for loop in slot_ranges(s.dst.slots) if s.c is not None and s.dst != s.c else ():
             self.emit(f"for r in {loop}:", indent)
             self.emit(f"{self.ref(s.dst, 'r')} = {self.ref(s.c, 'r')}", indent + 4)
         self.emit("wgmma_fence()", indent)
         (ta, a_major), (tb, b_major) = descs
-        if s.a_regs is None:
-            name = f"wgmma_m64n{n}k16_{s.dtype.short}_{int(not a_major)}{int(not b_major)}"
-            self.variants[name] = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)})"
-        else:
-            name = f"wgmma_m64n{n}k16_{s.dtype.short}_r{int(not b_major)}"
-            self.variants[name] = f"wgmma_instruction_rs({n}, {s.dtype.name!r}, {int(not b_major)})"
+        names = []
+        for add in (0, 1) if s.c is None else (1,):  # (no accumulator: the first k-step adds to nothing)
+            if s.a_regs is None:
+                name = f"wgmma_m64n{n}k16_{s.dtype.short}_{int(not a_major)}{int(not b_major)}"
+                made = f"wgmma_instruction({n}, {s.dtype.name!r}, {int(not a_major)}, {int(not b_major)}, {add})"
+            else:
+                name = f"wgmma_m64n{n}k16_{s.dtype.short}_r{int(not b_major)}"
+                made = f"wgmma_instruction_rs({n}, {s.dtype.name!r}, {int(not b_major)}, {add})"
+            names.append(name + ("" if add else "_set"))
+            self.variants[names[-1]] = made
         for i in range(mb):
             for j in range(nb):
                 for kk in range(ks):
+                    name = names[min(kk, len(names) - 1)]
                     b = tb.start(n * j, 16 * kk, b_major) >> 4
                     if s.a_regs is None:
                         a = f"wg_a + {ta.start(64 * i, 16 * kk, a_major) >> 4}"

@@ -147,14 +147,16 @@ def _wgmma_asm(n: int, dtype: str, a: str, a_types: list, trans: str):
 
 
 @functools.cache
-def wgmma_instruction(n: int, dtype: str, trans_a: int, trans_b: int):
+def wgmma_instruction(n: int, dtype: str, trans_a: int, trans_b: int, add: int = 1):
+    """One ``wgmma.mma_async.m64nNk16`` from two descriptors: ``(acc, slot, desc_a, desc_b)``
+    multiplies into ``acc``'s slots from ``slot`` on, adding to them unless ``add`` is 0."""
     q = n // 2
     asm = _wgmma_asm(n, dtype, f"${q}", [ir.IntType(64)], f"{trans_a}, {trans_b}")
 
     @intrinsic
     def wgmma(typingctx, acc, slot, desc_a, desc_b):
         def codegen(context, builder, sig, args):
-            return _tied(asm, q, context, builder, sig, args, args[1], operands=[*args[2:], ir.Constant(I32, 1)])
+            return _tied(asm, q, context, builder, sig, args, args[1], operands=[*args[2:], ir.Constant(I32, add)])
 
         return types.void(acc, types.int64, types.uint64, types.uint64), codegen
 
@@ -162,7 +164,7 @@ def wgmma_instruction(n: int, dtype: str, trans_a: int, trans_b: int):
 
 
 @functools.cache
-def wgmma_instruction_rs(n: int, dtype: str, trans_b: int):
+def wgmma_instruction_rs(n: int, dtype: str, trans_b: int, add: int = 1):
     """``wgmma_instruction`` with ``a`` from registers: ``(acc, slot, words, word, desc_b)``
     reads the fragment from words ``word`` to ``+ 3`` of the uint32 register array ``words``."""
     q = n // 2
@@ -172,7 +174,7 @@ def wgmma_instruction_rs(n: int, dtype: str, trans_b: int):
     def wgmma(typingctx, acc, slot, words, word, desc_b):
         def codegen(context, builder, sig, args):
             a = [builder.load(p) for p in _registers(context, builder, sig.args[2], args[2], args[3], 4)]
-            return _tied(asm, q, context, builder, sig, args, args[1], operands=[*a, args[4], ir.Constant(I32, 1)])
+            return _tied(asm, q, context, builder, sig, args, args[1], operands=[*a, args[4], ir.Constant(I32, add)])
 
         return types.void(acc, types.int64, words, types.int64, types.uint64), codegen
 

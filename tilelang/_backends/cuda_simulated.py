@@ -182,6 +182,8 @@ def _integer_division(fn):
 INTRINSICS["floordiv_int"] = _integer_division(operator.floordiv)
 INTRINSICS["mod_int"] = _integer_division(operator.mod)
 INTRINSICS["div_rn_f32"] = lambda a, b: np.divide(np.float32(a), np.float32(b))
+INTRINSICS["max_nan_f32"] = lambda a, b: np.maximum(np.float32(a), np.float32(b))
+INTRINSICS["min_nan_f32"] = lambda a, b: np.minimum(np.float32(a), np.float32(b))
 
 
 def float32_odd(x):

@@ -286,7 +286,9 @@ class Wgmma:
     ``wgmma.wait_group 1``: ``dst`` (then ``c`` itself, accumulated in place) is complete
     only at a later ``WgmmaWait`` (or the same dot's next ``Wgmma``, chained on it), and the
     tiles it reads must stay until then. With ``a_regs``, ``a`` is not in shared memory but
-    in that register array of uint32 words, as ``a_tile`` (a ``RegisterTile``) says."""
+    in that register array of uint32 words, as ``a_tile`` (a ``RegisterTile``) says. ``c``
+    None: no accumulator, ``dst = a @ b`` (each instruction's first k-step does not read
+    ``dst``: PTX's scale-d 0, so no zeros are moved into it)."""
 
     dst: Reg
     c: object

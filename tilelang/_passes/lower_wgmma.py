@@ -82,10 +82,12 @@ def lower_wgmma(lw, eqn, a, b, acc):
     if staged:  # every thread's stores visible to the tensor cores of every warpgroup
         lw.stmts.append(ProxyFence())
         lw.barrier()
-    c = all_slots(lw, lw.regs(acc, lc), lc.num_regs)
+    c = lw.regs(acc, lc)
+    pending = int(id(eqn) in lw.overlapped)
+    zero = isinstance(c, Imm) and c.value == 0 and not pending  # (`dot(a, b)`: nothing to add)
+    c = None if zero else all_slots(lw, c, lc.num_regs)
     # left in flight, the dot accumulates into the loop's own registers in place: a copy
     # would read them before they land (ptxas would then wait for the dot right there)
-    pending = int(id(eqn) in lw.overlapped)
     dst = c if pending else lw.reg(D.float32, lc.num_regs, "acc")
     ks = pow2_ceil(a.type.shape[1]) // 16
     lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending, a_regs))
