@@ -44,12 +44,12 @@ def attention_forward(q, k, v, out, scale, CAUSAL: tl.Constant, BM: tl.Constant,
     for j in tl.range(0, tl.cdiv(last, BN)):
         kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
-        s = tl.dot(qt, kt.T) * scale2
+        s = tl.dot(qt, kt.T)
         cols = j * BN + tl.arange(0, BN)[None, :]  # each key's position
         visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
         s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m, tl.max(s, axis=1))
-        p = tl.exp2(s - m_new[:, None])
+        m_new = tl.maximum(m, tl.max(s, axis=1) * scale2)  # (scale2 > 0: the maximum of the scaled scores)
+        p = tl.exp2(s * scale2 - m_new[:, None])  # one fma a score
         alpha = tl.exp2(m - m_new)  # (0 on the first block: m is -inf)
         l_sum = l_sum * alpha + tl.sum(p, axis=1)
         acc = tl.dot(p.astype(qt.dtype), vt, acc * alpha[:, None])
