@@ -49,8 +49,8 @@ def attention_forward(q, k, v, out, scale, CAUSAL: tl.Constant, BM: tl.Constant,
         visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
         s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1) * scale2)  # (scale2 > 0: the maximum of the scaled scores)
-        p = tl.exp2(s * scale2 - m_new[:, None])  # one fma a score
-        alpha = tl.exp2(m - m_new)  # (0 on the first block: m is -inf)
+        p = tl.exp2(s * scale2 - m_new[:, None], flush_to_zero=True)  # an fma and an ex2 a score
+        alpha = tl.exp2(m - m_new, flush_to_zero=True)  # (0 on the first block: m is -inf)
         l_sum = l_sum * alpha + tl.sum(p, axis=1)
         acc = tl.dot(p.astype(qt.dtype), vt, acc * alpha[:, None])
         m = m_new

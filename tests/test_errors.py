@@ -135,6 +135,12 @@ def float_histogram(x, out):
     tl.store(out, tl.histogram(a, 128).astype(tl.float32), index=(0,))
 
 
+@tl.tile_kernel
+def exp2_flush_by_number(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.exp2(a, flush_to_zero=1), index=(0,))
+
+
 @pytest.mark.parametrize(
     "kernel, x, match, expr",
     [
@@ -144,8 +150,9 @@ def float_histogram(x, out):
         (bool_dot, np.zeros((16, 16), bool), r"dot is not defined for bool", "tl.dot(a, a)"),
         (bool_neg, np.zeros((16, 16), bool), r"unary - is not defined for bool", "-a"),
         (float_histogram, X, r"histogram: values must be an integer tile", "tl.histogram(a, 128)"),
+        (exp2_flush_by_number, X, r"flush_to_zero must be True or False, got int", "tl.exp2(a, flush_to_zero=1)"),
     ],
-    ids=["float&float", "float<<int", "~float", "dot(bool)", "-bool", "histogram(float)"],
+    ids=["float&float", "float<<int", "~float", "dot(bool)", "-bool", "histogram(float)", "exp2(flush_to_zero=1)"],
 )
 def test_dtype_not_allowed(kernel, x, match, expr):
     err = launch_error(tl.TileTypeError, lambda: kernel[1](x, x.copy()))

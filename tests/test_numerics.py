@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang import testing as tlt
+from tilelang._ir.primitives import ftz_exponent
 from tilelang.dtypes import ALL_DTYPES
 
 N = 16  # elements per test tile
@@ -282,10 +283,11 @@ def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
 
 # docs/dtypes.md's contract: |result - exact| <= ULPS * ulp(exact) for float32 and float64;
 # 16-bit floats are the float32 result rounded, so within 1 ulp of their own.
-ULPS = {"sqrt": 0.5, "div": 0.5, "exp": 2, "exp2": 2, "log": 2, "log2": 2, "sin": 2, "cos": 2, "rsqrt": 2,
-        "tanh": 3, "erf": 3, "sigmoid": 4, "pow": 4}  # fmt: skip
+ULPS = {"sqrt": 0.5, "div": 0.5, "exp": 2, "exp2": 2, "exp2_ftz": 2, "log": 2, "log2": 2, "sin": 2, "cos": 2,
+        "rsqrt": 2, "tanh": 3, "erf": 3, "sigmoid": 4, "pow": 4}  # fmt: skip
 UNARY_MATH = {"exp": tl.exp, "exp2": tl.exp2, "log": tl.log, "log2": tl.log2, "sqrt": tl.sqrt, "rsqrt": tl.rsqrt,
-              "sin": tl.sin, "cos": tl.cos, "tanh": tl.tanh, "erf": tl.erf, "sigmoid": tl.sigmoid}  # fmt: skip
+              "sin": tl.sin, "cos": tl.cos, "tanh": tl.tanh, "erf": tl.erf, "sigmoid": tl.sigmoid,
+              "exp2_ftz": lambda x: tl.exp2(x, flush_to_zero=True)}  # fmt: skip
 FUNCTIONS = [*UNARY_MATH, "pow", "div"]
 WIDE = np.longdouble if np.finfo(np.longdouble).nmant >= 63 else np.float64  # float64's reference
 
@@ -299,9 +301,14 @@ def math_functions(x, y, out):
     tl.store(out, a / b, index=(len(UNARY_MATH) + 1,))
 
 
-def math_reference(name, a, b):
-    """``name`` in float64 (float32 and 16-bit inputs) or long double (float64 inputs); erf in float64."""
+def math_reference(name, a, b, d):
+    """``name`` in float64 (float32 and 16-bit inputs) or long double (float64 inputs); erf in
+    float64; exp2_ftz's results below the smallest normal of the math's dtype (``d``'s, float32
+    for 16-bit floats) flushed to 0."""
     with np.errstate(all="ignore"):
+        if name == "exp2_ftz":
+            exact = np.exp2(a)
+            return np.where(exact < WIDE(2.0) ** ftz_exponent(d), 0, exact)
         if name == "erf":
             return np.array([math.erf(v) for v in a.astype(np.float64)])
         return {"rsqrt": lambda: 1 / np.sqrt(a), "sigmoid": lambda: 1 / (1 + np.exp(-a)), "pow": lambda: a**b,
@@ -323,7 +330,8 @@ def ulp_errors(got, want, d):
 
 
 MATH_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-3, 3.0, 10.0, -10.0, 88.72283, 88.7229, -87.3, -103.9, 127.99, -149.5,
-              1e-7, 1e-30, 1e-40, 3.1415927, 1e4, -1e4, 1e30, 65504.0, np.inf, -np.inf, np.nan]  # fmt: skip
+              -130.0, -126.0, 1e-7, 1e-30, 1e-40, 3.1415927, 1e4, -1e4, 1e30, 65504.0,
+              np.inf, -np.inf, np.nan]  # fmt: skip
 
 
 @pytest.mark.parametrize("d", FLOATS, ids=str)
@@ -339,7 +347,9 @@ def test_math_functions_meet_the_accuracy_contract(d, data):
     x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=elements))
     with np.errstate(all="ignore"):
         x, y = x.astype(d.np), y.astype(d.np)
-        exact = {name: math_reference(name, x.astype(t).astype(wide), y.astype(t).astype(wide)) for name in FUNCTIONS}
+        exact = {n: math_reference(n, x.astype(t).astype(wide), y.astype(t).astype(wide), d) for n in FUNCTIONS}
+        # ex2.approx of x just above the threshold may round below it, and flush: 0 is right there too
+        boundary = (x.astype(wide) >= ftz_exponent(d)) & (x.astype(wide) < ftz_exponent(d) + 2.0**-18)
     for backend in backends():
         out = np.zeros(len(FUNCTIONS) * N, d.np)
         math_functions[1](x, y, out, backend=backend)
@@ -348,8 +358,34 @@ def test_math_functions_meet_the_accuracy_contract(d, data):
             rounded_reference = d.np == np.float64 and (wide is np.float64 or name == "erf")  # itself 1 ulp off
             limit = 1.0 if d.bits == 16 else ULPS[name] + rounded_reference
             err = ulp_errors(got, exact[name], d)
+            if name == "exp2_ftz":
+                err = np.where(boundary & (got == 0), 0, err)
             bad = err > limit
             assert not bad.any(), (
                 f"{name} {d} on {backend}: {err[bad].max():.3g} ulps > {limit} at x={x[bad]}, y={y[bad]}, got "
                 f"{got[bad]}, exact {exact[name][bad]}"
             )
+
+
+@tl.tile_kernel
+def exp2_both(x, out):
+    t = tl.load(x, index=(0,), shape=(N,))
+    tl.store(out, tl.exp2(t), index=(0,))
+    tl.store(out, tl.exp2(t, flush_to_zero=True), index=(1,))
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+def test_exp2_flush_to_zero_flushes_only_subnormal_results(d):
+    """``exp2(x, flush_to_zero=True)`` is ``exp2(x)`` wherever that is a normal number of the
+    math's dtype, 0 where it is subnormal (x below -126 in float32; the 16-bit floats' math is
+    float32's); subnormal inputs give 1, as any tiny x does."""
+    low = ftz_exponent(d)
+    x = np.array([low, low - 0.5, low - 4, -149.0, -1100.0, -1e-40, 0.0, 3.0, np.nan, -np.inf, np.inf] + [1.0] * 5)
+    x = x.astype(d.np)
+    for backend in backends():
+        out = np.zeros(2 * N, d.np)
+        exp2_both[1](x, out, backend=backend)
+        plain, flushed = out[:N].astype(np.float64), out[N:].astype(np.float64)
+        subnormal = x.astype(np.float64) < low
+        assert np.all(flushed[subnormal] == 0), (backend, x[subnormal], flushed[subnormal])
+        assert np.array_equal(flushed[~subnormal], plain[~subnormal], equal_nan=True), (backend, flushed, plain)

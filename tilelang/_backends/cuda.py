@@ -168,6 +168,8 @@ class CudaWriter(SourceWriter):
         same_type = all(a.dtype == op.dst.dtype for a in op.args)
         if op.op in ("floordiv", "mod") and op.dst.dtype.is_int and same_type and not isinstance(op.args[1], Imm):
             return f"{op.op}_int({self.ref(op.args[0])}, {self.ref(op.args[1])})"  # no div.s64 (cuda_arith.py)
+        if op.op == "exp2_ftz" and code_type_name(op.dst.dtype) == "float32" and same_type:
+            return cast(op, f"ex2_ftz_f32({self.ref(op.args[0])})")  # (cuda_arith.py)
         if op.op in ("maximum", "minimum") and code_type_name(op.dst.dtype) == "float32" and same_type:
             return f"{op.op[:3]}_nan_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})"  # (cuda_arith.py)
         if op.op == "div" and self.no_calls and code_type_name(op.dst.dtype) == "float32" and same_type:

@@ -18,10 +18,14 @@ inline code only:
   is innocuous for division). Zeros, infinities and NaNs take ``a`` times the reciprocal
   estimate, which gives IEEE's answer for each of them.
 
-And one the GPU has but numba does not emit: ``max_nan_f32(a, b)`` / ``min_nan_f32(a, b)``,
-NumPy's ``maximum``/``minimum`` of two float32s (NaN if either is NaN) as one ``max.NaN.f32``
-(sm_80+) instead of a compare, a NaN test, an or and a select: the row maxima of attention's
-online softmax are a fifth of its loop's instructions.
+And instructions the GPU has but numba does not emit:
+
+- ``max_nan_f32(a, b)`` / ``min_nan_f32(a, b)``: NumPy's ``maximum``/``minimum`` of two
+  float32s (NaN if either is NaN) as one ``max.NaN.f32`` (sm_80+) instead of a compare, a NaN
+  test, an or and a select: the row maxima of attention's online softmax were a fifth of its
+  loop's instructions.
+- ``ex2_ftz_f32(x)``: ``exp2(x, flush_to_zero=True)``, one ``ex2.approx.ftz.f32`` (one
+  MUFU.EX2); exp2 keeping subnormal results is four (a compare, two multiplies around it).
 """
 
 from __future__ import annotations
@@ -142,6 +146,17 @@ def _nan_propagating(name: str):
         return types.float32(types.float32, types.float32), codegen
 
     return typer
+
+
+@intrinsic
+def ex2_ftz_f32(typingctx, x):
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.call(ir.InlineAsm(ir.FunctionType(F32, [F32]), "ex2.approx.ftz.f32 $0, $1;", "=f,f"), args)
+
+    return types.float32(types.float32), codegen
 
 
 floordiv_int = intrinsic(_integer_division(0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from .._ir.primitives import ftz_exponent
 from .._lower.thread_ir import (
     ArrayParam,
     AsyncCopy,
@@ -117,6 +118,8 @@ def expression(op: Op, ref=operand) -> str:
         return _MATH[name].format(a=a)
     if name == "exp2":  # (not 2.0 ** a: a powf; an exp2 softmax ran at 2159 GB/s with it, 3430 with exp, H200)
         return f"math.exp2({a})"
+    if name == "exp2_ftz":  # exp2 turns subnormal below the threshold: exp2(-inf) is 0 there
+        return f"math.exp2(select({a} < {t}({ftz_exponent(op.dst.dtype)}), {t}(-inf), {a}))"
     if name == "rsqrt":
         return f"{t}(1.0) / math.sqrt({a})"
     if name == "sigmoid":  # exp(x) / (1 + exp(x)) below 0: 1 / (1 + exp(-x)) is 0 once exp(-x) overflows
@@ -223,7 +226,7 @@ def loop_bounds(loop, ref) -> str:
 # unrolled size stays under its threshold, so a run is cut where its slots x cost would pass
 # UNROLL_BUDGET (measured on sm_90: 64 slots x 3 exps stayed a loop, with a 512-byte stack).
 UNROLL_BUDGET = 4000
-_TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sin", "cos", "tanh", "erf", "pow", "sigmoid", "fmod"}
+_TRANSCENDENTAL = {"exp", "exp2", "exp2_ftz", "log", "log2", "sin", "cos", "tanh", "erf", "pow", "sigmoid", "fmod"}
 
 
 def slot_cost(s) -> int:
@@ -321,7 +324,7 @@ def _shifted_reads(s):
 
 # ops whose rendering names an operand more than once (an expression written there would be
 # compiled as often)
-_REPEATS = {"maximum", "minimum", "sigmoid", "floordiv", "shl", "shr"}
+_REPEATS = {"maximum", "minimum", "sigmoid", "exp2_ftz", "floordiv", "shl", "shr"}
 
 
 def slot_expr(m: SlotMap, at) -> str:

@@ -42,7 +42,7 @@ def _is_float(a) -> bool:
 
 # Math functions whose float32 result is computed in float64 and rounded: NumPy's float32 loops
 # are a few ulps off and differ with the host's SIMD level, the reference should be neither.
-_WIDENED = {"exp", "exp2", "log", "log2", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "pow"}
+_WIDENED = {"exp", "exp2", "exp2_ftz", "log", "log2", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "pow"}
 
 
 def _rounded(fn, out_dtype: DType, *args, widen=False):
@@ -54,6 +54,12 @@ def _rounded(fn, out_dtype: DType, *args, widen=False):
             out = np.asarray(fn(*(a.astype(wide) if _is_float(a) else a for a in args))).astype(np.float32)
             return out.astype(out_dtype.np)
         return np.asarray(fn(*args)).astype(out_dtype.np)
+
+
+def ftz_exponent(d: DType) -> float:
+    """``exp2(x, flush_to_zero=True)`` is 0 below this ``x``: the smallest normal's exponent of
+    the dtype the math runs in (float32 for 16-bit floats), where exp2's result turns subnormal."""
+    return -1022.0 if d.bits == 64 else -126.0
 
 
 def _kinds(name, t: TileType, kinds: str):
@@ -75,6 +81,7 @@ UNARY = {
     "abs": (np.abs, "iuf"),
     "exp": (np.exp, "f"),
     "exp2": (np.exp2, "f"),
+    "exp2_ftz": (np.exp2, "f"),  # exp2(x, flush_to_zero=True): the input clamped below in `interpret`
     "log": (np.log, "f"),
     "log2": (np.log2, "f"),
     "sqrt": (np.sqrt, "f"),
@@ -126,6 +133,8 @@ def _def_unary(name, fn, kinds):
         out_dtype = dtype(x.dtype)
         if name == "invert" and x.dtype == np.bool_:
             return [np.logical_not(x)]
+        if name == "exp2_ftz":  # a result below the smallest normal of the math's dtype is 0
+            x = np.where(x < ftz_exponent(out_dtype), -np.inf, x)
         return [_rounded(fn, out_dtype, x, widen=name in _WIDENED)]
 
     p.rules.update(type=type_rule, interpret=interpret)

@@ -257,10 +257,20 @@ class Lowering:
         says): those it was made with, else its values packed."""
         if self.layout(atom) == layout and atom in self.packed:
             return self.packed[atom]
-        values, n = self.regs(atom, layout), layout.num_regs
+        values, n = self._unrounded(self.regs(atom, layout), atom.type.dtype), layout.num_regs
         halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
         pair = (self.pick(values, halves, n // 2, const=c) for c in (0, 1))
         return self.op(D.uint32, "pack16", *pair, attr=atom.type.dtype)
+
+    def _unrounded(self, x, d):
+        """The float32 register the 16-bit floats ``x`` (of dtype ``d``) were just rounded from,
+        else ``x``: a pack rounds float32s itself (``cvt.rn.f16x2.f32``), to the same bits, so
+        attention's ``p.astype(f16)`` costs no rounding of its own (64 of its loop's instructions)."""
+        for s in reversed(self.stmts):
+            if isinstance(s, Op) and s.dst == x:
+                rounded = s.op == "convert" and s.attr == d and s.args[0].dtype == D.float32
+                return s.args[0] if rounded else x
+        return x
 
     def buffer(self, dtype, size, kind="smem") -> str:
         """A shared scratch buffer no live data is in, held until ``release``d and a barrier

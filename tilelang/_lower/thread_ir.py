@@ -464,8 +464,8 @@ OPS = {
     **dict.fromkeys(["add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum"], 2),
     **dict.fromkeys(["and", "or", "xor", "shl", "shr", "eq", "ne", "lt", "le", "gt", "ge"], 2),
     **dict.fromkeys(["land", "lor", "fmod"], 2),
-    **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos"], 1),
-    **dict.fromkeys(["tanh", "erf", "sigmoid", "floor", "ceil", "convert"], 1),
+    **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "exp2_ftz", "log", "log2", "sqrt", "rsqrt"], 1),
+    **dict.fromkeys(["sin", "cos", "tanh", "erf", "sigmoid", "floor", "ceil", "convert"], 1),
     "select": 3,
     "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
     "pick": 1,  # dst[r] = arg[attr(r)]
