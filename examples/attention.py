@@ -9,6 +9,9 @@ Both products run on tensor cores (16-bit q, k, v; float32 scores and accumulato
 - ``causal=True``: the key loop stops at the block's last query (``tl.range`` with a bound
   computed from the block id), and the diagonal block masks ``key > query`` with an
   ``arange`` comparison;
+- the mask only where a key may be hidden: one step of the online softmax is a Python
+  function, called by a loop over the key blocks every query sees whole (no mask) and by one
+  over the rest (the end of the sequence, the diagonal);
 - grouped-query attention: ``k`` and ``v`` may have fewer heads than ``q`` (each serves
   ``q_heads // kv_heads`` query heads);
 - any sequence length: keys past the end are masked, queries past it are not stored.
@@ -40,20 +43,30 @@ def attention_forward(q, k, v, out, scale, CAUSAL: tl.Constant, BM: tl.Constant,
     l_sum = tl.zeros((BM,), tl.float32)
     acc = tl.zeros((BM, D), tl.float32)
     scale2 = scale * LOG2E  # exp(x * scale) = exp2(x * scale * log2(e))
-    last = tl.minimum(length, (i + 1) * BM) if CAUSAL else length  # keys any query here may see
-    for j in tl.range(0, tl.cdiv(last, BN)):
+
+    def key_block(j, m, l_sum, acc, masked):
+        """The online softmax over key block ``j``; ``masked``: some of its keys are hidden
+        (past the end, or after a query on the diagonal), else none is (no compare, no select)."""
         kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         s = tl.dot(qt, kt.T)
-        cols = j * BN + tl.arange(0, BN)[None, :]  # each key's position
-        visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
-        s = tl.where(visible, s, float("-inf"))
+        if masked:
+            cols = j * BN + tl.arange(0, BN)[None, :]  # each key's position
+            visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
+            s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1) * scale2)  # (scale2 > 0: the maximum of the scaled scores)
         p = tl.exp2(s * scale2 - m_new[:, None], flush_to_zero=True)  # an fma and an ex2 a score
         alpha = tl.exp2(m - m_new, flush_to_zero=True)  # (0 on the first block: m is -inf)
         l_sum = l_sum * alpha + tl.sum(p, axis=1)
-        acc = tl.dot(p.astype(qt.dtype), vt, acc * alpha[:, None])
-        m = m_new
+        return m_new, l_sum, tl.dot(p.astype(qt.dtype), vt, acc * alpha[:, None])
+
+    # the key blocks every query here sees whole, then the others (the end, the diagonal)
+    whole = (tl.minimum(length, i * BM + 1) if CAUSAL else length) // BN
+    last = tl.minimum(length, (i + 1) * BM) if CAUSAL else length  # keys any query here may see
+    for j in tl.range(0, whole):
+        m, l_sum, acc = key_block(j, m, l_sum, acc, masked=False)
+    for j in tl.range(whole, tl.cdiv(last, BN)):
+        m, l_sum, acc = key_block(j, m, l_sum, acc, masked=True)
     o = (acc / l_sum[:, None]).astype(out.dtype).reshape((1, 1, BM, D))
     tl.store(out, o, index=(b, h, i, 0))
 
