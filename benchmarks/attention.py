@@ -1,23 +1,48 @@
 """Attention forward: examples/attention.py against torch's scaled_dot_product_attention, same run.
 
-    python benchmarks/attention.py [--quick]
+    python benchmarks/attention.py [--quick] [--configs]
 
 Each case checks tilelang's output against SDPA's (random inputs, output poisoned first),
 then times both with CUDA events (median) and reports TFLOP/s: 4 * batch * heads * L^2 * D
-flops, half of that when causal (the work a causal kernel skips is not counted).
+flops, half of that when causal (the work a causal kernel skips is not counted). tilelang's
+is the example's autotuned kernel (its choice shown; the first case of each shape tunes it);
+``--configs`` also times every config of it, to check the choice against the best (issue 16:
+within 5%).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 from example_module import load_example
 from timing import time_ms
 
+import tilelang as tl
+
 example = load_example("attention")
 
 
-def bench_attention(torch, quick=False) -> str:
+def config_times(torch, q, k, v, causal) -> str:
+    """Each of the example's configs timed on these inputs, TFLOP/s-ready milliseconds as text."""
+    batch, heads, length, d = q.shape
+    out, parts = torch.empty_like(q), []
+    for config in example.CONFIGS:
+        kernel = example.attention_tuned.variant(config)
+        grid = (tl.cdiv(length, config.constants["BM"]), heads, batch)
+
+        def run(kernel=kernel, grid=grid, config=config):
+            kernel[grid](q, k, v, out, 1 / math.sqrt(d), CAUSAL=causal, D=d, **config.constants)
+
+        try:
+            run()
+            parts.append(f"{config.label()}: {time_ms(run, torch):.4f} ms")
+        except Exception as err:  # noqa: BLE001 - a config that does not fit: say so, go on
+            parts.append(f"{config.label()}: {type(err).__name__}")
+    return "; ".join(parts)
+
+
+def bench_attention(torch, quick=False, configs=False) -> str:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
     cases = [(4, 32, 1024, 64)] if quick else [(8, 32, 4096, 64), (8, 16, 4096, 128)]
@@ -32,9 +57,13 @@ def bench_attention(torch, quick=False) -> str:
                 case = f"{batch}x{heads}x{length}x{d} {'causal' if causal else 'full'} {str(dtype)[6:]}"
                 ours = time_ms(lambda q=q, k=k, v=v, c=causal: example.attention(q, k, v, causal=c))
                 theirs = time_ms(lambda q=q, k=k, v=v, c=causal: sdpa(q, k, v, is_causal=c))
+                chosen = list(example.attention_tuned.choices.values())[-1].label()  # (this case's: its key is new)
                 rows.append((case, flops / ours / 1e9, flops / theirs / 1e9, err))
                 print(f"{case:34s} tilelang {rows[-1][1]:7.1f}  SDPA {rows[-1][2]:7.1f} TFLOP/s  "
-                      f"ratio {rows[-1][1] / rows[-1][2]:.3f}  max |diff| {err:.2g}", flush=True)  # fmt: skip
+                      f"ratio {rows[-1][1] / rows[-1][2]:.3f}  max |diff| {err:.2g}  ({chosen}, {ours:.4f} ms)",
+                      flush=True)  # fmt: skip
+                if configs:
+                    print(f"    configs: {config_times(torch, q, k, v, causal)}", flush=True)
     table = "| case | tilelang TFLOP/s | SDPA TFLOP/s | ratio | max abs diff |\n|---|---|---|---|---|\n"
     return table + "".join(f"| {c} | {a:.1f} | {b:.1f} | {a / b:.3f} | {e:.2g} |\n" for c, a, b, e in rows)
 
@@ -42,11 +71,12 @@ def bench_attention(torch, quick=False) -> str:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--configs", action="store_true", help="time every config of the autotuned kernel too")
     parser.add_argument("--out")
     opts = parser.parse_args()
     import torch
 
-    table = bench_attention(torch, opts.quick)
+    table = bench_attention(torch, opts.quick, opts.configs)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(f"# attention forward on {torch.cuda.get_device_name()}\n\n" + table)

@@ -71,15 +71,28 @@ def attention_forward(q, k, v, out, scale, CAUSAL: tl.Constant, BM: tl.Constant,
     tl.store(out, o, index=(b, h, i, 0))
 
 
-def attention(q, k, v, causal=False, scale=None, BM=64, BN=64):
+# The fastest block shape depends on the head dim and the GPU (H200, fp16: 64 x 64 tiles at D = 64,
+# 128 query rows over two warpgroups at D = 128): timed once per shape where a GPU runs it, the
+# choice cached on disk (on the CPU the first config is taken). A config that does not fit the
+# shared memory (64 x 128 tiles at D = 128) is skipped.
+CONFIGS = [tl.Config(BM=bm, BN=bn, num_threads=2 * bm, num_stages=2) for bm, bn in ((64, 64), (128, 64), (64, 128))]
+attention_tuned = tl.autotune(CONFIGS, key=["q", "k", "CAUSAL"])(attention_forward)
+
+
+def attention(q, k, v, causal=False, scale=None, BM=None, BN=64):
     """softmax(q @ k^T * scale [+ causal mask]) @ v for (batch, heads, L, D) arrays (NumPy,
-    or GPU arrays: torch, CuPy); returns an array of q's kind and dtype."""
+    or GPU arrays: torch, CuPy); returns an array of q's kind and dtype. Tile shapes: the
+    tuned ones unless ``BM`` (and ``BN``) are given."""
     batch, heads, length, d = q.shape
     if heads % k.shape[1]:
         raise ValueError(f"attention: {heads} query heads are not a multiple of {k.shape[1]} key/value heads")
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     out = q.new_empty(q.shape) if hasattr(q, "new_empty") else np.empty_like(q)
-    attention_forward[tl.cdiv(length, BM), heads, batch](q, k, v, out, scale, CAUSAL=causal, BM=BM, BN=BN, D=d)
+    if BM is None:
+        grid = lambda args: (tl.cdiv(length, args["BM"]), heads, batch)  # noqa: E731
+        attention_tuned[grid](q, k, v, out, scale, CAUSAL=causal, D=d)
+    else:
+        attention_forward[tl.cdiv(length, BM), heads, batch](q, k, v, out, scale, CAUSAL=causal, BM=BM, BN=BN, D=d)
     return out
 
 
