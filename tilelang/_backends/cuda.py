@@ -41,6 +41,7 @@ from .._lower.thread_ir import (
     Mbarriers,
     MbarrierWait,
     Mma,
+    Op,
     ProxyFence,
     Reg,
     SharedLoad,
@@ -52,6 +53,7 @@ from .._lower.thread_ir import (
     Wgmma,
     WgmmaWait,
     box_coords,
+    registers,
     shared_alignment,
     shared_offsets,
     walk_statements,
@@ -127,6 +129,7 @@ class CudaWriter(SourceWriter):
         # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
         # kernels divide floats without div.rn.f32's (cuda_arith.py)
         self.no_calls = any(isinstance(s, Wgmma) for s in walk_statements(p.body))
+        self.rounded_to_16 = _rounded_to_16_bits(p.body)
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
         matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, (LdMatrix, AsyncCopy))}
@@ -172,8 +175,11 @@ class CudaWriter(SourceWriter):
             return cast(op, f"ex2_ftz_f32({self.ref(op.args[0])})")  # (cuda_arith.py)
         if op.op in ("maximum", "minimum") and code_type_name(op.dst.dtype) == "float32" and same_type:
             return f"{op.op[:3]}_nan_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})"  # (cuda_arith.py)
-        if op.op == "div" and self.no_calls and code_type_name(op.dst.dtype) == "float32" and same_type:
-            return cast(op, f"div_rn_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})")
+        if op.op == "div" and code_type_name(op.dst.dtype) == "float32" and same_type:
+            # a quotient rounded to 16 bits next needs no correctly rounded float32 (cuda_arith.py)
+            fast = op.dst.dtype.bits == 16 or op.dst in self.rounded_to_16
+            if fast or self.no_calls:
+                return cast(op, f"div_{'full' if fast else 'rn'}_f32({self.ref(op.args[0])}, {self.ref(op.args[1])})")
         return super().special(op)
 
     def statement(self, s, indent):
@@ -687,6 +693,21 @@ def _with_tensor_maps(ptx: str, count: int) -> str:
     params = "".join(f",\n\t.param .align 64 .b8 tl_map_{i}[128]" for i in range(count))
     entry = re.search(r"\.entry\s+[\w$]+\(([^)]*)\)", ptx)
     return ptx[: entry.end(1)] + params + ptx[entry.end(1) :]
+
+
+def _rounded_to_16_bits(stmts) -> set:
+    """The float32 registers every reader of which rounds them to a 16-bit float (``convert``)."""
+    readers: dict = {}
+    for s in walk_statements(stmts):
+        for x in registers(s, s.USES):
+            if isinstance(x, Reg):
+                readers.setdefault(x, []).append(s)
+    return {
+        x
+        for x, reads in readers.items()
+        if x.dtype.name == "float32"
+        and all(isinstance(s, Op) and s.op == "convert" and s.attr.is_float and s.attr.bits == 16 for s in reads)
+    }
 
 
 def _exit_waits(stmts, found=None) -> dict:

@@ -26,6 +26,11 @@ And instructions the GPU has but numba does not emit:
   loop's instructions.
 - ``ex2_ftz_f32(x)``: ``exp2(x, flush_to_zero=True)``, one ``ex2.approx.ftz.f32`` (one
   MUFU.EX2); exp2 keeping subnormal results is four (a compare, two multiplies around it).
+- ``div_full_f32(a, b)``: ``div.full.f32``, within 2 ulps, for a quotient rounded to a 16-bit
+  float next (a 16-bit division, computed in float32, or a float32 one whose every reader
+  converts it to 16 bits: a softmax's ``(e / sum).astype(bf16)``, attention's epilogue):
+  rounded to 16 bits it is within 0.5 + 2^-12 of their ulps (docs/dtypes.md: within 1), at a
+  few instructions where a correctly rounded float32 quotient takes about ten.
 """
 
 from __future__ import annotations
@@ -146,6 +151,17 @@ def _nan_propagating(name: str):
         return types.float32(types.float32, types.float32), codegen
 
     return typer
+
+
+@intrinsic
+def div_full_f32(typingctx, a, b):
+    if a != types.float32 or b != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.call(ir.InlineAsm(ir.FunctionType(F32, [F32, F32]), "div.full.f32 $0, $1, $2;", "=f,f,f"), args)
+
+    return types.float32(types.float32, types.float32), codegen
 
 
 @intrinsic

@@ -526,7 +526,7 @@ globals().update(INTRINSICS)
 
 
 if not config.ENABLE_CUDASIM:
-    from .cuda_arith import div_rn_f32, ex2_ftz_f32, floordiv_int, max_nan_f32, min_nan_f32, mod_int  # noqa: F401 - called by generated kernels
+    from .cuda_arith import div_full_f32, div_rn_f32, ex2_ftz_f32, floordiv_int, max_nan_f32, min_nan_f32, mod_int  # noqa: F401 - called by generated kernels
     from .cuda_mma import MMA_INTRINSICS  # (the simulator refuses kernels using tensor cores)
     from .cuda_tma import (  # noqa: F401 - called by generated kernels
         mbarrier_expect_tx,

@@ -181,7 +181,7 @@ def _integer_division(fn):
 
 INTRINSICS["floordiv_int"] = _integer_division(operator.floordiv)
 INTRINSICS["mod_int"] = _integer_division(operator.mod)
-INTRINSICS["div_rn_f32"] = lambda a, b: np.divide(np.float32(a), np.float32(b))
+INTRINSICS["div_rn_f32"] = INTRINSICS["div_full_f32"] = lambda a, b: np.divide(np.float32(a), np.float32(b))
 INTRINSICS["max_nan_f32"] = lambda a, b: np.maximum(np.float32(a), np.float32(b))
 INTRINSICS["min_nan_f32"] = lambda a, b: np.minimum(np.float32(a), np.float32(b))
 INTRINSICS["ex2_ftz_f32"] = lambda x: np.float32(0.0) if x < -126 else np.exp2(np.float32(x))
