@@ -32,8 +32,9 @@ LOG2E = 1.4426950408889634
 # keys and values copied one block ahead (2 stages; H200, fp16, 64x64 tiles, TFLOP/s: D=64 163 vs 159
 # at 3 stages and 115 not copied ahead; D=128 173 vs 114 and 127)
 @tl.tile_kernel(num_threads=128, num_stages=2)
-def attention_forward(q, k, v, out, scale, CAUSAL: tl.Constant, BM: tl.Constant, BN: tl.Constant, D: tl.Constant):
-    """q, out: (batch, heads, L, D); k, v: (batch, kv_heads, L, D). Grid: (cdiv(L, BM), heads, batch)."""
+def attention_forward(q, k, v, out, lse, scale, CAUSAL: tl.Constant, BM: tl.Constant, BN: tl.Constant, D: tl.Constant):
+    """q, out: (batch, heads, L, D); k, v: (batch, kv_heads, L, D); lse: (batch, heads, L) float32, each
+    query's log2-sum-exp2 of its scaled scores (the backward pass's softmax). Grid: (cdiv(L, BM), heads, batch)."""
     i, h, b = tl.block_id(0), tl.block_id(1), tl.block_id(2)
     length = q.shape[2]
     kv = h // (q.shape[1] // k.shape[1])  # the key/value head this query head reads
@@ -69,6 +70,89 @@ def attention_forward(q, k, v, out, scale, CAUSAL: tl.Constant, BM: tl.Constant,
         m, l_sum, acc = key_block(j, m, l_sum, acc, masked=True)
     o = (acc / l_sum[:, None]).astype(out.dtype).reshape((1, 1, BM, D))
     tl.store(out, o, index=(b, h, i, 0))
+    tl.store(lse, (m + tl.log2(l_sum)).reshape((1, 1, BM)), index=(b, h, i))
+
+
+# ------------------------------------------------------------------ backward
+# The scores are recomputed from q and k (never stored), the probabilities from them and the
+# forward's lse; two kernels: dq (and delta = rowsum(dout * out), per query block), then dk
+# and dv (per key block, over the query blocks and the query heads that read it).
+
+
+@tl.tile_kernel(num_threads=128, num_stages=2)
+def attention_backward_dq(q, k, v, out, dout, lse, delta, dq, scale, CAUSAL: tl.Constant, BM: tl.Constant,
+                          BN: tl.Constant, D: tl.Constant):  # fmt: skip
+    """dq of one (head, query block), and its rows' delta. Grid: (cdiv(L, BM), heads, batch)."""
+    i, h, b = tl.block_id(0), tl.block_id(1), tl.block_id(2)
+    length, scale2 = q.shape[2], scale * LOG2E
+    kv = h // (q.shape[1] // k.shape[1])
+    qt = tl.load(q, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+    do = tl.load(dout, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+    ot = tl.load(out, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+    dlt = tl.sum(do.astype(tl.float32) * ot.astype(tl.float32), axis=1)  # = rowsum(p * dp)
+    tl.store(delta, dlt.reshape((1, 1, BM)), index=(b, h, i))
+    lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
+    rows = i * BM + tl.arange(0, BM)[:, None]
+    dq_acc = tl.zeros((BM, D), tl.float32)
+    last = tl.minimum(length, (i + 1) * BM) if CAUSAL else length
+    for j in tl.range(0, tl.cdiv(last, BN)):
+        kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
+        vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
+        cols = j * BN + tl.arange(0, BN)[None, :]
+        visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
+        s = tl.where(visible, tl.dot(qt, kt.T) * scale2 - lse_i[:, None], float("-inf"))
+        p = tl.exp2(s, flush_to_zero=True)  # the forward's probabilities
+        ds = p * (tl.dot(do, vt.T) - dlt[:, None])  # d(loss)/d(score), over scale
+        dq_acc = tl.dot(ds.astype(qt.dtype), kt, dq_acc)
+    tl.store(dq, (dq_acc * scale).astype(dq.dtype).reshape((1, 1, BM, D)), index=(b, h, i, 0))
+
+
+@tl.tile_kernel(num_threads=128, num_stages=2)
+def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl.Constant, BM: tl.Constant,
+                            BN: tl.Constant, D: tl.Constant):  # fmt: skip
+    """dk, dv of one (key/value head, key block), summed over the query heads of its group and
+    their query blocks (those before the block see none of it when causal). Grid:
+    (cdiv(L, BN), kv_heads, batch)."""
+    j, hk, b = tl.block_id(0), tl.block_id(1), tl.block_id(2)
+    length, scale2, group = q.shape[2], scale * LOG2E, q.shape[1] // k.shape[1]
+    kt = tl.load(k, index=(b, hk, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
+    vt = tl.load(v, index=(b, hk, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
+    cols = j * BN + tl.arange(0, BN)[None, :]
+    dk_acc = tl.zeros((BN, D), tl.float32)
+    dv_acc = tl.zeros((BN, D), tl.float32)
+    first = j * BN // BM if CAUSAL else 0
+    for g in tl.range(0, group):
+        h = hk * group + g
+        for i in tl.range(first, tl.cdiv(length, BM)):
+            qt = tl.load(q, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+            do = tl.load(dout, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+            lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
+            dlt = tl.load(delta, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
+            rows = i * BM + tl.arange(0, BM)[:, None]
+            visible = (
+                (cols <= rows) & (cols < length) & (rows < length) if CAUSAL else (cols < length) & (rows < length)
+            )
+            p = tl.exp2(
+                tl.where(visible, tl.dot(qt, kt.T) * scale2 - lse_i[:, None], float("-inf")), flush_to_zero=True
+            )
+            dv_acc = tl.dot(p.T.astype(qt.dtype), do, dv_acc)
+            ds = p * (tl.dot(do, vt.T) - dlt[:, None])
+            dk_acc = tl.dot(ds.T.astype(qt.dtype), qt, dk_acc)
+    tl.store(dk, (dk_acc * scale).astype(dk.dtype).reshape((1, 1, BN, D)), index=(b, hk, j, 0))
+    tl.store(dv, dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)), index=(b, hk, j, 0))
+
+
+def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None, BM=64, BN=64):
+    """(dq, dk, dv): the gradients of ``sum(attention(q, k, v) * dout)``, from the forward's
+    ``out`` and ``lse`` (``attention(..., with_lse=True)``); arrays of q's kind and dtype."""
+    batch, heads, length, d = q.shape
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    dq, dk, dv = _empty_like(q, q.shape), _empty_like(k, k.shape), _empty_like(v, v.shape)
+    delta = _empty_like(q, q.shape[:3], "float32")
+    common = dict(CAUSAL=causal, BM=BM, BN=BN, D=d)
+    attention_backward_dq[tl.cdiv(length, BM), heads, batch](q, k, v, out, dout, lse, delta, dq, scale, **common)
+    attention_backward_dkdv[tl.cdiv(length, BN), k.shape[1], batch](q, k, v, dout, lse, delta, dk, dv, scale, **common)
+    return dq, dk, dv
 
 
 # The fastest block shape depends on the head dim and the GPU (H200, fp16: 64 x 64 tiles at D = 64,
@@ -79,21 +163,33 @@ CONFIGS = [tl.Config(BM=bm, BN=bn, num_threads=2 * bm, num_stages=2) for bm, bn 
 attention_tuned = tl.autotune(CONFIGS, key=["q", "k", "CAUSAL"])(attention_forward)
 
 
-def attention(q, k, v, causal=False, scale=None, BM=None, BN=64):
+def attention(q, k, v, causal=False, scale=None, BM=None, BN=64, with_lse=False):
     """softmax(q @ k^T * scale [+ causal mask]) @ v for (batch, heads, L, D) arrays (NumPy,
-    or GPU arrays: torch, CuPy); returns an array of q's kind and dtype. Tile shapes: the
+    or GPU arrays: torch, CuPy); returns an array of q's kind and dtype (and, ``with_lse``,
+    the float32 (batch, heads, L) log2-sum-exp2 the backward pass takes). Tile shapes: the
     tuned ones unless ``BM`` (and ``BN``) are given."""
     batch, heads, length, d = q.shape
     if heads % k.shape[1]:
         raise ValueError(f"attention: {heads} query heads are not a multiple of {k.shape[1]} key/value heads")
     scale = 1.0 / math.sqrt(d) if scale is None else scale
-    out = q.new_empty(q.shape) if hasattr(q, "new_empty") else np.empty_like(q)
+    out, lse = _empty_like(q, q.shape), _empty_like(q, q.shape[:3], "float32")
     if BM is None:
         grid = lambda args: (tl.cdiv(length, args["BM"]), heads, batch)  # noqa: E731
-        attention_tuned[grid](q, k, v, out, scale, CAUSAL=causal, D=d)
+        attention_tuned[grid](q, k, v, out, lse, scale, CAUSAL=causal, D=d)
     else:
-        attention_forward[tl.cdiv(length, BM), heads, batch](q, k, v, out, scale, CAUSAL=causal, BM=BM, BN=BN, D=d)
-    return out
+        grid = (tl.cdiv(length, BM), heads, batch)
+        attention_forward[grid](q, k, v, out, lse, scale, CAUSAL=causal, BM=BM, BN=BN, D=d)
+    return (out, lse) if with_lse else out
+
+
+def _empty_like(x, shape, dtype=None):
+    """An uninitialised array of ``x``'s kind (NumPy, CuPy, torch) and dtype, or ``dtype`` (a name)."""
+    if hasattr(x, "new_empty"):  # torch
+        import torch
+
+        return x.new_empty(shape, dtype=getattr(torch, dtype) if dtype else x.dtype)
+    xp = sys.modules[type(x).__module__.split(".")[0]]  # numpy or cupy
+    return xp.empty(shape, dtype or x.dtype)
 
 
 def reference(q, k, v, causal=False, scale=None):
@@ -108,6 +204,49 @@ def reference(q, k, v, causal=False, scale=None):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     return p @ v, p @ np.abs(v)
+
+
+def reference_backward(q, k, v, dout, causal=False, scale=None):
+    """float64 (dq, dk, dv) of ``sum(attention(q, k, v) * dout)``, and for each the float64
+    magnitude of its terms (absolute values throughout) that bounds its rounding."""
+    q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, dout))
+    group, length = q.shape[1] // k.shape[1], q.shape[2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    kx, vx = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    s = q @ np.swapaxes(kx, -1, -2) * scale
+    if causal:
+        s = np.where(np.tril(np.ones((length, length), bool)), s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    dp = do @ np.swapaxes(vx, -1, -2)
+    delta = (do * (p @ vx)).sum(axis=-1, keepdims=True)
+    ds, ds_size = p * (dp - delta), p * (np.abs(dp) + np.abs(delta))
+    pt, dst, dst_size = (np.swapaxes(x, -1, -2) for x in (p, ds, ds_size))
+
+    def per_kv_head(x):  # the query heads of a group add into their key/value head
+        return x.reshape(x.shape[0], -1, group, *x.shape[2:]).sum(axis=2)
+
+    grads = (ds @ kx * scale, per_kv_head(dst @ q * scale), per_kv_head(pt @ do))
+    sizes = (ds_size @ np.abs(kx) * scale, per_kv_head(dst_size @ np.abs(q) * scale), per_kv_head(pt @ np.abs(do)))
+    return grads, sizes
+
+
+def check_backward(got, q, k, v, dout, causal=False):
+    """Raises unless each of ``got`` (dq, dk, dv) is within the rounding of 16-bit operands:
+    the probabilities and dscores rounded to q's dtype before their products (relative eps
+    each), the result rounded once, float32 sums (negligible); returns the largest errors."""
+    eps = float(np.finfo(np.float16).eps) if q.dtype == np.float16 else 2.0**-7  # (bfloat16)
+    errors = []
+    for name, g, want, size in zip(("dq", "dk", "dv"), got, *reference_backward(q, k, v, dout, causal)):
+        error = np.abs(np.asarray(g, np.float64) - want)
+        bound = 8 * eps * (size + np.abs(want)) + 1e-6
+        if not np.all(error <= bound):
+            worst = np.unravel_index(np.argmax(error - bound), error.shape)
+            raise AssertionError(
+                f"attention {name}: error {error[worst]:.3g} at {worst} exceeds its bound {bound[worst]:.3g}"
+            )
+        errors.append(float(error.max()))
+    return errors
 
 
 def check(got, q, k, v, causal=False):
@@ -129,13 +268,17 @@ def main(explain=False):
     batch, heads, kv_heads, length, d = 1, 4, 2, 100, 64  # 100: not a multiple of the 64-row tiles
     q = rng.standard_normal((batch, heads, length, d)).astype(np.float16)
     k, v = (rng.standard_normal((batch, kv_heads, length, d)).astype(np.float16) for _ in range(2))
+    dout = rng.standard_normal(q.shape).astype(np.float16)
     for causal in (False, True):
-        error = check(attention(q, k, v, causal=causal), q, k, v, causal)
+        out, lse = attention(q, k, v, causal=causal, with_lse=True)
+        error = check(out, q, k, v, causal)
         print(f"attention {'causal' if causal else 'full'} {batch}x{heads}x{length}x{d} float16, {kv_heads} kv heads: "
               f"matches NumPy's float64 (max error {error:.2g})")  # fmt: skip
+        errors = check_backward(attention_backward(q, k, v, out, lse, dout, causal=causal), q, k, v, dout, causal)
+        print(f"  its dq, dk, dv match NumPy's float64 gradients (max errors {', '.join(f'{e:.2g}' for e in errors)})")
     if explain:
-        out = np.empty_like(q)
-        print(tl.explain(attention_forward, q, k, v, out, 0.125, CAUSAL=True, BM=64, BN=64, D=d))
+        out, lse = np.empty_like(q), np.empty(q.shape[:3], np.float32)
+        print(tl.explain(attention_forward, q, k, v, out, lse, 0.125, CAUSAL=True, BM=64, BN=64, D=d))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ heads, float16 and bfloat16, on every test backend (the CPU backend runs the ten
 thread program: ldmatrix and mma.sync as warp collectives)."""
 
 import math
+import os
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,16 +18,18 @@ from tilelang import testing as tlt
 
 attention = _load("attention")
 
-SHAPES = st.tuples(st.integers(1, 2), st.sampled_from([(1, 1), (2, 1), (4, 2)]), st.integers(1, 140))
+HEADS = st.sampled_from([(1, 1), (2, 1), (4, 2)])  # (query heads, key/value heads)
+SHAPES = st.tuples(st.integers(1, 2), HEADS, st.integers(1, 140))
 
 
 def run(backend, q, k, v, causal, D, BM=64, BN=64):
     batch, heads, length, _ = q.shape
     out = np.full_like(q, np.nan)
     grid = (tl.cdiv(length, BM), heads, batch)
-    attention.attention_forward[grid](q, k, v, out, 1 / math.sqrt(D), CAUSAL=causal, BM=BM, BN=BN, D=D,
+    lse = np.full(q.shape[:3], np.nan, np.float32)
+    attention.attention_forward[grid](q, k, v, out, lse, 1 / math.sqrt(D), CAUSAL=causal, BM=BM, BN=BN, D=D,
                                       backend=backend)  # fmt: skip
-    return out
+    return out, lse
 
 
 @pytest.mark.parametrize("backend", tlt.default_backends())
@@ -38,13 +42,21 @@ def test_forward_matches_float64(backend, dtype, causal, shape, seed):
     rng = np.random.default_rng(seed)
     q = (2 * rng.standard_normal((batch, heads, length, 64))).astype(dtype.np)  # scores of a few units
     k, v = (rng.standard_normal((batch, kv_heads, length, 64)).astype(dtype.np) for _ in range(2))
-    attention.check(run(backend, q, k, v, causal, 64), q, k, v, causal)
+    out, lse = run(backend, q, k, v, causal, 64)
+    attention.check(out, q, k, v, causal)
+    # lse: each query's log2-sum-exp2 of its scaled scores (the backward's softmax)
+    s = q.astype(np.float64) @ np.swapaxes(np.repeat(k, heads // kv_heads, axis=1).astype(np.float64), -1, -2) / 8
+    if causal:
+        s = np.where(np.tril(np.ones((length, length), bool)), s, -np.inf)
+    top = s.max(axis=-1)
+    want = (top + np.log(np.exp(s - top[..., None]).sum(axis=-1))) / math.log(2)
+    np.testing.assert_allclose(lse, want, rtol=0, atol=1e-3)
 
 
 def test_head_dim_32_and_smaller_tiles():
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((1, 2, 77, 32)).astype(np.float16) for _ in range(3))
-    attention.check(run("cpu", q, k, v, True, 32, BM=32, BN=16), q, k, v, causal=True)
+    attention.check(run("cpu", q, k, v, True, 32, BM=32, BN=16)[0], q, k, v, causal=True)
 
 
 def test_the_check_catches_a_wrong_mask():
@@ -52,10 +64,50 @@ def test_the_check_catches_a_wrong_mask():
     rng = np.random.default_rng(2)
     q, k, v = (rng.standard_normal((1, 1, 40, 64)).astype(np.float16) for _ in range(3))
     with pytest.raises(AssertionError, match="exceeds its bound"):
-        attention.check(run("interpret", q, k, v, False, 64), q, k, v, causal=True)
+        attention.check(run("interpret", q, k, v, False, 64)[0], q, k, v, causal=True)
 
 
 def test_heads_must_group():
     q, k = np.zeros((1, 3, 8, 64), np.float16), np.zeros((1, 2, 8, 64), np.float16)
     with pytest.raises(ValueError, match="not a multiple"):
         attention.attention(q, k, k)
+
+
+def gradients(backend, q, k, v, dout, causal):
+    """The example's forward (for out and lse), then its backward, on ``backend``."""
+    length, d = q.shape[2], q.shape[3]
+    out, lse = np.full_like(q, np.nan), np.full(q.shape[:3], np.nan, np.float32)
+    grid = (tl.cdiv(length, 64), q.shape[1], q.shape[0])
+    attention.attention_forward[grid](q, k, v, out, lse, 1 / math.sqrt(d), CAUSAL=causal, BM=64, BN=64, D=d,
+                                      backend=backend)  # fmt: skip
+    with mock.patch.dict(os.environ, {"TILELANG_BACKEND": backend}):  # (the backward's launches take the default)
+        return attention.attention_backward(q, k, v, out, lse, dout, causal=causal)
+
+
+# the CPU backend compiles three kernels per dtype and mask (~40 s on 2 cores): float16 there,
+# both dtypes on the interpreter
+BACKWARD_CASES = [(b, d) for b in tlt.default_backends() for d in (tl.float16, tl.bfloat16)
+                  if b == "interpret" or d == tl.float16]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend, dtype", BACKWARD_CASES, ids=[f"{b}-{d.name}" for b, d in BACKWARD_CASES])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@settings(max_examples=2, deadline=None)
+@given(shape=st.tuples(st.just(1), HEADS, st.integers(1, 140)), seed=st.integers(0, 2**31 - 1))
+def test_backward_matches_float64(backend, dtype, causal, shape, seed):
+    """dq, dk, dv against float64 gradients: lengths that are not tile multiples, key/value
+    heads shared by groups of query heads (their dk, dv summed), causal and not."""
+    batch, (heads, kv_heads), length = shape
+    rng = np.random.default_rng(seed)
+    q = (2 * rng.standard_normal((batch, heads, length, 64))).astype(dtype.np)
+    k, v = (rng.standard_normal((batch, kv_heads, length, 64)).astype(dtype.np) for _ in range(2))
+    dout = rng.standard_normal((batch, heads, length, 64)).astype(dtype.np)
+    attention.check_backward(gradients(backend, q, k, v, dout, causal), q, k, v, dout, causal)
+
+
+def test_the_backward_check_catches_a_wrong_mask():
+    """Full attention's gradients are not mistaken for causal attention's."""
+    rng = np.random.default_rng(3)
+    q, k, v, dout = (rng.standard_normal((1, 1, 40, 64)).astype(np.float16) for _ in range(4))
+    with pytest.raises(AssertionError, match="exceeds its bound"):
+        attention.check_backward(gradients("interpret", q, k, v, dout, False), q, k, v, dout, causal=True)
