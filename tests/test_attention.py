@@ -111,3 +111,14 @@ def test_the_backward_check_catches_a_wrong_mask():
     q, k, v, dout = (rng.standard_normal((1, 1, 40, 64)).astype(np.float16) for _ in range(4))
     with pytest.raises(AssertionError, match="exceeds its bound"):
         attention.check_backward(gradients("interpret", q, k, v, dout, False), q, k, v, dout, causal=True)
+
+
+def test_the_backward_compiles_to_warpgroup_tensor_cores():
+    """sm_90 PTX with no GPU: every product of both backward kernels (the transposed ``p.T``
+    and ``ds.T`` too) is a wgmma, and none is serialized by a subroutine call."""
+    q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
+    for kernel, args, dots in ((attention.attention_backward_dq, (q, q, q, q, q, lse, lse, q), 3),
+                               (attention.attention_backward_dkdv, (q, q, q, q, lse, lse, q, q), 4)):  # fmt: skip
+        e = tl.explain(kernel, *args, 0.125, CAUSAL=True, BM=64, BN=64, D=64, backend="cuda")
+        assert e["layouts"].count("tensor cores, wgmma") == dots, e["layouts"]
+        assert "wgmma.mma_async" in e["ptx"] and "serialized" not in e["resources"], e["resources"]
