@@ -7,7 +7,9 @@ then times both with CUDA events (median) and reports TFLOP/s: 4 * batch * heads
 flops, half of that when causal (the work a causal kernel skips is not counted). tilelang's
 is the example's autotuned kernel (its choice shown; the first case of each shape tunes it);
 ``--configs`` also times every config of it, to check the choice against the best (issue 16:
-within 5%).
+within 5%). ``--backward`` also times the backward pass (dq, dk, dv from the forward's out and
+lse) against SDPA's, checked against SDPA's gradients; its TFLOP/s count 2.5 times the
+forward's flops (five products where the forward has two), FlashAttention's convention.
 """
 
 from __future__ import annotations
@@ -42,7 +44,23 @@ def config_times(torch, q, k, v, causal) -> str:
     return "; ".join(parts)
 
 
-def bench_attention(torch, quick=False, configs=False) -> str:
+def backward_case(torch, q, k, v, causal, flops) -> str:
+    """The backward pass of the example and of SDPA on one case, as a line of text."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    dout = torch.randn_like(q)
+    out, lse = example.attention(q, k, v, causal=causal, with_lse=True)
+    grads = example.attention_backward(q, k, v, out, lse, dout, causal=causal)
+    leaves = [x.detach().requires_grad_() for x in (q, k, v)]
+    o = sdpa(*leaves, is_causal=causal)
+    want = torch.autograd.grad(o, leaves, dout, retain_graph=True)
+    err = max((g.float() - w.float()).abs().max().item() for g, w in zip(grads, want))
+    ours = time_ms(lambda: example.attention_backward(q, k, v, out, lse, dout, causal=causal))
+    theirs = time_ms(lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True))
+    a, b = 2.5 * flops / ours / 1e9, 2.5 * flops / theirs / 1e9
+    return f"    backward: tilelang {a:7.1f}  SDPA {b:7.1f} TFLOP/s  ratio {a / b:.3f}  max |diff| {err:.2g}"
+
+
+def bench_attention(torch, quick=False, configs=False, backward=False) -> str:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
     cases = [(4, 32, 1024, 64)] if quick else [(8, 32, 4096, 64), (8, 16, 4096, 128)]
@@ -64,6 +82,8 @@ def bench_attention(torch, quick=False, configs=False) -> str:
                       flush=True)  # fmt: skip
                 if configs:
                     print(f"    configs: {config_times(torch, q, k, v, causal)}", flush=True)
+                if backward:
+                    print(backward_case(torch, q, k, v, causal, flops), flush=True)
     table = "| case | tilelang TFLOP/s | SDPA TFLOP/s | ratio | max abs diff |\n|---|---|---|---|---|\n"
     return table + "".join(f"| {c} | {a:.1f} | {b:.1f} | {a / b:.3f} | {e:.2g} |\n" for c, a, b, e in rows)
 
@@ -72,11 +92,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--configs", action="store_true", help="time every config of the autotuned kernel too")
+    parser.add_argument("--backward", action="store_true", help="time the backward pass too")
     parser.add_argument("--out")
     opts = parser.parse_args()
     import torch
 
-    table = bench_attention(torch, opts.quick, opts.configs)
+    table = bench_attention(torch, opts.quick, opts.configs, opts.backward)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(f"# attention forward on {torch.cuda.get_device_name()}\n\n" + table)
