@@ -465,3 +465,11 @@ def test_a_quotient_rounded_to_16_bits_is_divided_within_2_ulps(dtype, division)
     (docs/dtypes.md's 1 ulp for 16-bit results); a float32 result stays correctly rounded."""
     ops = instructions(explain(_softmax_cast, f"{dtype}[:, :]", f"{dtype}[:, :]", BLOCK=2048)["ptx"])
     assert division in ops and ({"div.rn.f32", "div.full.f32"} - {division}).isdisjoint(ops), ops
+
+
+@pytest.mark.parametrize("n, vector", [(128, "ld.shared.v4.f32"), (2, "ld.shared.v2.f32")])
+def test_a_float32_dot_reads_its_b_values_16_bytes_at_a_time(n, vector):
+    """CUDA cores (FFMA) for float32: each thread's consecutive columns of ``b`` are one vector
+    shared load (from the buffer aligned for it), not a scalar load each."""
+    e = explain(tiled_matmul, "f32[:, :]", "f32[:, :]", "f32[:, :]", BM=128, BN=n, BK=32)
+    assert "CUDA cores" in e["layouts"] and vector in instructions(e["ptx"]), e["layouts"]

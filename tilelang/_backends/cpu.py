@@ -377,6 +377,10 @@ class CpuWriter(SourceWriter):
             self.emit(f"mbarrier_wait({s.barriers}, {self.ref(s.stage)}, {self.ref(s.parity)})", indent)
         elif isinstance(s, (ProxyFence, WgmmaWait)):  # (one proxy; a wgmma is done when issued)
             self.emit("pass", indent)
+        elif isinstance(s, SharedLoad) and s.lanes > 1:
+            self.emit(f"at_ = {self.ref(s.index)}", indent)  # (an inlined index is rendered once)
+            for i in range(s.lanes):
+                self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes, i))} = {s.buffer}[at_ + {i}]", indent)
         elif isinstance(s, SharedLoad):
             value = f"{s.buffer}[{self.ref(s.index)}]"
             self.emit(

@@ -132,7 +132,14 @@ class CudaWriter(SourceWriter):
         self.rounded_to_16 = _rounded_to_16_bits(p.body)
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
-        matrices = {s.buffer for s in walk_statements(p.body) if isinstance(s, (LdMatrix, AsyncCopy))}
+        from numba.cuda.core import config  # (numba's simulator declares no aligned arrays, nor needs them)
+
+        vectors = not config.ENABLE_CUDASIM
+        matrices = {  # buffers read 16 bytes at a time: aligned so
+            s.buffer
+            for s in walk_statements(p.body)
+            if isinstance(s, (LdMatrix, AsyncCopy)) or (isinstance(s, SharedLoad) and s.lanes > 1 and vectors)
+        }
         for name, (d, size) in p.shared.items():
             if not dynamic:  # (ldmatrix reads 16-byte rows; wgmma's swizzle needs more)
                 aligned = name in matrices or shared_alignment(name) > 16
@@ -211,6 +218,10 @@ class CudaWriter(SourceWriter):
             d = self.arrays[s.array].dtype
             call = f"atomic_{s.op}_{d.name}({s.array}__ptr, {ref(s.offset)}, {ref(s.value)})"
             self.masked(s.mask, call, indent)
+        elif isinstance(s, SharedLoad) and s.lanes > 1:
+            targets = ", ".join(ref(s.dst, lane_slot(self.at, s.lanes, i)) for i in range(s.lanes))
+            array, index = self.shared_place(s.buffer, s.index)
+            self.emit(f"{targets}, = lds{s.lanes}_{code_type_name(s.dst.dtype)}({array}, {index})", indent)
         elif isinstance(s, SharedLoad):
             value = self.shared_ref(s.buffer, s.index)
             self.emit(f"{ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{ref(s.dst)} = {value}", indent)

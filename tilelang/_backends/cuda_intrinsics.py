@@ -153,6 +153,29 @@ def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
     return builder.and_(builder.and_(ok, inside), aligned)
 
 
+def _shared_vector(d: DType, lanes: int):
+    """``lds<N>_<type>(buffer, index)``: elements ``index`` to ``index + N - 1`` of a shared
+    array as one ``ld.shared.v<N>`` (``index`` a multiple of N, the array so aligned)."""
+    ret = types.UniTuple(getattr(types, d.name), lanes)
+
+    @intrinsic
+    def load(typingctx, buffer, index):
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            at = builder.addrspacecast(
+                builder.gep(data, [builder.sext(args[1], I64)]), ir.PointerType(data.type.pointee, 3)
+            )
+            vector = builder.load(builder.bitcast(at, ir.PointerType(ir.VectorType(data.type.pointee, lanes), 3)),
+                                  align=lanes * d.itemsize)  # fmt: skip
+            return context.make_tuple(
+                builder, ret, [builder.extract_element(vector, ir.Constant(I32, i)) for i in range(lanes)]
+            )
+
+        return ret(buffer, types.int32), codegen
+
+    return load
+
+
 def _load(d: DType, lanes: int):
     """``ld_<dtype>(ptr, offset, ok, pad)``: the element, or ``pad`` where not ``ok``;
     ``ld<N>_<dtype>(ptr, offset, ok, first, last, pad)``: a tuple of ``N``, lane ``i`` loaded
@@ -541,6 +564,7 @@ if not config.ENABLE_CUDASIM:
     globals().update({f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)})
     globals().update({f"cp_async_wait_{n}": asm_statement(f"cp.async.wait_group {n};") for n in range(8)})
     cp_async_commit = asm_statement("cp.async.commit_group;")
+    globals().update({f"lds{n}_{d.name}": _shared_vector(d, n) for d in (dtypes.float32,) for n in (2, 4)})
     select = intrinsic(select_intrinsic)
     floor = intrinsic(llvm_math_intrinsic("floor"))
     ceil = intrinsic(llvm_math_intrinsic("ceil"))

@@ -25,6 +25,7 @@ from .._lower.thread_ir import (
     Op,
     ProxyFence,
     Reg,
+    SharedLoad,
     SharedStore,
     Shuffle,
     SlotMap,
@@ -381,7 +382,7 @@ class SourceWriter:
                             uses.setdefault(x, set()).add(None if x in shifted else key)
                             count[x] = count.get(x, 0) + (2 if repeats else 1)
                     for x in registers(s, s.DEFS):
-                        if isinstance(x, Reg) and not (isinstance(s, Load) and s.lanes > 1):
+                        if isinstance(x, Reg) and not (isinstance(s, (Load, SharedLoad)) and s.lanes > 1):
                             home[x] = key
                     if isinstance(s, Op):
                         ops.add(s.dst)

@@ -154,9 +154,14 @@ class Atomic:
 
 @dataclass
 class SharedLoad:
+    """``dst = buffer[index]``; with ``lanes`` > 1, slot ``r`` of ``index`` reads ``lanes``
+    consecutive elements into slots ``lanes * r`` onwards of ``dst`` (one vector access: the
+    index a multiple of ``lanes``, the buffer aligned to ``lanes`` elements)."""
+
     dst: Reg
     buffer: str
     index: object
+    lanes: int = 1
     USES: ClassVar = ("index",)
     DEFS: ClassVar = ("dst",)
 
@@ -525,7 +530,9 @@ def extent(s) -> int:
     group of ``lanes`` slots for global loads and stores)."""
     if isinstance(s, Load):
         return s.dst.slots * s.pack // s.lanes
-    if isinstance(s, (Op, SharedLoad, Shuffle)):
+    if isinstance(s, SharedLoad):
+        return s.dst.slots // s.lanes
+    if isinstance(s, (Op, Shuffle)):
         return s.dst.slots
     if isinstance(s, Store):  # (the values may be one, stored everywhere)
         return max(slots(s.values) // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
@@ -560,7 +567,8 @@ def _lines(stmts, indent):
         elif isinstance(s, Atomic):
             yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}"
         elif isinstance(s, SharedLoad):
-            yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]"
+            lanes = f" lanes={s.lanes}" if s.lanes > 1 else ""
+            yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]{lanes}"
         elif isinstance(s, SharedStore):
             eq = "+=" if s.add else "="
             yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}"

@@ -110,22 +110,26 @@ def _lower_fma(lw, eqn, a, b, acc):
         lw.stmts.append(SharedStore(buf, at, lw.regs(atom, src), lw.land(lw.valid(src), lw.owner(src))))
     lw.barrier()
 
-    # each thread's rows (and columns): the register bits of that dimension, as their own slots
-    bases, picks = [], []
+    # each thread's rows (and columns): the register bits of that dimension, as their own slots;
+    # columns that are consecutive from a multiple of their count are read together (b's rows are)
+    bases, picks, lanes = [], [], []
     for d, size, scale, base in ((0, m, k, 0), (1, n, 1, m * k)):
         bits = layout.dim_bits(d)
         own = [(i, b - bits.start) for i, b in enumerate(layout.reg) if b in bits]
+        vec = _vector_bits(own, n, m * k) if d == 1 and a.type.dtype.name == "float32" else 0
         c = lw.op(i32, "add", lw.thread_coord(layout, d), lw.op(i32, "slot", attr=SlotMap.of_bits(
-            [(j, pos) for j, (_, pos) in enumerate(own)]), n=1 << len(own)))  # fmt: skip
+            [(j - vec, pos) for j, (_, pos) in enumerate(own) if j >= vec]), n=1 << (len(own) - vec)))  # fmt: skip
         c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
         bases.append(lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32)))
         picks.append([(i, j) for j, (i, _) in enumerate(own)])
+        lanes.append(1 << vec)
     dtype = out.type.dtype
     param = lw.reg(dtype, layout.num_regs, "acc")
     kk = lw.reg(i32, 1, "k")
     outer, lw.stmts = lw.stmts, []
     a_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[0], kk))
-    b_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[1], lw.op(i32, "mul", kk, Imm(n, i32))))
+    b_at = lw.op(i32, "add", bases[1], lw.op(i32, "mul", kk, Imm(n, i32)))
+    b_vals = _shared_at(lw, buf, a.type.dtype, dtype, b_at, lanes[1])
     products = lw.op(dtype, "mul", *(lw.pick(v, p, layout.num_regs) for v, p in zip((a_vals, b_vals), picks)))
     result = lw.op(dtype, "add", param, products)
     body, lw.stmts = lw.stmts, outer
@@ -134,9 +138,20 @@ def _lower_fma(lw, eqn, a, b, acc):
     output(lw, eqn, param)
 
 
-def _shared_at(lw, buf, dtype, acc_dtype, index):
-    dst = lw.reg(dtype, slots(index), "v")
-    lw.stmts.append(SharedLoad(dst, buf, index))
+def _vector_bits(own, n: int, base: int) -> int:
+    """log2 of how many of a thread's columns (``own``: (register bit, column bit) pairs, in
+    slot order) one vector load reads: its first ones hold column bits 0, 1, ... (consecutive
+    columns from a multiple of their count), up to 16 bytes of float32s, with rows of ``n``
+    columns and b's start (``base``) keeping each group aligned."""
+    vec = 0
+    while vec < min(len(own), 2) and own[vec][1] == vec and n % (2 << vec) == 0 and base % (2 << vec) == 0:
+        vec += 1
+    return vec
+
+
+def _shared_at(lw, buf, dtype, acc_dtype, index, lanes=1):
+    dst = lw.reg(dtype, slots(index) * lanes, "v")
+    lw.stmts.append(SharedLoad(dst, buf, index, lanes))
     return dst if dtype is acc_dtype else lw.op(acc_dtype, "convert", dst, attr=acc_dtype)
 
 
