@@ -220,7 +220,8 @@ def reference_backward(q, k, v, dout, causal=False, scale=None):
     p /= p.sum(axis=-1, keepdims=True)
     dp = do @ np.swapaxes(vx, -1, -2)
     delta = (do * (p @ vx)).sum(axis=-1, keepdims=True)
-    ds, ds_size = p * (dp - delta), p * (np.abs(dp) + np.abs(delta))
+    # (delta is computed from the 16-bit rounded output: its error is eps * rowsum(|do| * |out|))
+    ds, ds_size = p * (dp - delta), p * (np.abs(dp) + (np.abs(do) * np.abs(p @ vx)).sum(axis=-1, keepdims=True))
     pt, dst, dst_size = (np.swapaxes(x, -1, -2) for x in (p, ds, ds_size))
 
     def per_kv_head(x):  # the query heads of a group add into their key/value head

@@ -65,6 +65,9 @@ from .numba_pipeline import lean_cuda_pipeline
 from .numba_source import SourceWriter, cast, code_type_name, lane_slot, slot_ranges
 
 DEFAULT_CC = (9, 0)
+# numba's CUDA simulator, as numba reads it at import (the source is made without importing numba.cuda:
+# a cached kernel loads without it)
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 SWIZZLE_MODE = {32: 1, 64: 2, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_<bytes>B
 # source-line info in the PTX (what Nsight and compute-sanitizer show against the generated
 # source); off unless asked for: numba spends 15-25% more compiling a kernel with it
@@ -132,9 +135,7 @@ class CudaWriter(SourceWriter):
         self.rounded_to_16 = _rounded_to_16_bits(p.body)
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
-        from numba.cuda.core import config  # (numba's simulator declares no aligned arrays, nor needs them)
-
-        vectors = not config.ENABLE_CUDASIM
+        vectors = not SIMULATOR  # (numba's simulator declares no aligned arrays, nor needs them)
         matrices = {  # buffers read 16 bytes at a time: aligned so
             s.buffer
             for s in walk_statements(p.body)
