@@ -139,44 +139,28 @@ def _div_rn_f32(typingctx, a, b):
     return types.float32(types.float32, types.float32), codegen
 
 
-def _nan_propagating(name: str):
-    def typer(typingctx, a, b):
-        if a != types.float32 or b != types.float32:
-            return None
-
-        def codegen(context, builder, sig, args):
-            asm = ir.InlineAsm(ir.FunctionType(F32, [F32, F32]), f"{name}.NaN.f32 $0, $1, $2;", "=f,f,f")
-            return builder.call(asm, args)
-
-        return types.float32(types.float32, types.float32), codegen
-
-    return typer
-
-
-@intrinsic
-def div_full_f32(typingctx, a, b):
-    if a != types.float32 or b != types.float32:
-        return None
+def _instruction_f32(instruction: str, arity: int):
+    """An ``@intrinsic`` body for one PTX ``instruction`` of ``arity`` (1 or 2) float32 operands."""
+    operands, constraints = ", ".join(f"${i}" for i in range(arity + 1)), ",".join(["=f"] + ["f"] * arity)
+    asm = ir.InlineAsm(ir.FunctionType(F32, [F32] * arity), f"{instruction} {operands};", constraints)
+    f32 = types.float32
 
     def codegen(context, builder, sig, args):
-        return builder.call(ir.InlineAsm(ir.FunctionType(F32, [F32, F32]), "div.full.f32 $0, $1, $2;", "=f,f,f"), args)
+        return builder.call(asm, args)
 
-    return types.float32(types.float32, types.float32), codegen
+    def unary(typingctx, x):
+        return (f32(f32), codegen) if x == f32 else None
 
+    def binary(typingctx, a, b):
+        return (f32(f32, f32), codegen) if a == f32 and b == f32 else None
 
-@intrinsic
-def ex2_ftz_f32(typingctx, x):
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.call(ir.InlineAsm(ir.FunctionType(F32, [F32]), "ex2.approx.ftz.f32 $0, $1;", "=f,f"), args)
-
-    return types.float32(types.float32), codegen
+    return unary if arity == 1 else binary
 
 
 floordiv_int = intrinsic(_integer_division(0))
 mod_int = intrinsic(_integer_division(1))
 div_rn_f32 = intrinsic(_div_rn_f32)
-max_nan_f32 = intrinsic(_nan_propagating("max"))
-min_nan_f32 = intrinsic(_nan_propagating("min"))
+max_nan_f32 = intrinsic(_instruction_f32("max.NaN.f32", 2))
+min_nan_f32 = intrinsic(_instruction_f32("min.NaN.f32", 2))
+div_full_f32 = intrinsic(_instruction_f32("div.full.f32", 2))
+ex2_ftz_f32 = intrinsic(_instruction_f32("ex2.approx.ftz.f32", 1))

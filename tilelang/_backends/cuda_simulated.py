@@ -183,10 +183,12 @@ INTRINSICS["floordiv_int"] = _integer_division(operator.floordiv)
 INTRINSICS["mod_int"] = _integer_division(operator.mod)
 INTRINSICS["div_rn_f32"] = INTRINSICS["div_full_f32"] = lambda a, b: np.divide(np.float32(a), np.float32(b))
 INTRINSICS["max_nan_f32"] = lambda a, b: np.maximum(np.float32(a), np.float32(b))
+INTRINSICS["min_nan_f32"] = lambda a, b: np.minimum(np.float32(a), np.float32(b))
+INTRINSICS["ex2_ftz_f32"] = lambda x: (
+    np.float32(0.0) if x < primitives.ftz_exponent(dtypes.float32) else np.exp2(np.float32(x))
+)
 INTRINSICS["lds2_float32"] = lambda buf, i: (buf[i], buf[i + 1])
 INTRINSICS["lds4_float32"] = lambda buf, i: (buf[i], buf[i + 1], buf[i + 2], buf[i + 3])
-INTRINSICS["min_nan_f32"] = lambda a, b: np.minimum(np.float32(a), np.float32(b))
-INTRINSICS["ex2_ftz_f32"] = lambda x: np.float32(0.0) if x < -126 else np.exp2(np.float32(x))
 
 
 def float32_odd(x):
