@@ -29,6 +29,12 @@ import tilelang as tl
 LOG2E = 1.4426950408889634
 
 
+def visible(rows, cols, length, causal):
+    """Which (query, key) scores exist: the key before the sequence's end and, when causal, not
+    after the query (``rows`` and ``cols``: positions, a column and a row)."""
+    return (cols <= rows) & (cols < length) if causal else cols < length
+
+
 # keys and values copied one block ahead (2 stages; H200, fp16, 64x64 tiles, TFLOP/s: D=64 163 vs 159
 # at 3 stages and 115 not copied ahead; D=128 173 vs 114 and 127)
 @tl.tile_kernel(num_threads=128, num_stages=2)
@@ -53,8 +59,7 @@ def attention_forward(q, k, v, out, lse, scale, CAUSAL: tl.Constant, BM: tl.Cons
         s = tl.dot(qt, kt.T)
         if masked:
             cols = j * BN + tl.arange(0, BN)[None, :]  # each key's position
-            visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
-            s = tl.where(visible, s, float("-inf"))
+            s = tl.where(visible(rows, cols, length, CAUSAL), s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1) * scale2)  # (scale2 > 0: the maximum of the scaled scores)
         p = tl.exp2(s * scale2 - m_new[:, None], flush_to_zero=True)  # an fma and an ex2 a score
         alpha = tl.exp2(m - m_new, flush_to_zero=True)  # (0 on the first block: m is -inf)
@@ -79,6 +84,12 @@ def attention_forward(q, k, v, out, lse, scale, CAUSAL: tl.Constant, BM: tl.Cons
 # and dv (per key block, over the query blocks and the query heads that read it).
 
 
+def probabilities(qt, kt, lse, scale2, shown):
+    """The forward's softmax of ``qt @ kt.T`` over one key block, from each query's
+    log2-sum-exp2 ``lse`` (0 where not ``shown``)."""
+    return tl.exp2(tl.where(shown, tl.dot(qt, kt.T) * scale2 - lse[:, None], float("-inf")), flush_to_zero=True)
+
+
 @tl.tile_kernel(num_threads=128, num_stages=2)
 def attention_backward_dq(q, k, v, out, dout, lse, delta, dq, scale, CAUSAL: tl.Constant, BM: tl.Constant,
                           BN: tl.Constant, D: tl.Constant):  # fmt: skip
@@ -98,10 +109,7 @@ def attention_backward_dq(q, k, v, out, dout, lse, delta, dq, scale, CAUSAL: tl.
     for j in tl.range(0, tl.cdiv(last, BN)):
         kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
-        cols = j * BN + tl.arange(0, BN)[None, :]
-        visible = (cols <= rows) & (cols < length) if CAUSAL else cols < length
-        s = tl.where(visible, tl.dot(qt, kt.T) * scale2 - lse_i[:, None], float("-inf"))
-        p = tl.exp2(s, flush_to_zero=True)  # the forward's probabilities
+        p = probabilities(qt, kt, lse_i, scale2, visible(rows, j * BN + tl.arange(0, BN)[None, :], length, CAUSAL))
         ds = p * (tl.dot(do, vt.T) - dlt[:, None])  # d(loss)/d(score), over scale
         dq_acc = tl.dot(ds.astype(qt.dtype), kt, dq_acc)
     tl.store(dq, (dq_acc * scale).astype(dq.dtype).reshape((1, 1, BM, D)), index=(b, h, i, 0))
@@ -129,12 +137,8 @@ def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl
             lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
             dlt = tl.load(delta, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
             rows = i * BM + tl.arange(0, BM)[:, None]
-            visible = (
-                (cols <= rows) & (cols < length) & (rows < length) if CAUSAL else (cols < length) & (rows < length)
-            )
-            p = tl.exp2(
-                tl.where(visible, tl.dot(qt, kt.T) * scale2 - lse_i[:, None], float("-inf")), flush_to_zero=True
-            )
+            shown = visible(rows, cols, length, CAUSAL) & (rows < length)  # (queries past the end: none)
+            p = probabilities(qt, kt, lse_i, scale2, shown)
             dv_acc = tl.dot(p.T.astype(qt.dtype), do, dv_acc)
             ds = p * (tl.dot(do, vt.T) - dlt[:, None])
             dk_acc = tl.dot(ds.T.astype(qt.dtype), qt, dk_acc)
