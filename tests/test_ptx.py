@@ -250,6 +250,33 @@ def test_large_blocks_keep_to_the_registers_they_may_have(threads, tile):
     assert f".maxntid {threads}" in e["ptx"] and registers * threads <= 65536, e["resources"]
 
 
+@tl.tile_kernel(num_threads=256)
+def two_products(a, b, c, d, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """Two accumulators in one loop (attention's backward has four)."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc, acc2 = tl.zeros((BM, BN), tl.float32), tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        x, y = tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN))
+        acc, acc2 = tl.dot(x, y, acc), tl.dot(x, y * 2, acc2)
+    tl.store(c, acc, index=(i, j))
+    tl.store(d, acc2, index=(i, j))
+
+
+@pytest.mark.parametrize("kernel, arrays, constants, two", [
+    (tiled_matmul, 3, {"BM": 128, "BN": 128, "BK": 32}, True),  # 64 accumulators a thread, 32 KB a stage
+    (tiled_matmul, 3, {"BM": 128, "BN": 128, "BK": 128}, False),  # 3 stages of 64 KB: one block an SM
+    (two_products, 4, {"BM": 128, "BN": 128, "BK": 32}, False),  # 128 accumulators a thread
+])  # fmt: skip
+def test_two_blocks_an_sm_only_where_they_fit(kernel, arrays, constants, two):
+    """A 256-thread tensor-core kernel is compiled for two blocks per SM (at most 128 registers
+    a thread) only where two fit: in shared memory, and in registers with its products'
+    accumulators (over 64 a thread, capped at 128 it would spill)."""
+    kernel = tl.tile_kernel(kernel.fn, num_threads=256)
+    e = explain(kernel, *["f16[:, :]"] * 2, *["f32[:, :]"] * (arrays - 2), **constants)
+    assert (".minnctapersm 2" in e["ptx"]) == two, e["resources"]
+    assert "spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+
+
 def test_line_info_only_when_asked_for():
     """Source lines cost numba 15-25% more compile time: in the PTX with TILELANG_LINEINFO=1
     (read at import: a fresh process), not otherwise."""

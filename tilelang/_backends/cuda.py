@@ -375,6 +375,8 @@ class CudaWriter(SourceWriter):
 
 
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may declare statically
+SHARED_PER_SM = 228 * 1024  # sm_90's shared memory per SM, of which each block takes
+RESERVED_SHARED = 1024  # this much more than it declares (the system's)
 
 
 def shared_layout(program: ThreadProgram):
@@ -634,11 +636,15 @@ class CudaKernel:
             # threads took 194 registers without it). Smaller blocks launch with any count, and
             # ptxas given the bound chose more registers for them (a softmax: 80, not 56). A
             # 256-thread tensor-core kernel is asked for two blocks per SM (128 registers): one
-            # block of 8 warps leaves the tensor cores waiting on its loads and barriers; not
-            # one holding 128 accumulators a thread (m64n256 instructions), which needs more
+            # block of 8 warps leaves the tensor cores waiting on its loads and barriers. Not
+            # where two blocks' shared memory does not fit an SM (one block is all it gets: a
+            # register cap would only spill; attention d128's forward spilled 480 B), nor where
+            # its products' results hold over 64 registers a thread (m64n256 accumulators; the
+            # attention backward's four products: 952 B spilled at 128)
             threads = self.program.num_threads
-            dots = [s for s in walk_statements(self.program.body) if isinstance(s, (Mma, Wgmma))]
-            two_blocks = dots and threads == 256 and max(s.dst.slots for s in dots) <= 64
+            results = _product_registers(self.program.body)
+            two_fit = 2 * (self.dynamic_shared + RESERVED_SHARED) <= SHARED_PER_SM
+            two_blocks = 0 < results <= 64 and threads == 256 and two_fit
             bounds = (threads,) if threads > 256 else ((threads, 2) if two_blocks else None)
             with lean_cuda_pipeline():
                 ptx, _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds)
@@ -690,6 +696,13 @@ def simulate(kernel, grid, *args, **kwargs) -> CudaKernel:
     compiled = kernel.compile(key, "cuda")
     HostRunner(compiled.program, compiled.backend_kernel.simulate)(launch_grid(grid, arguments), arguments, infos)
     return compiled.backend_kernel
+
+
+def _product_registers(stmts) -> int:
+    """The most registers a thread holds in tensor-core products' results that one loop body (or
+    the kernel outside loops) makes: an estimate of the accumulators alive at once."""
+    here = sum(s.dst.slots for s in stmts if isinstance(s, (Mma, Wgmma)))
+    return max([here] + [_product_registers(s.body) for s in stmts if isinstance(s, Loop)])
 
 
 def _launcher_without_tma(kernel_ref, device_id: int):

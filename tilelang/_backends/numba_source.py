@@ -225,7 +225,10 @@ def loop_bounds(loop, ref) -> str:
 # What one slot of a statement costs in LLVM instructions, roughly: NVVM unrolls a loop over
 # slots (and so keeps its register arrays in registers, not in local memory) only while the
 # unrolled size stays under its threshold, so a run is cut where its slots x cost would pass
-# UNROLL_BUDGET (measured on sm_90: 64 slots x 3 exps stayed a loop, with a 512-byte stack).
+# UNROLL_BUDGET (measured on sm_90: 64 slots x 3 exps stayed a loop, with a 512-byte stack; so
+# did 64 slots unpacking three 16-bit tiles in attention's backward at D = 128, counted 64 x 54
+# when shifts and 16-bit widenings cost 3). A lower budget cuts runs into more loops between
+# which every slot's value is alive: a chain of 4 x 7 ops a slot spilled at 3000.
 UNROLL_BUDGET = 4000
 _TRANSCENDENTAL = {"exp", "exp2", "exp2_ftz", "log", "log2", "sin", "cos", "tanh", "erf", "pow", "sigmoid", "fmod"}
 
@@ -239,6 +242,8 @@ def slot_cost(s) -> int:
         return 30
     if isinstance(s, Op) and s.op in ("div", "sqrt", "rsqrt", "floordiv", "mod"):
         return 8
+    if isinstance(s, Op) and (s.op in _REPEATS or s.op in ("from_bits", "pick")):  # a compare and a
+        return 6  # select around the op; a 16-bit float widened, then rounded; another slot's value
     return 3
 
 
