@@ -1,4 +1,5 @@
-"""Attention forward: examples/attention.py against torch's scaled_dot_product_attention, same run.
+"""Attention forward: examples/attention.py against torch's scaled_dot_product_attention and a
+Triton fused-attention kernel in the style of Triton's tutorial, same run.
 
     python benchmarks/attention.py [--quick] [--configs]
 
@@ -62,6 +63,10 @@ def backward_case(torch, q, k, v, causal, flops) -> str:
 
 def bench_attention(torch, quick=False, configs=False, backward=False) -> str:
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    try:
+        from triton_attention import attention as triton_run
+    except ImportError:  # (no Triton here)
+        triton_run = None
     rows = []
     cases = [(4, 32, 1024, 64)] if quick else [(8, 32, 4096, 64), (8, 16, 4096, 128)]
     for batch, heads, length, d in cases:
@@ -76,16 +81,24 @@ def bench_attention(torch, quick=False, configs=False, backward=False) -> str:
                 ours = time_ms(lambda q=q, k=k, v=v, c=causal: example.attention(q, k, v, causal=c))
                 theirs = time_ms(lambda q=q, k=k, v=v, c=causal: sdpa(q, k, v, is_causal=c))
                 chosen = list(example.attention_tuned.choices.values())[-1].label()  # (this case's: its key is new)
-                rows.append((case, flops / ours / 1e9, flops / theirs / 1e9, err))
-                print(f"{case:34s} tilelang {rows[-1][1]:7.1f}  SDPA {rows[-1][2]:7.1f} TFLOP/s  "
-                      f"ratio {rows[-1][1] / rows[-1][2]:.3f}  max |diff| {err:.2g}  ({chosen}, {ours:.4f} ms)",
-                      flush=True)  # fmt: skip
+                tri, tri_err = float("nan"), float("nan")
+                if triton_run is not None:
+                    tri_err = (triton_run(q, k, v, causal).float() - want.float()).abs().max().item()
+                    tri = flops / time_ms(lambda q=q, k=k, v=v, c=causal: triton_run(q, k, v, c)) / 1e9
+                a, b = flops / ours / 1e9, flops / theirs / 1e9
+                rows.append((case, a, b, tri, err))
+                print(f"{case:34s} tilelang {a:7.1f}  SDPA {b:7.1f}  Triton {tri:7.1f} TFLOP/s  ratio {a / b:.3f} "
+                      f"(to Triton {a / tri:.3f})  max |diff| {err:.2g} (Triton's {tri_err:.2g})  ({chosen}, "
+                      f"{ours:.4f} ms)", flush=True)  # fmt: skip
                 if configs:
                     print(f"    configs: {config_times(torch, q, k, v, causal)}", flush=True)
                 if backward:
                     print(backward_case(torch, q, k, v, causal, flops), flush=True)
-    table = "| case | tilelang TFLOP/s | SDPA TFLOP/s | ratio | max abs diff |\n|---|---|---|---|---|\n"
-    return table + "".join(f"| {c} | {a:.1f} | {b:.1f} | {a / b:.3f} | {e:.2g} |\n" for c, a, b, e in rows)
+    table = "| case | tilelang TFLOP/s | SDPA TFLOP/s | Triton TFLOP/s | vs SDPA | vs Triton | max abs diff |\n"
+    table += "|---|---|---|---|---|---|---|\n"
+    return table + "".join(
+        f"| {c} | {a:.1f} | {b:.1f} | {t:.1f} | {a / b:.3f} | {a / t:.3f} | {e:.2g} |\n" for c, a, b, t, e in rows
+    )
 
 
 def main():
