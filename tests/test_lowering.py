@@ -919,3 +919,49 @@ def test_conversions_between_arbitrary_layouts(y_dtype, seed, data):
         layouts = tl.explain(kernel, *make(), backend="cpu", BM=6, BN=20)["layouts"]
         assert ("convert_layout" in layouts) == (first.lane + first.warp != second.lane + second.warp)
         check(kernel, tl.cdiv(m, 6), make, lambda x, y, out: x * y.astype(np.float32), ("out",), BM=6, BN=20)
+
+
+@tl.tile_kernel(num_threads=128)
+def scale_rows(x, s, out, total, BM: tl.Constant, BN: tl.Constant, WRITE_S: tl.Constant):
+    """Each row of a tile scaled by its entry of ``s`` (a vector broadcast against a tile the
+    sum over the loop is laid out for), summed over the column blocks; ``WRITE_S``: ``s`` is
+    also written (then its load may not be repeated)."""
+    i = tl.block_id(0)
+    r = tl.load(s, index=(i,), shape=(BM,))
+    m = tl.sum(tl.load(x, index=(i, 0), shape=(BM, BN)), axis=1)  # a statistic in a reduction's layout
+    acc = tl.zeros((BM, BN), tl.float32)
+    for j in tl.range(0, tl.cdiv(x.shape[1], BN)):
+        t = tl.load(x, index=(i, j), shape=(BM, BN))
+        acc += t * r[:, None] + m[:, None]
+    tl.store(out, acc, index=(i, 0))
+    tl.store(total, tl.sum(acc, axis=1), index=(i,))
+    if WRITE_S:
+        tl.store(s, r * 2.0, index=(i,))
+
+
+@pytest.mark.parametrize("write_s", [False, True])
+def test_vectors_are_reloaded_and_conversions_leave_loops(write_s):
+    """A vector the loop reads in another layout: loaded again in that layout (no shared-memory
+    round trip) unless the kernel writes its array; a loop-invariant value the loop reads in
+    another layout (the row statistic ``m``): converted once, before the loop."""
+    rng = np.random.default_rng(0)
+    x, s = rng.standard_normal((37, 70)).astype(np.float32), rng.standard_normal(37).astype(np.float32)
+
+    def make():
+        return x.copy(), s.copy(), np.zeros((37, 16), np.float32), np.zeros(37, np.float32)
+
+    layouts = tl.explain(scale_rows, *make(), backend="cpu", BM=16, BN=16, WRITE_S=write_s)["layouts"]
+    loop = layouts[layouts.index("range_loop") :]
+    assert "convert_layout" not in loop, loop  # (m converted before it; r reloaded there, or converted)
+    assert layouts.count("= load[shape=(16,)] s") == (1 if write_s else 2), layouts
+
+    def reference(x, s, out, total):
+        blocks = -(-70 // 16)
+        xp = np.zeros((37, blocks * 16), np.float32)
+        xp[:, :70] = x
+        acc = sum(xp[:, 16 * j : 16 * j + 16] for j in range(blocks)) * s[:, None]
+        acc = acc + blocks * xp[:, :16].sum(axis=1, keepdims=True)
+        return [acc, acc.sum(axis=1)] + ([s * 2] if write_s else [])
+
+    outputs = ("out", "total", "s") if write_s else ("out", "total")
+    check(scale_rows, tl.cdiv(37, 16), make, reference, outputs, rtol=1e-5, atol=1e-4, BM=16, BN=16, WRITE_S=write_s)

@@ -67,9 +67,18 @@ class _Copied:
     transpose: Eqn | None = None  # folded into the read
     reshape: Eqn | None = None  # of a load with leading axes of 1 (a 4-d array's 2-d tile), folded too
     tile: SwizzledTile | None = None  # the stage's layout when a wgmma reads it (else ldmatrix's padded rows)
-    k_major: bool = True  # how the wgmma reads it
+    more: tuple = ()  # further wgmma dots reading the same stage: (dot, transpose or None) each
     buffer: str = ""
     stage_words: int = 0
+
+    def dots(self) -> list:
+        """The wgmma dots reading the copied tile (one, or more: attention's ``q`` feeds two)."""
+        return [self.convert, *(dot for dot, _ in self.more)] if self.tile else []
+
+    def operands(self) -> list:
+        """``(equation whose result a wgmma reads, read transposed)`` for each read."""
+        direct = self.reshape or self.load
+        return [(t or direct, t is not None) for t in (self.transpose, *(t for _, t in self.more))]
 
     def tile_layout(self, lw) -> Layout:
         """The layout of the 2-d tile the copies land (the load's, or its reshape's)."""
@@ -153,20 +162,20 @@ class Pipeline:
 
             return rule
 
-        def in_shared(c):
+        def in_shared(c, transposed):
             def rule(lw, eqn, *args, **params):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                lw.in_shared[eqn.outputs[0]] = (c.buffer, base, c.tile, c.k_major)
+                lw.in_shared[eqn.outputs[0]] = (c.buffer, base, c.tile, transposed)
 
             return rule
 
         nothing = {
             id(e): lambda lw, eqn, *args, **params: None
             for c in self.copies
-            for e in (c.load, c.reshape, c.transpose)
+            for e in (c.load, c.reshape, c.transpose, *(t for _, t in c.more))
             if e
         }
-        wgmma = {id(c.transpose or c.reshape or c.load): in_shared(c) for c in self.copies if c.tile}
+        wgmma = {id(e): in_shared(c, t) for c in self.copies if c.tile for e, t in c.operands()}
         return nothing | wgmma | {id(c.convert): convert(c) for c in self.copies if not c.tile}
 
     def drain(self, carried: dict):
@@ -270,7 +279,7 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         if len(users) == 1 and users[0] is not None and _drops_unit_axes(lw, users[0], layout):  # a 4-d array's tile
             reshape, out = users[0], users[0].outputs[0]
             users, layout = used.get(out, []), lw.layout(out)
-        if len(users) != 1 or not (
+        if not users or not (
             stored_as_matrices(out.type, layout)
             and layout.vector_width() >= 8
             and array.type.unit_stride
@@ -278,15 +287,17 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
             and float(padding.value) == 0.0
         ):
             continue
-        user = users[0]
-        if user is None:  # (a loop result)
-            continue
         chain = _chain(eqn.inputs[1:], producer)
-        if wgmma := _wgmma_read(lw, out, user, used):
-            dot, role, transpose = wgmma
-            tile, k_major = operand_tile(lw.layout(dot.outputs[0]), role, out.type.shape, transpose is not None)
-            copies.append(_Copied(eqn, dot, chain, layout, transpose, reshape, tile, k_major))
-        elif user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
+        if reads := _wgmma_reads(lw, out, users, used):
+            (dot, transpose, tile), *more = reads
+            if all(t == tile for *_, t in more):  # (read as either operand, the tile must be the same)
+                more = tuple((d, t) for d, t, _ in more)
+                copies.append(_Copied(eqn, dot, chain, layout, transpose, reshape, tile, more))
+            continue
+        if len(users) != 1 or users[0] is None:  # (a loop result)
+            continue
+        user = users[0]
+        if user.prim.name == "convert_layout" and matrix_layout(lw.layout(user.outputs[0])):
             copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0]), reshape=reshape))
         elif target := transposed_read(lw, user, used.get(user.outputs[0], [])):  # read in the transposed layout
             copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user, reshape))
@@ -309,18 +320,23 @@ def _drops_unit_axes(lw, eqn: Eqn, layout: Layout) -> bool:
     )
 
 
-def _wgmma_read(lw, x, user, used):
-    """``(dot, role, transpose or None)`` when ``x``'s only use is operand ``role`` of a
-    wgmma dot, directly or through a transpose; else None."""
-    transpose = None
-    if user.prim.name == "transpose" and user.params["perm"] == (1, 0):
-        users = used.get(user.outputs[0], [])
-        if len(users) != 1 or users[0] is None:
-            return None
-        transpose, x, user = user, user.outputs[0], users[0]
-    if not is_wgmma_operand(lw, user, x) or (user.inputs[0] is x and user.inputs[1] is x):
-        return None
-    return user, 0 if user.inputs[0] is x else 1, transpose
+def _wgmma_reads(lw, x, users, used) -> list:
+    """``[(dot, transpose or None, swizzled tile), ...]`` when every use of ``x`` (``users``)
+    is an operand of a wgmma dot, directly or through a transpose; else []."""
+    reads = []
+    for user in users:
+        transpose, operand = None, x
+        if user is not None and user.prim.name == "transpose" and user.params["perm"] == (1, 0):
+            after = used.get(user.outputs[0], [])
+            if len(after) != 1:
+                return []
+            transpose, operand, user = user, user.outputs[0], after[0]
+        if user is None or not is_wgmma_operand(lw, user, operand) or user.inputs[0] is user.inputs[1]:
+            return []
+        role = 0 if user.inputs[0] is operand else 1
+        tile, _ = operand_tile(lw.layout(user.outputs[0]), role, x.type.shape, transpose is not None)
+        reads.append((user, transpose, tile))
+    return reads
 
 
 def _chain(atoms, producer) -> list:

@@ -70,7 +70,8 @@ def lower_wgmma(lw, eqn, a, b, acc):
             operands += [None, None, RegisterTile(a_n, a_nb), True]
             continue
         if x in lw.in_shared:  # copied ahead by the pipeline, or staged before the loop
-            buffer, base, tile, k_major = lw.in_shared[x]
+            buffer, base, tile, transposed = lw.in_shared[x]
+            k_major = transposed == (role == 1)  # (one tile may be read as either operand)
         else:
             (buffer, tile, k_major), base = _stage(lw, lc, role, x), Imm(0, i32)
             staged.append(buffer)
@@ -123,18 +124,20 @@ def stage_invariant_operands(lw, body: Block) -> list:
     holds them until the loop ends; their tiles are held to the kernel's end."""
     inside = set(body.params) | {out for e in body.eqns for out in e.outputs}
     used, staged = uses(body), []
+    transposes = {e.outputs[0]: e.inputs[0] for e in body.eqns if _transposes_2d(e)}
     for eqn in body.eqns:
         if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
             continue
         for role, x in enumerate(eqn.inputs[:2]):
-            if not isinstance(x, Var) or x in inside or x in lw.in_shared or used.get(x, []) != [eqn]:
+            y = transposes.get(x, x)  # (``k.T`` in the loop of a ``k`` from before it: stored transposed)
+            if not isinstance(x, Var) or y in inside or x in lw.in_shared or used.get(x, []) != [eqn]:
                 continue
-            if eqn.inputs[1 - role] is x:  # (x @ x.T: two tiles of one value)
-                continue
+            if eqn.inputs[1 - role] is x or (y is not x and not stored_as_matrices(y.type, lw.layout(y))):
+                continue  # (x @ x.T: two tiles of one value)
             if not staged:  # (the loop may run again, in another: its last dots are done reading)
                 lw.barrier()
-            buffer, tile, k_major = _stage(lw, lw.layout(eqn.outputs[0]), role, x)
-            lw.in_shared[x] = (buffer, Imm(0, i32), tile, k_major)
+            buffer, tile, _ = _stage(lw, lw.layout(eqn.outputs[0]), role, y, y is not x)
+            lw.in_shared[x] = (buffer, Imm(0, i32), tile, y is not x)
             staged.append(x)
     if staged:
         lw.stmts.append(ProxyFence())
@@ -142,10 +145,18 @@ def stage_invariant_operands(lw, body: Block) -> list:
     return staged
 
 
-def _stage(lw, lc: WgmmaLayout, role: int, x) -> tuple[str, SwizzledTile, bool]:
-    """Operand ``role`` (``x``, or the tile a folded transpose ``x`` reads) stored from its
-    registers to a fresh swizzled tile: ``(buffer, tile, K-major)``."""
-    y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
+def _transposes_2d(eqn) -> bool:
+    return eqn.prim.name == "transpose" and eqn.params["perm"] == (1, 0)
+
+
+def _stage(lw, lc: WgmmaLayout, role: int, x, transposed=None) -> tuple[str, SwizzledTile, bool]:
+    """Operand ``role`` (``x``, or the tile a folded transpose ``x`` reads; ``transposed``:
+    ``x`` is that tile already) stored from its registers to a fresh swizzled tile:
+    ``(buffer, tile, K-major)``."""
+    if transposed is None:
+        y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
+    else:
+        y = x
     tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
     buffer = lw.buffer(D.uint32, tile.words, "swizzled")
     _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
@@ -166,14 +177,14 @@ def overlapped_dots(body: Block, copies) -> dict:
     """The wgmma dots of a pipelined loop's ``body`` that may stay in flight into the next
     iteration (``wgmma.wait_group 1``), by id: both operands copied ahead (``copies``) and
     the result only the accumulator the next iteration's same dot adds to, and the loop's."""
-    used, copied = uses(body), {id(c.convert) for c in copies if c.tile}
+    used, copied = uses(body), {id(dot) for c in copies if c.tile for dot in c.dots()}
     carried = dict(zip(body.results, body.params[1:]))
     out = {}
     for eqn in body.eqns:
         if eqn.prim.name != "dot" or id(eqn) not in copied or eqn.outputs[0] not in carried:
             continue
         param = carried[eqn.outputs[0]]
-        both = sum(c.convert is eqn for c in copies) == 2
+        both = sum(dot is eqn for c in copies for dot in c.dots()) == 2
         if both and used.get(param, []) == [eqn] and eqn.inputs[2] is param and used[eqn.outputs[0]] == [None]:
             out[id(eqn)] = eqn
     return out

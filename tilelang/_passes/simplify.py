@@ -8,18 +8,22 @@ identity operations, dead code.
 - Identities: a convert to the same type, a reshape or broadcast to the same shape.
 - Dead code: pure equations and reads whose results are unused are dropped; stores,
   atomics and loops containing them stay.
+- Transposes move after the dtype conversions they feed (``p.T.astype(f16)`` becomes
+  ``p.astype(f16).T``): a transpose whose only use is a dot operand is free (the dot stores
+  the tile transposed), one in front of a conversion moves the tile between threads.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._ir.core import Block, Literal, Program, Var, sub_blocks
+from .._ir.core import Block, Literal, Program, TileType, Var, sub_blocks
 
 
 def simplify(program: Program) -> Program:
     _rewrite(program.body, {})
     _eliminate_dead(program.body)
+    _sink_transposes(program.body, _use_counts(program.body, {}))
     return program
 
 
@@ -92,6 +96,37 @@ def _eliminate_dead(block: Block, live: set | None = None) -> bool:
             live.update(_free_vars(sub))
     block.eqns = kept[::-1]
     return effects
+
+
+def _use_counts(block: Block, counts: dict) -> dict:
+    for eqn in block.eqns:
+        for a in eqn.inputs:
+            if isinstance(a, Var):
+                counts[a] = counts.get(a, 0) + 1
+        for sub in sub_blocks(eqn):
+            _use_counts(sub, counts)
+    for a in block.results:
+        if isinstance(a, Var):
+            counts[a] = counts.get(a, 0) + 1
+    return counts
+
+
+def _sink_transposes(block: Block, uses: dict):
+    """``z = convert(transpose(x))``, the transpose used once, as ``transpose(convert(x))``:
+    the two equations swap primitives in place (the convert's result gets x's shape)."""
+    made = {}  # the transpose's result -> its equation
+    for i, eqn in enumerate(block.eqns):
+        for sub in sub_blocks(eqn):
+            _sink_transposes(sub, uses)
+        if eqn.prim.name == "transpose" and uses.get(eqn.outputs[0]) == 1:
+            made[eqn.outputs[0]] = i
+        elif eqn.prim.name == "convert" and eqn.inputs[0] in made:
+            t = block.eqns[made.pop(eqn.inputs[0])]
+            (x,), z = t.inputs, eqn.outputs[0]
+            converted = Var(TileType(x.type.shape, z.type.dtype), z.hint)
+            t.prim, t.inputs, t.outputs, t.params, eqn.prim, eqn.inputs, eqn.params = (
+                eqn.prim, (x,), (converted,), eqn.params, t.prim, (converted,), t.params
+            )  # fmt: skip
 
 
 def _free_vars(block: Block) -> set:
