@@ -84,10 +84,16 @@ def attention_forward(q, k, v, out, lse, scale, CAUSAL: tl.Constant, BM: tl.Cons
 # and dv (per key block, over the query blocks and the query heads that read it).
 
 
-def probabilities(qt, kt, lse, scale2, shown):
+def probabilities(qt, kt, lse, scale2, shown=None):
     """The forward's softmax of ``qt @ kt.T`` over one key block, from each query's
-    log2-sum-exp2 ``lse`` (0 where not ``shown``)."""
-    return tl.exp2(tl.where(shown, tl.dot(qt, kt.T) * scale2 - lse[:, None], float("-inf")), flush_to_zero=True)
+    log2-sum-exp2 ``lse`` (0 where not ``shown``, when given)."""
+    s = tl.dot(qt, kt.T) * scale2 - lse[:, None]
+    return tl.exp2(s if shown is None else tl.where(shown, s, float("-inf")), flush_to_zero=True)
+
+
+# Neither kernel masks the sequence's end: rows of q, dout, k, v (and lse, delta) past it load
+# as 0, so what they meet adds 0 to every gradient (dout = 0 makes dv's and ds's terms 0, k = 0
+# dq's), and the rows of dk, dv past it are not stored. Only the causal diagonal is masked.
 
 
 @tl.tile_kernel(num_threads=128, num_stages=2)
@@ -104,14 +110,23 @@ def attention_backward_dq(q, k, v, out, dout, lse, delta, dq, scale, CAUSAL: tl.
     tl.store(delta, dlt.reshape((1, 1, BM)), index=(b, h, i))
     lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
     rows = i * BM + tl.arange(0, BM)[:, None]
-    dq_acc = tl.zeros((BM, D), tl.float32)
-    last = tl.minimum(length, (i + 1) * BM) if CAUSAL else length
-    for j in tl.range(0, tl.cdiv(last, BN)):
+
+    def key_block(j, dq_acc, masked):
+        """dq's terms from key block ``j`` (``masked``: on the causal diagonal)."""
         kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
-        p = probabilities(qt, kt, lse_i, scale2, visible(rows, j * BN + tl.arange(0, BN)[None, :], length, CAUSAL))
+        shown = visible(rows, j * BN + tl.arange(0, BN)[None, :], length, CAUSAL) if masked else None
+        p = probabilities(qt, kt, lse_i, scale2, shown)
         ds = p * (tl.dot(do, vt.T) - dlt[:, None])  # d(loss)/d(score), over scale
-        dq_acc = tl.dot(ds.astype(qt.dtype), kt, dq_acc)
+        return tl.dot(ds.astype(qt.dtype), kt, dq_acc)
+
+    dq_acc = tl.zeros((BM, D), tl.float32)
+    ends = tl.cdiv(tl.minimum(length, (i + 1) * BM), BN) if CAUSAL else tl.cdiv(length, BN)
+    whole = (i * BM + 1) // BN if CAUSAL else ends  # key blocks before the diagonal
+    for j in tl.range(0, whole):
+        dq_acc = key_block(j, dq_acc, masked=False)
+    for j in tl.range(whole, ends):
+        dq_acc = key_block(j, dq_acc, masked=True)
     tl.store(dq, (dq_acc * scale).astype(dq.dtype).reshape((1, 1, BM, D)), index=(b, h, i, 0))
 
 
@@ -126,22 +141,29 @@ def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl
     kt = tl.load(k, index=(b, hk, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
     vt = tl.load(v, index=(b, hk, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
     cols = j * BN + tl.arange(0, BN)[None, :]
+
+    def query_block(h, i, dk_acc, dv_acc, masked):
+        """dk's and dv's terms from query block ``i`` of head ``h`` (``masked``: on the diagonal)."""
+        qt = tl.load(q, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+        do = tl.load(dout, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
+        lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
+        dlt = tl.load(delta, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
+        shown = visible(i * BM + tl.arange(0, BM)[:, None], cols, length, CAUSAL) if masked else None
+        p = probabilities(qt, kt, lse_i, scale2, shown)
+        dv_acc = tl.dot(p.T.astype(qt.dtype), do, dv_acc)
+        ds = p * (tl.dot(do, vt.T) - dlt[:, None])
+        return tl.dot(ds.T.astype(qt.dtype), qt, dk_acc), dv_acc
+
     dk_acc = tl.zeros((BN, D), tl.float32)
     dv_acc = tl.zeros((BN, D), tl.float32)
-    first = j * BN // BM if CAUSAL else 0
+    blocks = tl.cdiv(length, BM)
+    first = j * BN // BM if CAUSAL else 0  # (causal: the blocks before see none of these keys)
+    whole = tl.minimum(tl.cdiv((j + 1) * BN - 1, BM), blocks) if CAUSAL else 0  # from here past the diagonal
     for g in tl.range(0, group):
-        h = hk * group + g
-        for i in tl.range(first, tl.cdiv(length, BM)):
-            qt = tl.load(q, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
-            do = tl.load(dout, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
-            lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
-            dlt = tl.load(delta, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
-            rows = i * BM + tl.arange(0, BM)[:, None]
-            shown = visible(rows, cols, length, CAUSAL) & (rows < length)  # (queries past the end: none)
-            p = probabilities(qt, kt, lse_i, scale2, shown)
-            dv_acc = tl.dot(p.T.astype(qt.dtype), do, dv_acc)
-            ds = p * (tl.dot(do, vt.T) - dlt[:, None])
-            dk_acc = tl.dot(ds.T.astype(qt.dtype), qt, dk_acc)
+        for i in tl.range(first, whole):
+            dk_acc, dv_acc = query_block(hk * group + g, i, dk_acc, dv_acc, masked=True)
+        for i in tl.range(whole, blocks):
+            dk_acc, dv_acc = query_block(hk * group + g, i, dk_acc, dv_acc, masked=False)
     tl.store(dk, (dk_acc * scale).astype(dk.dtype).reshape((1, 1, BN, D)), index=(b, hk, j, 0))
     tl.store(dv, dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)), index=(b, hk, j, 0))
 

@@ -115,10 +115,11 @@ def test_the_backward_check_catches_a_wrong_mask():
 
 def test_the_backward_compiles_to_warpgroup_tensor_cores():
     """sm_90 PTX with no GPU: every product of both backward kernels (the transposed ``p.T``
-    and ``ds.T`` too) is a wgmma, and none is serialized by a subroutine call."""
+    and ``ds.T`` too; each kernel has two loops, the diagonal's and the rest) is a wgmma, and
+    none is serialized by a subroutine call."""
     q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
-    for kernel, args, dots in ((attention.attention_backward_dq, (q, q, q, q, q, lse, lse, q), 3),
-                               (attention.attention_backward_dkdv, (q, q, q, q, lse, lse, q, q), 4)):  # fmt: skip
+    for kernel, args, dots in ((attention.attention_backward_dq, (q, q, q, q, q, lse, lse, q), 2 * 3),
+                               (attention.attention_backward_dkdv, (q, q, q, q, lse, lse, q, q), 2 * 4)):  # fmt: skip
         e = tl.explain(kernel, *args, 0.125, CAUSAL=True, BM=64, BN=64, D=64, backend="cuda")
         assert e["layouts"].count("tensor cores, wgmma") == dots, e["layouts"]
         assert "wgmma.mma_async" in e["ptx"] and "serialized" not in e["resources"], e["resources"]
@@ -131,3 +132,21 @@ def test_the_backward_keeps_its_tiles_in_registers():
     e = tl.explain(attention.attention_backward_dq, q, q, q, q, q, lse, lse, q, 0.125, CAUSAL=True, BM=64, BN=64,
                    D=128, backend="cuda")  # fmt: skip
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+
+
+def test_the_backward_copies_each_tile_ahead_once():
+    """dk/dv: ``q`` and ``dout`` copied ahead by TMA, one box each, read by two products each;
+    ``k`` and ``v`` stored for the tensor cores once per query head, not per query block; the
+    row statistics loaded in the layout their use wants (no conversion). dq: ``k`` copied once
+    for its two products."""
+    q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
+    dkdv = tl.explain(attention.attention_backward_dkdv, q, q, q, q, lse, lse, q, q, 0.125, CAUSAL=True, BM=64, BN=64,
+                      D=64)  # fmt: skip
+    inner = dkdv["thread_ir"].split("for k")[-1]  # the query blocks' loop, to the end
+    assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner
+    assert inner.count("= wgmma") == 4 and inner.count("proxy_fence") == 2, inner  # (p.T and ds.T stored)
+    assert "convert_layout" not in dkdv["layouts"]
+    dq = tl.explain(attention.attention_backward_dq, q, q, q, q, q, lse, lse, q, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
+    inner = dq["thread_ir"].split("for k")[-1]
+    assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner  # (k and v)
+    assert "convert_layout" not in dq["layouts"].split("range_loop")[-1]

@@ -45,7 +45,8 @@ class Lowering:
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
         self.packed: dict = {}  # 16-bit float Var -> its raw bits, slots 2w and 2w + 1 in uint32 word w, where made
-        self.in_shared: dict = {}  # 16-bit tile Var -> (buffer, word index, SwizzledTile, K-major): copied there
+        self.in_shared: dict = {}  # 16-bit tile Var -> (buffer, word index, SwizzledTile, transposed): copied there
+        self.staged: dict = {}  # (Var, SwizzledTile, transposed) -> (buffer, statement list) it was stored in
         self.transposed: dict = {}  # Var -> the Var it is the transpose of (folded into a wgmma operand)
         self.overlapped: dict = {}  # id -> wgmma dot equation left in flight into the next iteration
         self.shared: dict = {}

@@ -120,10 +120,11 @@ def register_operand(lw, lc: WgmmaLayout, a):
 def stage_invariant_operands(lw, body: Block) -> list:
     """Operands of the wgmma dots of a loop ``body`` computed before the loop (attention's
     queries) stored to their swizzled tiles once, before it, not every iteration (each store
-    also cost a proxy fence and a barrier). Returns the values so staged: ``lw.in_shared``
-    holds them until the loop ends; their tiles are held to the kernel's end."""
+    also cost a proxy fence and a barrier); one stored before an earlier loop is read where it
+    is (a kernel's two loops over the same queries). Returns the values so staged:
+    ``lw.in_shared`` holds them until the loop ends; their tiles are held to the kernel's end."""
     inside = set(body.params) | {out for e in body.eqns for out in e.outputs}
-    used, staged = uses(body), []
+    used, staged, stored = uses(body), [], []
     transposes = {e.outputs[0]: e.inputs[0] for e in body.eqns if _transposes_2d(e)}
     for eqn in body.eqns:
         if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
@@ -134,12 +135,18 @@ def stage_invariant_operands(lw, body: Block) -> list:
                 continue
             if eqn.inputs[1 - role] is x or (y is not x and not stored_as_matrices(y.type, lw.layout(y))):
                 continue  # (x @ x.T: two tiles of one value)
-            if not staged:  # (the loop may run again, in another: its last dots are done reading)
-                lw.barrier()
-            buffer, tile, _ = _stage(lw, lw.layout(eqn.outputs[0]), role, y, y is not x)
+            tile, _ = operand_tile(lw.layout(eqn.outputs[0]), role, y.type.shape, y is not x)
+            # stored before an earlier loop of this block (its statements: so it ran) is still there
+            buffer, block = lw.staged.get((y, tile, y is not x), (None, None))
+            if block is not lw.stmts:
+                if not stored:  # (the loop may run again, in another: its last dots are done reading)
+                    lw.barrier()
+                buffer, tile, _ = _stage(lw, lw.layout(eqn.outputs[0]), role, y, y is not x)
+                lw.staged[y, tile, y is not x] = buffer, lw.stmts
+                stored.append(x)
             lw.in_shared[x] = (buffer, Imm(0, i32), tile, y is not x)
             staged.append(x)
-    if staged:
+    if stored:
         lw.stmts.append(ProxyFence())
         lw.barrier()
     return staged
