@@ -145,6 +145,7 @@ def test_the_backward_copies_each_tile_ahead_once():
     inner = dkdv["thread_ir"].split("for k")[-1]  # the query blocks' loop, to the end
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner
     assert inner.count("= wgmma") == 4 and inner.count("proxy_fence") == 2, inner  # (p.T and ds.T stored)
+    assert inner.count("waits_with_next") == 1, inner  # dv's product and dp's, back to back
     assert "convert_layout" not in dkdv["layouts"]
     dq = tl.explain(attention.attention_backward_dq, q, q, q, q, q, lse, lse, q, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
     inner = dq["thread_ir"].split("for k")[-1]

@@ -365,7 +365,7 @@ class CudaWriter(SourceWriter):
         self.emit("wgmma_commit()", indent)
         if s.pending:  # (untied: the accumulators are still in flight)
             self.emit(f"wgmma_wait_group_{s.pending}()", indent)
-        else:
+        elif not s.deferred:  # (deferred: the next wgmma's wait, then a WgmmaWait on dst)
             self.wait(s.dst, indent)
 
     def wait(self, acc: Reg, indent):

@@ -293,7 +293,9 @@ class Wgmma:
     tiles it reads must stay until then. With ``a_regs``, ``a`` is not in shared memory but
     in that register array of uint32 words, as ``a_tile`` (a ``RegisterTile``) says. ``c``
     None: no accumulator, ``dst = a @ b`` (each instruction's first k-step does not read
-    ``dst``: PTX's scale-d 0, so no zeros are moved into it)."""
+    ``dst``: PTX's scale-d 0, so no zeros are moved into it). ``deferred``: no wait after
+    the commit; the next wgmma's wait completes it too, and a ``WgmmaWait`` on ``dst`` follows
+    that (share_wgmma_waits.py)."""
 
     dst: Reg
     c: object
@@ -309,6 +311,7 @@ class Wgmma:
     dtype: DType
     pending: int = 0
     a_regs: object = None
+    deferred: bool = False
     USES: ClassVar = ("c", "a_index", "b_index", "a_regs")
     DEFS: ClassVar = ("dst",)
 
@@ -595,7 +598,7 @@ def _lines(stmts, indent):
             shape = f"{mb}x{nb}x{ks} m64n{n}k16.{s.dtype.short}"
             a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}" if s.a_regs is None else s.a_regs
             b = f"{s.b_buffer}[{_text(s.b_index)}]{'' if s.b_k_major else '.mn'}"
-            flight = f" in_flight={s.pending}" if s.pending else ""
+            flight = f" in_flight={s.pending}" if s.pending else " waits_with_next" if s.deferred else ""
             yield f"{pad}{_typed(s.dst)} = wgmma[{shape}] {a} {b} {_text(s.c)}{flight}"
         elif isinstance(s, ProxyFence):
             yield f"{pad}proxy_fence"
