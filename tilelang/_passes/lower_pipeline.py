@@ -9,8 +9,9 @@ by the tensor cores themselves (wgmma: the ring's stages are swizzled tiles,
 ``_lower/swizzled.py``): the copies take no registers and no shared stores, and their
 latency hides behind the dots of the iterations in between. A load qualifies when it is a
 2-d 16-bit float tile of 16-byte groups padded with zeros, its only use is its conversion
-to an ldmatrix layout or a wgmma dot (directly, or through a transpose folded into the
-read: ``a @ w.T``), its window
+to an ldmatrix layout, or every use is an operand of a wgmma dot (directly, or through a
+transpose folded into the read: ``a @ w.T``; attention backward's ``q`` feeds two dots, as
+``a`` of one and ``b`` of the other: one stage, read both ways), its window
 is computed by pure scalar equations from the loop index and values from outside the loop,
 and nothing in the loop writes memory (a store could change what an early copy reads).
 
