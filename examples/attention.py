@@ -115,9 +115,10 @@ def attention_backward_dq(q, k, v, out, dout, lse, delta, dq, scale, CAUSAL: tl.
         """dq's terms from key block ``j`` (``masked``: on the causal diagonal)."""
         kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
+        dp = tl.dot(do, vt.T)  # (first: the tensor cores run it while the scores' product is issued)
         shown = visible(rows, j * BN + tl.arange(0, BN)[None, :], length, CAUSAL) if masked else None
         p = probabilities(qt, kt, lse_i, scale2, shown)
-        ds = p * (tl.dot(do, vt.T) - dlt[:, None])  # d(loss)/d(score), over scale
+        ds = p * (dp - dlt[:, None])  # d(loss)/d(score), over scale
         return tl.dot(ds.astype(qt.dtype), kt, dq_acc)
 
     dq_acc = tl.zeros((BM, D), tl.float32)
@@ -148,10 +149,11 @@ def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl
         do = tl.load(dout, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
         lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
         dlt = tl.load(delta, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
+        dp = tl.dot(do, vt.T)  # (each product first where its result is needed last: they overlap)
         shown = visible(i * BM + tl.arange(0, BM)[:, None], cols, length, CAUSAL) if masked else None
         p = probabilities(qt, kt, lse_i, scale2, shown)
         dv_acc = tl.dot(p.T.astype(qt.dtype), do, dv_acc)
-        ds = p * (tl.dot(do, vt.T) - dlt[:, None])
+        ds = p * (dp - dlt[:, None])
         return tl.dot(ds.T.astype(qt.dtype), qt, dk_acc), dv_acc
 
     dk_acc = tl.zeros((BN, D), tl.float32)

@@ -145,9 +145,10 @@ def test_the_backward_copies_each_tile_ahead_once():
     inner = dkdv["thread_ir"].split("for k")[-1]  # the query blocks' loop, to the end
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner
     assert inner.count("= wgmma") == 4 and inner.count("proxy_fence") == 2, inner  # (p.T and ds.T stored)
-    assert inner.count("waits_with_next") == 1, inner  # dv's product and dp's, back to back
+    assert inner.count("waits_with_next") == 2, inner  # dp's product beside the scores', dv's beside dk's
     assert "convert_layout" not in dkdv["layouts"]
     dq = tl.explain(attention.attention_backward_dq, q, q, q, q, q, lse, lse, q, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
     inner = dq["thread_ir"].split("for k")[-1]
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner  # (k and v)
+    assert inner.count("waits_with_next") == 1, inner  # dp's product beside the scores
     assert "convert_layout" not in dq["layouts"].split("range_loop")[-1]
