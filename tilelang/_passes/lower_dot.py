@@ -23,7 +23,7 @@ from .._ir.core import Block, tile_outputs, uses
 from .._lower.layout import MMA_DTYPES, Layout, WgmmaLayout, log2, mma_layouts, permuted, pow2_ceil, wgmma_layout
 from .._lower.lowering import all_slots, b1, i32, matrix_layout, output, stored_as_matrices, zero_padding
 from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap, slots
-from .lower_wgmma import folded_wgmma_transposes, lower_wgmma, register_fragments, wgmma_plan
+from .lower_wgmma import folded_wgmma_transposes, is_matrix_transpose, lower_wgmma, register_fragments, wgmma_plan
 
 ARCHES = ("sm_90a", "sm_80")  # what the lowering targets: wgmma where it fits, or mma.sync
 
@@ -162,7 +162,7 @@ def transposed_read(lw, transpose, users) -> Layout | None:
     """For ``z = transpose(y)`` whose only use (``users``) converts it to a layout ldmatrix
     makes: that layout in ``y``'s coordinates, read from ``y`` stored as matrices (None where
     this does not apply)."""
-    if transpose.prim.name != "transpose" or transpose.params["perm"] != (1, 0) or len(users) != 1:
+    if not is_matrix_transpose(transpose) or len(users) != 1:
         return None
     convert, y = users[0], transpose.inputs[0]
     if convert is None or convert.prim.name != "convert_layout":

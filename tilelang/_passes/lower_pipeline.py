@@ -56,7 +56,7 @@ from .._lower.thread_ir import (
 )
 from .._lower.window import Window
 from .lower_dot import transposed_read
-from .lower_wgmma import is_wgmma_operand, operand_tile, overlapped_dots
+from .lower_wgmma import is_matrix_transpose, is_wgmma_operand, operand_tile, overlapped_dots
 
 
 @dataclass
@@ -327,7 +327,7 @@ def _wgmma_reads(lw, x, users, used) -> list:
     reads = []
     for user in users:
         transpose, operand = None, x
-        if user is not None and user.prim.name == "transpose" and user.params["perm"] == (1, 0):
+        if user is not None and is_matrix_transpose(user):
             after = used.get(user.outputs[0], [])
             if len(after) != 1:
                 return []

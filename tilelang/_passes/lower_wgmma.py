@@ -73,7 +73,8 @@ def lower_wgmma(lw, eqn, a, b, acc):
             buffer, base, tile, transposed = lw.in_shared[x]
             k_major = transposed == (role == 1)  # (one tile may be read as either operand)
         else:
-            (buffer, tile, k_major), base = _stage(lw, lc, role, x), Imm(0, i32)
+            y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
+            (buffer, tile, k_major), base = _stage(lw, lc, role, y, transposed), Imm(0, i32)
             staged.append(buffer)
         # the warpgroup's first row of a (column of b): its thread coordinate's bits above its share
         share = 64 * mb if role == 0 else n * nb
@@ -125,7 +126,7 @@ def stage_invariant_operands(lw, body: Block) -> list:
     ``lw.in_shared`` holds them until the loop ends; their tiles are held to the kernel's end."""
     inside = set(body.params) | {out for e in body.eqns for out in e.outputs}
     used, staged, stored = uses(body), [], []
-    transposes = {e.outputs[0]: e.inputs[0] for e in body.eqns if _transposes_2d(e)}
+    transposes = {e.outputs[0]: e.inputs[0] for e in body.eqns if is_matrix_transpose(e)}
     for eqn in body.eqns:
         if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
             continue
@@ -152,18 +153,9 @@ def stage_invariant_operands(lw, body: Block) -> list:
     return staged
 
 
-def _transposes_2d(eqn) -> bool:
-    return eqn.prim.name == "transpose" and eqn.params["perm"] == (1, 0)
-
-
-def _stage(lw, lc: WgmmaLayout, role: int, x, transposed=None) -> tuple[str, SwizzledTile, bool]:
-    """Operand ``role`` (``x``, or the tile a folded transpose ``x`` reads; ``transposed``:
-    ``x`` is that tile already) stored from its registers to a fresh swizzled tile:
-    ``(buffer, tile, K-major)``."""
-    if transposed is None:
-        y, transposed = (lw.transposed[x], True) if x in lw.transposed else (x, False)
-    else:
-        y = x
+def _stage(lw, lc: WgmmaLayout, role: int, y, transposed: bool) -> tuple[str, SwizzledTile, bool]:
+    """Operand ``role`` stored from the registers of ``y`` (the operand, or with ``transposed``
+    the tile it is the transpose of) to a fresh swizzled tile: ``(buffer, tile, K-major)``."""
     tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
     buffer = lw.buffer(D.uint32, tile.words, "swizzled")
     _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
@@ -202,7 +194,7 @@ def folded_wgmma_transposes(lw, block: Block) -> dict:
     wgmma operand: they emit nothing, the dot stores the transposed tile as it is."""
     used, rules = uses(block), {}
     for eqn in block.eqns:
-        if eqn.prim.name != "transpose" or eqn.params["perm"] != (1, 0):
+        if not is_matrix_transpose(eqn):
             continue
         users, y = used.get(eqn.outputs[0], []), eqn.inputs[0]
         if len(users) != 1 or users[0] is None or not is_wgmma_operand(lw, users[0], eqn.outputs[0]):
@@ -215,6 +207,11 @@ def folded_wgmma_transposes(lw, block: Block) -> dict:
 
         rules[id(eqn)] = fold
     return rules
+
+
+def is_matrix_transpose(eqn) -> bool:
+    """Whether ``eqn`` is ``x.T`` of a 2-d tile."""
+    return eqn.prim.name == "transpose" and eqn.params["perm"] == (1, 0)
 
 
 def is_wgmma_operand(lw, user, x) -> bool:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._ir.core import Block, Literal, Program, TileType, Var, sub_blocks
+from .._ir.core import Block, Literal, Program, TileType, Var, sub_blocks, uses
 
 
 def simplify(program: Program) -> Program:
     _rewrite(program.body, {})
     _eliminate_dead(program.body)
-    _sink_transposes(program.body, _use_counts(program.body, {}))
+    _sink_transposes(program.body, uses(program.body))
     return program
 
 
@@ -98,27 +98,14 @@ def _eliminate_dead(block: Block, live: set | None = None) -> bool:
     return effects
 
 
-def _use_counts(block: Block, counts: dict) -> dict:
-    for eqn in block.eqns:
-        for a in eqn.inputs:
-            if isinstance(a, Var):
-                counts[a] = counts.get(a, 0) + 1
-        for sub in sub_blocks(eqn):
-            _use_counts(sub, counts)
-    for a in block.results:
-        if isinstance(a, Var):
-            counts[a] = counts.get(a, 0) + 1
-    return counts
-
-
-def _sink_transposes(block: Block, uses: dict):
+def _sink_transposes(block: Block, used: dict):
     """``z = convert(transpose(x))``, the transpose used once, as ``transpose(convert(x))``:
     the two equations swap primitives in place (the convert's result gets x's shape)."""
     made = {}  # the transpose's result -> its equation
     for i, eqn in enumerate(block.eqns):
         for sub in sub_blocks(eqn):
-            _sink_transposes(sub, uses)
-        if eqn.prim.name == "transpose" and uses.get(eqn.outputs[0]) == 1:
+            _sink_transposes(sub, used)
+        if eqn.prim.name == "transpose" and len(used.get(eqn.outputs[0], [])) == 1:
             made[eqn.outputs[0]] = i
         elif eqn.prim.name == "convert" and eqn.inputs[0] in made:
             t = block.eqns[made.pop(eqn.inputs[0])]
