@@ -59,8 +59,12 @@ def triton_matmul(triton):
     import triton.language as tt
 
     @triton.jit
-    def kernel(A, B, C, M, N, K, BM: tt.constexpr, BN: tt.constexpr, BK: tt.constexpr, GROUP: tt.constexpr):
-        """The Triton tutorial's matmul (grouped block order, masked K tail)."""
+    def kernel(
+        A, B, C, M, N, K, BM: tt.constexpr, BN: tt.constexpr, BK: tt.constexpr, GROUP: tt.constexpr,
+        PRECISION: tt.constexpr = "tf32",
+    ):  # fmt: skip
+        """The Triton tutorial's matmul (grouped block order, rows and columns past the end
+        wrapped, masked K tail); ``PRECISION`` of float32 inputs: "ieee" or "tf32" (Triton's default)."""
         pid = tt.program_id(0)
         rows, cols = tt.cdiv(M, BM), tt.cdiv(N, BN)
         group = pid // (GROUP * cols)
@@ -68,13 +72,13 @@ def triton_matmul(triton):
         size = min(rows - first, GROUP)
         pm, pn = first + (pid % size), (pid % (GROUP * cols)) // size
         rm, rn, rk = pm * BM + tt.arange(0, BM), pn * BN + tt.arange(0, BN), tt.arange(0, BK)
-        a = A + rm[:, None] * K + rk[None, :]
-        b = B + rk[:, None] * N + rn[None, :]
+        a = A + (rm % M)[:, None] * K + rk[None, :]
+        b = B + rk[:, None] * N + (rn % N)[None, :]
         acc = tt.zeros((BM, BN), dtype=tt.float32)
         for k in range(0, tt.cdiv(K, BK)):
             x = tt.load(a, mask=rk[None, :] < K - k * BK, other=0.0)
             y = tt.load(b, mask=rk[:, None] < K - k * BK, other=0.0)
-            acc = tt.dot(x, y, acc)
+            acc = tt.dot(x, y, acc, input_precision=PRECISION)
             a += BK
             b += BK * N
         c = C + rm[:, None] * N + rn[None, :]
@@ -166,8 +170,45 @@ def bench_matmul(torch, time_ms, quick=False) -> str:
         run()
         report(case, "triton 128x256x64 8w 3s", time_ms(run, torch), flops, check(c, want, k))
 
+    bench_float32(torch, time_ms, report, tk, quick)
     table = "| case | implementation | ms | TFLOP/s | check |\n|---|---|---|---|---|\n"
     return table + "".join(f"| {c} | {i} | {ms:.4f} | {f:.1f} | {ok} |\n" for c, i, ms, f, ok in rows)
+
+
+# float32 on CUDA cores: 8 x 8 results a thread, two blocks an SM (H200 sweep, 2026-12-03)
+FLOAT32 = {t: tl.tile_kernel(matmul, num_threads=t) for t in (128, 256)}
+
+
+def bench_float32(torch, time_ms, report, tk, quick):
+    """float32 matmuls, exact (no TF32) against cuBLAS and Triton's "ieee" dot, and TF32 for
+    scale: 4096^3 and an irregular shape (K odd: rows not 16-byte aligned). Checked within
+    1e-5 of the largest float64 result (K roundings of float32 sums)."""
+    for m, n, k in ((1024, 1024, 1024), (1025, 737, 1481)) if quick else ((4096, 4096, 4096), (8205, 2949, 5921)):
+        a, b = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
+        want, case, flops = a.double() @ b.double(), f"matmul {m}x{n}x{k} f32", 2 * m * n * k
+
+        def check(c, want=want):
+            err = ((c.double() - want).abs().max() / want.abs().max()).item()
+            return "ok" if err < 1e-5 else f"WRONG (err {err:.1e})"
+
+        for bm, bn, bk, t in ((128, 128, 32, 256), (64, 128, 16, 128)):
+            c = torch.full((m, n), float("nan"), device="cuda")
+            run = _launcher(FLOAT32[t], tl.cdiv(m, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8)
+            run()
+            report(case, f"tilelang {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c))
+        for tf32 in (False, True):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            label = f"torch (cuBLAS{', TF32' if tf32 else ''})"
+            report(case, label, time_ms(functools.partial(torch.matmul, a, b), torch), flops)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        for precision in ("ieee", "tf32") if tk is not None else ():
+            c = torch.empty((m, n), device="cuda")
+            for bm, bn, bk, warps, stages in ((128, 128, 32, 8, 3), (128, 64, 32, 4, 4)):
+                run = _launcher(tk, (tl.cdiv(m, bm) * tl.cdiv(n, bn),), (a, b, c, m, n, k), BM=bm, BN=bn, BK=bk,
+                                GROUP=8, PRECISION=precision, num_warps=warps, num_stages=stages)  # fmt: skip
+                run()
+                label = f"triton {precision} {bm}x{bn}x{bk} {warps}w {stages}s"
+                report(case, label, time_ms(run, torch), flops, check(c) if precision == "ieee" else "")
 
 
 def main():

@@ -6,6 +6,8 @@ Integer references are exact (Python ints, then wrapped to the accumulator); flo
 references are computed in float64 and compared within K * eps(accumulator) * (|a| @ |b|).
 """
 
+import re
+
 import numpy as np
 import pytest
 from _reference import promote, wrap
@@ -143,13 +145,13 @@ def test_matmul_on_tensor_cores(data, d, how, tile, threads):
     bm, bn, bk = tile
     largest = max(pow2(bm) * pow2(bk), pow2(bk) * pow2(bn), pow2(bm) * pow2(bn))
     threads = max(threads, largest // 64)  # (at most 64 elements of a tile per thread)
-    thread_ir = _check_16_bit_matmul(data, d, how, tile, MMA_KERNELS[threads])
+    thread_ir = _check_float_matmul(data, d, how, tile, MMA_KERNELS[threads])
     assert "mma[" in thread_ir and "wgmma[" not in thread_ir
 
 
-def _check_16_bit_matmul(data, d, how, tile, kernel) -> str:
-    """A dot of ``d`` operands on arrays not tile multiples against float64 (a rounding bound
-    for float32 accumulation); its thread IR."""
+def _check_float_matmul(data, d, how, tile, kernel) -> str:
+    """A dot of ``d`` operands (16-bit floats or float32) on arrays not tile multiples against
+    float64 (a rounding bound for float32 accumulation); its thread IR."""
     bm, bn, bk = tile
     m, n, k = data.draw(tlt.shapes(tile, max_tiles=2, slack=3), label="M, N, K")
     a, b = _operands(data, d, d, m, n, k)
@@ -167,6 +169,29 @@ def _check_16_bit_matmul(data, d, how, tile, kernel) -> str:
         HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk,
     )  # fmt: skip
     return tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")["thread_ir"]
+
+
+# (tile, threads): 8 x 8 results a thread (64x64 on 64 threads, 128x64 on 128), 4 x 4 and
+# fewer, tiles not powers of two (48x40x12, 20x12x6: k not a multiple of the 4 read at once),
+# k under 4 (2: no 16-byte rows to copy ahead)
+FMA_TILES = st.sampled_from([
+    ((64, 64, 16), 64), ((128, 64, 8), 128), ((32, 32, 8), 64), ((48, 40, 12), 128), ((20, 12, 6), 32),
+    ((16, 32, 2), 32),
+])  # fmt: skip
+FMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t) for t in (32, 64, 128)}
+
+
+@given(data=st.data(), how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]), case=FMA_TILES)
+def test_float32_matmul_on_cuda_cores(data, how, case):
+    """float32 dots on CUDA cores (``lower_dot._lower_fma``): each thread a register block of
+    the result, both operands read from shared memory 4 k-steps at a time with 16-byte
+    loads (along k for ``a`` and ``w.T``, across a thread's 4 columns for ``b`` and rows for
+    ``x.T``); in the loop the tiles are copied ahead with cp.async (``w.T``'s tile
+    swizzled), the CPU backend landing each copy only at its wait."""
+    tile, threads = case
+    thread_ir = _check_float_matmul(data, tl.float32, how, tile, FMA_KERNELS[threads])
+    assert ("async shared" in thread_ir) == (tile[2] >= 4)
+    assert re.search(r"= shared \S+ lanes=4$", thread_ir, re.M)
 
 
 # (tile, threads): warpgroups over m, over n, several 64-row blocks or instructions each,
@@ -194,7 +219,7 @@ def test_matmul_on_warpgroup_tensor_cores(data, d, how, case):
     # (128 accumulators a thread are the wgmma accumulator's alone: loaded, the initial
     # 128x256 tile is an ordinary one, limited to 64 a thread)
     assume(not (how == "init" and tile[0] * tile[1] // threads > 64))
-    thread_ir = _check_16_bit_matmul(data, d, how, tile, WGMMA_KERNELS[threads])
+    thread_ir = _check_float_matmul(data, d, how, tile, WGMMA_KERNELS[threads])
     assert "wgmma[" in thread_ir and "ldmatrix" not in thread_ir
 
 
@@ -318,7 +343,8 @@ def test_dot_with_an_accumulator_in_another_layout(src, d, shape):
                                       "fragments of 16x8, 2 k-steps of 16"),
     (tl.bfloat16, (16, 8, 16), 64, "tensor cores, mma.sync.m16n8k16.bf16: 1 x 1 warps (m x n), 2 replicating, "
                                    "each 1 x 1 fragments of 16x8, 1 k-steps of 16"),
-    (tl.float32, (32, 32, 8), 64, "CUDA cores (FFMA from shared memory): float32"),
+    (tl.float32, (32, 32, 8), 64, "CUDA cores (FFMA from shared memory): float32, each thread 4 x 4 results, "
+                                  "4 k-steps a read"),
     (tl.float16, (8, 8, 16), 32, "CUDA cores (FFMA from shared memory): tiles under one fragment"),
     (tl.float16, (128, 128, 32), "sm_90a", "tensor cores, wgmma.m64n128k16.f16 (sm_90a): 2 x 1 warpgroups (m x n), "
                                            "each 1 x 1 instructions of 64x128, 2 k-steps of 16"),

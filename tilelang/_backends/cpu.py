@@ -188,7 +188,8 @@ class CpuWriter(SourceWriter):
             out.append((f"regs_{name}", np.dtype(name.replace("boolean", "bool")), shape))
         for name in self.async_buffers:  # the words in flight, their group and the thread copying
             size = self.program.shared[name][1]
-            out += [(f"{name}__pending", np.dtype("uint32"), (size,)), (f"{name}__group", np.dtype("int64"), (size,))]
+            words = np.dtype(code_type_name(self.program.shared[name][0]))  # (uint32, or float32 for float32s)
+            out += [(f"{name}__pending", words, (size,)), (f"{name}__group", np.dtype("int64"), (size,))]
             out.append((f"{name}__owner", np.dtype("int64"), (size,)))
         if self.async_buffers:
             out.append(("async_groups", np.dtype("int64"), (self.program.num_threads,)))
@@ -350,7 +351,8 @@ class CpuWriter(SourceWriter):
             b, array = s.buffer, s.array
             offset = f"wrapping_add({self.ref(s.base)}, {self.ref(s.offset)})"
             lanes = ", ".join([offset, *(self.ref(x) for x in (s.mask, s.first, s.last, s.aligned))])
-            self.emit(f"async_copy({b}__pending, {b}__group, {b}__owner, {self.ref(s.index)}, {array}__buf, "
+            copy = "async_copy" if self.arrays[array].dtype.itemsize == 2 else "async_copy_words"
+            self.emit(f"{copy}({b}__pending, {b}__group, {b}__owner, {self.ref(s.index)}, {array}__buf, "
                       f"{array}__origin, {lanes}, async_groups[t], t)", indent)  # fmt: skip
         elif isinstance(s, AsyncCommit):
             self.emit("async_groups[t] += 1", indent)

@@ -287,6 +287,16 @@ def async_copy(pending, group, owner, at, memory, origin, offset, ok, first, las
 
 
 @njit(cache=True)
+def async_copy_words(pending, group, owner, at, memory, origin, offset, ok, first, last, aligned, tag, t):
+    """:func:`async_copy` of a group of 4 32-bit lanes, one to a word."""
+    if aligned and ((offset & 3) != 0 or 0 < first < 4 or 0 < last < 4):
+        raise AssertionError("tilelang: an AsyncCopy claimed aligned moves a partial or misaligned group")
+    for i in range(4):
+        value = memory[origin + offset + i] if ok and first <= i < last else 0
+        pending[at + i], group[at + i], owner[at + i] = value, tag, t
+
+
+@njit(cache=True)
 def async_land(buffer, pending, group, owner, t, done):
     """Thread ``t``'s copies of the groups before ``done`` move into ``buffer``."""
     for w in range(buffer.size):

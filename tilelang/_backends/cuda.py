@@ -84,7 +84,7 @@ class CudaWriter(SourceWriter):
     def write_out(self, run, start, stop, indent):
         """Twice, under a test of the run's copies: where every window is ``aligned``
         (``AsyncCopy``) and its array's pointer 16-byte aligned, each copy is one cp.async
-        (``cp_async16_whole``), slot by slot; else a loop of the copies with their fallback
+        (``cp_async16_whole_<itemsize>``), slot by slot; else a loop of the copies with their fallback
         for misaligned and partial groups (rare: a loop compiles faster). One branch per
         window, not per copy: NVVM does not merge the copies' own tests."""
 
@@ -136,10 +136,11 @@ class CudaWriter(SourceWriter):
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
         vectors = not SIMULATOR  # (numba's simulator declares no aligned arrays, nor needs them)
-        matrices = {  # buffers read 16 bytes at a time: aligned so
+        vector = (AsyncCopy, SharedLoad) if vectors else ()
+        matrices = {  # buffers read or written 16 bytes at a time: aligned so
             s.buffer
             for s in walk_statements(p.body)
-            if isinstance(s, (LdMatrix, AsyncCopy)) or (isinstance(s, SharedLoad) and s.lanes > 1 and vectors)
+            if isinstance(s, LdMatrix) or (isinstance(s, vector) and getattr(s, "lanes", 4) > 1)
         }
         for name, (d, size) in p.shared.items():
             if not dynamic:  # (ldmatrix reads 16-byte rows; wgmma's swizzle needs more)
@@ -252,8 +253,9 @@ class CudaWriter(SourceWriter):
         elif isinstance(s, AsyncCopy):
             array, index = self.shared_place(s.buffer, s.index)
             args = ", ".join(ref(x) for x in (s.base, s.offset, s.mask, s.first, s.last))
-            general = f"cp_async16_{self.arrays[s.array].dtype.name}({array}, {index}, {s.array}__ptr, {args})"
-            whole_copy = f"cp_async16_whole({array}, {index}, {s.array}__ptr, {args})"
+            d = self.arrays[s.array].dtype
+            general = f"cp_async16_{d.name}({array}, {index}, {s.array}__ptr, {args})"
+            whole_copy = f"cp_async16_whole_{d.itemsize}({array}, {index}, {s.array}__ptr, {args})"
             if self.copies_whole is None:  # (a copy alone: its own test)
                 self.versions([s], lambda whole, at: self.emit(whole_copy if whole else general, at), indent)
             else:
@@ -640,11 +642,14 @@ class CudaKernel:
             # where two blocks' shared memory does not fit an SM (one block is all it gets: a
             # register cap would only spill; attention d128's forward spilled 480 B), nor where
             # its products' results hold over 64 registers a thread (m64n256 accumulators; the
-            # attention backward's four products: 952 B spilled at 128)
-            threads = self.program.num_threads
-            results = _product_registers(self.program.body)
+            # attention backward's four products: 952 B spilled at 128). So is a pipelined dot
+            # on CUDA cores (float32 128x128x32: 124 registers, no spill; 42.1 TFLOP/s, 39.3
+            # with one block)
+            threads, body = self.program.num_threads, self.program.body
+            results = _product_registers(body)
+            copies = results == 0 and any(isinstance(s, AsyncCopy) for s in walk_statements(body))
             two_fit = 2 * (self.dynamic_shared + RESERVED_SHARED) <= SHARED_PER_SM
-            two_blocks = 0 < results <= 64 and threads == 256 and two_fit
+            two_blocks = (0 < results <= 64 or copies) and threads == 256 and two_fit
             bounds = (threads,) if threads > 256 else ((threads, 2) if two_blocks else None)
             with lean_cuda_pipeline():
                 ptx, _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds)
@@ -662,7 +667,10 @@ class CudaKernel:
 
         if not config.ENABLE_CUDASIM:
             raise TileCompilerError("CudaKernel.simulate needs NUMBA_ENABLE_CUDASIM=1 set before numba is imported")
-        if any(isinstance(s, (Shuffle, Mma, LdMatrix, AsyncCopy, Wgmma)) for s in walk_statements(self.program.body)):
+        statements = list(walk_statements(self.program.body))
+        arrays = {p.name: p for p in self.program.params if isinstance(p, ArrayParam)}
+        copies_16_bits = (isinstance(s, AsyncCopy) and arrays[s.array].dtype.itemsize == 2 for s in statements)
+        if any(isinstance(s, (Shuffle, Mma, LdMatrix, Wgmma)) for s in statements) or any(copies_16_bits):
             raise TileCompilerError(
                 f"kernel {self.program.name} uses warp shuffles or tensor cores, which numba's CUDA simulator "
                 "does not have; it runs on the GPU and on the CPU backend"

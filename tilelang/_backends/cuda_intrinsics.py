@@ -305,43 +305,44 @@ def _store(d: DType, lanes: int):
     return store_vector
 
 
-def _copy_addresses(builder, ptr, base, offset):
-    """The window's corner (``ptr`` plus ``base`` 16-bit elements: the same for every copy of a
+def _copy_addresses(builder, ptr, base, offset, itemsize: int):
+    """The window's corner (``ptr`` plus ``base`` elements: the same for every copy of a
     window, so computed once) and the group's source address from it."""
-    corner = builder.add(ptr, builder.mul(base, ir.Constant(I64, 2)))
-    return corner, builder.add(corner, builder.mul(offset, ir.Constant(I64, 2)))
+    corner = builder.add(ptr, builder.mul(base, ir.Constant(I64, itemsize)))
+    return corner, builder.add(corner, builder.mul(offset, ir.Constant(I64, itemsize)))
 
 
 def _async_copy(d: DType):
-    """``cp_async16_<dtype>(buffer, index, ptr, base, offset, ok, first, last)`` for 16-bit ``d``:
-    the 8 lanes ``ptr[base + offset + i]`` (``ok and first <= i < last``, else 0) to words ``index`` to
-    ``+ 3`` of a shared uint32 array, as raw bits two to a word. A whole, aligned group is one
-    ``cp.async.cg`` (16 bytes, asynchronous); any other is loaded lane by lane and stored now
-    (a cp.async needs its 16 source bytes aligned)."""
+    """``cp_async16_<dtype>(buffer, index, ptr, base, offset, ok, first, last)``: the 16 bytes
+    of lanes ``ptr[base + offset + i]`` (8 of a 16-bit ``d``, 4 of a 32-bit one; ``ok and
+    first <= i < last``, else 0) to words ``index`` to ``+ 3`` of a shared 32-bit array,
+    16-bit ones as raw bits two to a word. A whole, aligned group is one ``cp.async.cg``
+    (16 bytes, asynchronous); any other is copied lane by lane: 32-bit lanes each by a
+    4-byte ``cp.async.ca`` (still asynchronous: a float32 matrix with an odd number of
+    columns stays pipelined), 16-bit ones loaded and stored now (no cp.async moves 2 bytes)."""
+    lanes, halves = 16 // d.itemsize, d.itemsize == 2
 
     @intrinsic
     def async_copy(typingctx, buffer, index, ptr, base, offset, ok, first, last):
         def codegen(context, builder, sig, args):
             buf, index, ptr, base, offset, ok, first, last = args
-            ptr, source = _copy_addresses(builder, ptr, base, offset)
+            ptr, source = _copy_addresses(builder, ptr, base, offset, d.itemsize)
             words = context.make_array(sig.args[0])(context, builder, buf).data
-            at = builder.sext(index, I64)
-            with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, 8)) as (whole, lanewise):
+            with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
                 with whole:
                     builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, _ONE])
                 with lanewise:
-                    inside = _lanes_ok(builder, ok, first, last, 8)
-                    for w in range(4):
-                        word = ir.Constant(I32, 0)
-                        for h in range(2):
-                            slot = cgutils.alloca_once_value(builder, ir.Constant(I32, 0))
-                            with builder.if_then(inside[2 * w + h]):
-                                lane = builder.add(offset, ir.Constant(I64, 2 * w + h))
-                                bits = builder.load(_address(builder, ptr, lane, dtypes.uint16), align=2)
-                                builder.store(builder.zext(bits, I32), slot)
-                            part = builder.load(slot)
-                            word = builder.or_(word, builder.shl(part, ir.Constant(I32, 16)) if h else part)
-                        builder.store(word, builder.gep(words, [builder.add(at, ir.Constant(I64, w))]))
+                    inside = _lanes_ok(builder, ok, first, last, lanes)
+                    if halves:
+                        _copy_halves(builder, words, builder.sext(index, I64), ptr, offset, inside)
+                    else:
+                        to = shared_address(context, builder, sig.args[0], buf, index)
+                        for i in range(lanes):
+                            four = [
+                                builder.add(to, ir.Constant(I32, 4 * i)),
+                                builder.add(source, ir.Constant(I64, 4 * i)),
+                            ]
+                            builder.call(_COPY4, [*four, builder.zext(inside[i], I32)])
             return context.get_dummy_value()
 
         i32, i64 = types.int32, types.int64
@@ -351,8 +352,29 @@ def _async_copy(d: DType):
     return async_copy
 
 
+def _copy_halves(builder, words, at, ptr, offset, inside):
+    """The 8 16-bit lanes at ``offset`` (zeros where not ``inside``) loaded now and stored to
+    words ``at`` to ``+ 3``, two to a word, the first low."""
+    for w in range(4):
+        word = ir.Constant(I32, 0)
+        for h in range(2):
+            slot = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(16), 0))
+            with builder.if_then(inside[2 * w + h]):
+                lane = builder.add(offset, ir.Constant(I64, 2 * w + h))
+                builder.store(builder.load(_address(builder, ptr, lane, dtypes.uint16), align=2), slot)
+            part = builder.zext(builder.load(slot), I32)
+            word = builder.or_(word, builder.shl(part, ir.Constant(I32, 16)) if h else part)
+        builder.store(word, builder.gep(words, [builder.add(at, ir.Constant(I64, w))]))
+
+
 _ONE = ir.Constant(I32, 1)
 # 16 bytes, or zeros where the last operand is 0 (cp.async's ignore-src predicate)
+_COPY4 = ir.InlineAsm(  # (the same, 4 bytes)
+    ir.FunctionType(ir.VoidType(), [I32, I64, I32]),
+    "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $2, 0;\n\tcp.async.ca.shared.global [$0], [$1], 4, p;\n\t}",
+    "r,l,r,~{memory}",
+    True,
+)
 _COPY16 = ir.InlineAsm(
     ir.FunctionType(ir.VoidType(), [I32, I64, I32]),
     "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $2, 0;\n\tcp.async.cg.shared.global [$0], [$1], 16, p;\n\t}",
@@ -361,23 +383,27 @@ _COPY16 = ir.InlineAsm(
 )
 
 
-@intrinsic
-def cp_async16_whole(typingctx, buffer, index, ptr, base, offset, ok, first, last):
-    """``cp_async16_<dtype>`` for a window whose groups are each whole or empty and 16-byte
-    aligned (``AsyncCopy.aligned``, the array's pointer aligned too): one ``cp.async.cg`` of
-    16 bytes per group, zeros for an empty one, no branch (both 16-bit dtypes: raw bits)."""
+def _whole_copy(itemsize: int):
+    """``cp_async16_whole_<itemsize>``: ``cp_async16_<dtype>`` for a window whose groups are each
+    whole or empty and 16-byte aligned (``AsyncCopy.aligned``, the array's pointer aligned
+    too): one ``cp.async.cg`` of 16 bytes per group, zeros for an empty one, no branch (every
+    dtype of that size: raw bits)."""
 
-    def codegen(context, builder, sig, args):
-        buf, index, ptr, base, offset, ok, first, last = args
-        zero = ir.Constant(I32, 0)
-        _, source = _copy_addresses(builder, ptr, base, offset)
-        inside = builder.and_(builder.icmp_signed("<=", first, zero), builder.icmp_signed(">", last, zero))
-        read = builder.zext(builder.and_(ok, inside), I32)
-        builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, read])
-        return context.get_dummy_value()
+    @intrinsic
+    def whole_copy(typingctx, buffer, index, ptr, base, offset, ok, first, last):
+        def codegen(context, builder, sig, args):
+            buf, index, ptr, base, offset, ok, first, last = args
+            zero = ir.Constant(I32, 0)
+            _, source = _copy_addresses(builder, ptr, base, offset, itemsize)
+            inside = builder.and_(builder.icmp_signed("<=", first, zero), builder.icmp_signed(">", last, zero))
+            read = builder.zext(builder.and_(ok, inside), I32)
+            builder.call(_COPY16, [shared_address(context, builder, sig.args[0], buf, index), source, read])
+            return context.get_dummy_value()
 
-    i32, i64 = types.int32, types.int64
-    return types.void(buffer, i32, types.uint64, i64, i64, types.boolean, i32, i32), codegen
+        i32, i64 = types.int32, types.int64
+        return types.void(buffer, i32, types.uint64, i64, i64, types.boolean, i32, i32), codegen
+
+    return whole_copy
 
 
 _ROUND = {
@@ -561,7 +587,9 @@ if not config.ENABLE_CUDASIM:
     )
 
     globals().update(MMA_INTRINSICS)
-    globals().update({f"cp_async16_{d.name}": _async_copy(d) for d in (dtypes.float16, dtypes.bfloat16)})
+    copied = (dtypes.float16, dtypes.bfloat16, dtypes.float32)
+    globals().update({f"cp_async16_{d.name}": _async_copy(d) for d in copied})
+    globals().update({f"cp_async16_whole_{n}": _whole_copy(n) for n in (2, 4)})
     globals().update({f"cp_async_wait_{n}": asm_statement(f"cp.async.wait_group {n};") for n in range(8)})
     cp_async_commit = asm_statement("cp.async.commit_group;")
     globals().update({f"lds{n}_{d.name}": _shared_vector(d, n) for d in (dtypes.float32,) for n in (2, 4)})

@@ -158,6 +158,19 @@ def select(cond, a, b):
 INTRINSICS["select"] = select
 
 
+def copy_float32s(buffer, index, ptr, base, offset, ok, first, last):
+    """``cp_async16_float32`` done at once (the simulator has no asynchronous copies: data that
+    lands before the wait is what a cp.async promises): 4 lanes, zeros where out."""
+    for i in range(4):
+        inside = ok and first <= i < last
+        buffer[index + i] = _view(ptr, base + offset + i, np.dtype(np.float32), 1)[0] if inside else 0
+
+
+INTRINSICS["cp_async16_float32"] = INTRINSICS["cp_async16_whole_4"] = copy_float32s
+INTRINSICS["cp_async_commit"] = lambda: None
+INTRINSICS.update({f"cp_async_wait_{n}": (lambda: None) for n in range(8)})
+
+
 def _wrapping(fn):
     def wrapping(a, b):  # int64 arithmetic modulo 2**64, as the GPU's
         return np.int64((fn(int(a), int(b)) + 2**63) % 2**64 - 2**63)

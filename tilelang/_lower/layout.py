@@ -21,6 +21,7 @@ questions the lowering asks mechanical:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 
@@ -177,15 +178,29 @@ def reshaped(layout: Layout, shape) -> Layout | None:
 
 
 def matmul_result(m: int, n: int, num_threads: int) -> Layout:
-    """The layout of a dot's result: each thread a small 2-d block of registers (so each
-    operand value read from shared memory is reused across a row or column of them)."""
+    """The layout of a dot's result on CUDA cores: each thread a 2-d block of registers, so
+    every operand value it reads from shared memory serves a row or column of products.
+
+    A thread holds 4 consecutive columns and 4 consecutive rows (one 16-byte shared read
+    each where an operand is stored along them; 16-byte stores of the result), lanes take
+    8 column groups then 4 row groups (a quarter warp reads 128 consecutive bytes of ``b``
+    and one row of ``a``: no bank conflict), then each thread repeats its block once more
+    along n and m (8 x 8 registers for 128 x 128 on 256 threads), and warps split the rest."""
     pm, pn = log2(pow2_ceil(m)), log2(pow2_ceil(n))
     per_thread = max(pm + pn - log2(num_threads), 0)
+    rest_n, rest_m = list(range(pn)), list(range(pn, pn + pm))  # index bits: n is the low dimension
     tn = min(pn, 2, per_thread)
     tm = min(pm, 2, per_thread - tn)
-    n_bits, m_bits = list(range(pn)), list(range(pn, pn + pm))
-    order = n_bits[:tn] + m_bits[:tm] + n_bits[tn:] + m_bits[tm:]
-    return _assign((m, n), tn + tm, order, num_threads)
+    reg, rest_n, rest_m = rest_n[:tn] + rest_m[:tm], rest_n[tn:], rest_m[tm:]
+    lane = rest_n[:3] + rest_m[:2]
+    rest_n, rest_m = rest_n[3:], rest_m[2:]
+    rest = [b for pair in itertools.zip_longest(rest_n, rest_m) for b in pair if b is not None]
+    lane, rest = lane + rest[: 5 - len(lane)], rest[5 - len(lane) :]  # (a narrow tile: more lanes on one side)
+    outer = per_thread - len(reg)
+    reg, rest = reg + rest[:outer], rest[outer:]
+    nwarp = log2(num_threads) - 5
+    pad = [None] * 8
+    return Layout((m, n), tuple(reg), tuple((lane + pad)[:5]), tuple((rest + pad)[:nwarp]))
 
 
 MMA_DTYPES = ("float16", "bfloat16")  # operands of mma.sync m16n8k16 with float32 accumulation

@@ -1,6 +1,6 @@
-"""Shared-memory tiles as warpgroup tensor cores (``wgmma``, sm_90a) read them: 16-bit
-2-d tiles in the PTX ISA's swizzled canonical layouts, and the matrix descriptors that
-point ``wgmma`` at them.
+"""Shared-memory tiles as dots read them: for warpgroup tensor cores (``wgmma``, sm_90a),
+16-bit 2-d tiles in the PTX ISA's swizzled canonical layouts, and the matrix descriptors
+that point ``wgmma`` at them; for CUDA cores, :class:`OperandTile`.
 
 A tile of ``rows x cols`` elements (powers of two; ``cols`` the dimension contiguous in
 memory) is stored as column blocks of ``width`` bytes (32, 64 or 128): block ``j`` holds
@@ -112,6 +112,44 @@ class RegisterTile:
     def word(self, i: int, kk: int) -> int:
         block, step = divmod(16 * kk, self.n)
         return self.n // 4 * (block + self.nb * i) + step // 4
+
+
+@dataclass(frozen=True)
+class OperandTile:
+    """A dot operand on CUDA cores in shared memory (``lower_dot``): ``rows x cols`` elements
+    (powers of two) stored row-major. With ``swizzled``, the 4-element chunk ``c`` of row
+    ``r`` is stored at chunk ``c ^ ((r >> 2) & (chunks - 1))`` (at most 8 chunks): a quarter
+    warp reading one chunk of 8 rows 4 apart (``b`` given as ``w.T``: each lane 4
+    consecutive columns, lanes on consecutive 4s) then hits 8 distinct 16-byte bank groups."""
+
+    rows: int
+    cols: int
+    swizzled: bool = False
+
+    @property
+    def words(self) -> int:
+        return self.rows * self.cols
+
+    def index_op(self, lw, r, c, slot_rows=None):
+        """The element index of ``(r, c)`` (int32 thread-IR ops of the builder ``lw``), or of
+        ``(r + slot_rows, c)`` for a thread's row ``r``, a multiple of 4, and its slots'
+        offsets from it: the swizzle adds their quarters, so where the offsets are multiples of
+        32 rows LLVM folds it to the thread's (one XOR a read, not one per row)."""
+        i32 = D.int32
+        if self.swizzled:
+            spread = lw.op(i32, "shr", r, _imm(2))
+            if slot_rows is not None:
+                spread = lw.op(i32, "add", spread, lw.op(i32, "shr", slot_rows, _imm(2)))
+            spread = lw.op(i32, "and", spread, _imm(min(self.cols // 4, 8) - 1))
+            c = lw.op(i32, "xor", c, lw.op(i32, "shl", spread, _imm(2)))
+        if slot_rows is not None:
+            r = lw.op(i32, "add", r, slot_rows)
+        return lw.op(i32, "add", lw.op(i32, "mul", r, _imm(self.cols)), c)
+
+    def group_words(self, lw, layout, lanes: int, plus):
+        """:meth:`index_op` of the first element of each group of ``lanes`` slots of
+        ``layout`` (a copy's destinations), ``+ plus``."""
+        return lw.op(D.int32, "add", self.index_op(lw, *lw.coords(layout, lanes)), plus)
 
 
 def _imm(v):

@@ -199,16 +199,17 @@ class LdMatrix:
 @dataclass
 class AsyncCopy:
     """Per group ``g``, 16 bytes from global to shared memory, asynchronously (``cp.async``):
-    the eight 16-bit elements ``array[base + offset[g] + i]`` where ``mask[g]`` and ``first[g] <= i
-    < last[g]`` (zero elsewhere) to words ``index[g]`` to ``+ 3`` of ``buffer``, two to a
-    word, the first low. The thread sees them after an ``AsyncWait`` that covers the
-    ``AsyncCommit`` group they were issued in; the other threads after a barrier after that.
-    ``base`` (the window's corner, one value for all groups) is apart from the groups'
-    ``offset`` so the backend adds it to the array's address once per window, not per copy.
-    ``aligned`` (one value for all groups) promises that every group's offset from the
-    array's first element is a multiple of 8 and the group whole or empty: where the array's
-    pointer is 16-byte aligned too, each group is one 16-byte copy (zeros for an empty one),
-    without a branch (``Window.groups_aligned``; the CPU backend checks the promise)."""
+    the elements ``array[base + offset[g] + i]`` (eight 16-bit ones or four 32-bit ones) where
+    ``mask[g]`` and ``first[g] <= i < last[g]`` (zero elsewhere) to words ``index[g]`` to ``+ 3``
+    of ``buffer`` (16-bit ones two to a word, the first low). The thread sees them after an
+    ``AsyncWait`` that covers the ``AsyncCommit`` group they were issued in; the other
+    threads after a barrier after that. ``base`` (the window's corner, one value for all
+    groups) is apart from the groups' ``offset`` so the backend adds it to the array's
+    address once per window, not per copy. ``aligned`` (one value for all groups) promises
+    that every group's offset from the array's first element is a multiple of its lanes and
+    the group whole or empty: where the array's pointer is 16-byte aligned too, each group
+    is one 16-byte copy (zeros for an empty one), without a branch
+    (``Window.groups_aligned``; the CPU backend checks the promise)."""
 
     buffer: str
     index: object
@@ -578,7 +579,7 @@ def _lines(stmts, indent):
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
         elif isinstance(s, AsyncCopy):
-            mask = f"mask={_text(s.mask)} lanes=8 in [{_text(s.first)}, {_text(s.last)}) aligned={_text(s.aligned)}"
+            mask = f"mask={_text(s.mask)} 16 bytes in [{_text(s.first)}, {_text(s.last)}) aligned={_text(s.aligned)}"
             source = f"{s.array}[{_text(s.base)} + {_text(s.offset)}]"
             yield f"{pad}async shared {s.buffer}[{_text(s.index)}] = {source} {mask}"
         elif isinstance(s, AsyncCommit):

@@ -21,8 +21,9 @@ from __future__ import annotations
 from .. import dtypes as D
 from .._ir.core import Block, tile_outputs, uses
 from .._lower.layout import MMA_DTYPES, Layout, WgmmaLayout, log2, mma_layouts, permuted, pow2_ceil, wgmma_layout
-from .._lower.lowering import all_slots, b1, i32, matrix_layout, output, stored_as_matrices, zero_padding
-from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap, slots
+from .._lower.lowering import all_slots, i32, matrix_layout, output, stored_as_matrices, zero_padding
+from .._lower.swizzled import OperandTile
+from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap
 from .lower_wgmma import folded_wgmma_transposes, is_matrix_transpose, lower_wgmma, register_fragments, wgmma_plan
 
 ARCHES = ("sm_90a", "sm_80")  # what the lowering targets: wgmma where it fits, or mma.sync
@@ -55,7 +56,12 @@ def dot_plan(eqn, layouts: dict) -> str:
     plan = dot_layouts(a.type, b.type, layouts[out].num_threads)
     if plan is None or layouts[out] != plan[2]:
         small = a.type.dtype.name in MMA_DTYPES
-        return f"CUDA cores (FFMA from shared memory): {'tiles under one fragment' if small else a.type.dtype.name}"
+        lc, (steps, _) = layouts[out], _k_steps(a, b)
+        rows, cols = (1 << sum(1 for r in lc.reg if r in lc.dim_bits(d)) for d in (0, 1))
+        return (
+            f"CUDA cores (FFMA from shared memory): {'tiles under one fragment' if small else a.type.dtype.name}, "
+            f"each thread {rows} x {cols} results" + (f", {steps} k-steps a read" if steps > 1 else "")
+        )
     lc = plan[2]
     (m, k), n = a.type.shape, b.type.shape[1]
     warps_m = 1 << sum(1 for w in lc.warp if w is not None and w in lc.dim_bits(0))
@@ -72,10 +78,16 @@ def dot_plan(eqn, layouts: dict) -> str:
 def lower_dot(lw, eqn, a, b, acc):
     if isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
         return lower_wgmma(lw, eqn, a, b, acc)
-    plan = dot_layouts(a.type, b.type, lw.t)
-    if plan is not None and lw.layout(eqn.outputs[0]) == plan[2]:
-        return _lower_mma(lw, eqn, a, b, acc, plan)
-    return _lower_fma(lw, eqn, a, b, acc)
+    if on_cuda_cores(lw, eqn):
+        return _lower_fma(lw, eqn, a, b, acc)
+    return _lower_mma(lw, eqn, a, b, acc, dot_layouts(a.type, b.type, lw.t))
+
+
+def on_cuda_cores(lw, eqn) -> bool:
+    """Whether the dot ``eqn`` is lowered to multiply-adds of threads (no tensor-core plan)."""
+    layout = lw.layout(eqn.outputs[0])
+    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, lw.t)
+    return not isinstance(layout, WgmmaLayout) and (plan is None or layout != plan[2])
 
 
 def _lower_mma(lw, eqn, a, b, acc, plan):
@@ -97,62 +109,101 @@ def _lower_mma(lw, eqn, a, b, acc, plan):
 
 
 def _lower_fma(lw, eqn, a, b, acc):
-    """Operands staged in shared memory; each thread accumulates its register block of
-    the result over k, reading each operand value once per row or column it owns."""
+    """Each thread accumulates its register block of the result (``matmul_result``) over
+    k, from the operands in shared memory: copied there ahead by the loop's pipeline
+    (``lw.in_shared``), else stored there now. A float32 operand is read 4 k-steps at a
+    time with 16-byte loads: along k where its rows are the result's (``a``; ``b`` given as
+    ``w.T``), else across the thread's 4 consecutive rows or columns per k-step (``b``;
+    ``a`` given as ``x.T``): 16 loads per 256 multiply-adds of an 8 x 8 block. An iteration
+    reads twice where k allows: ptxas issues the second reads during the first products
+    (128x128x32 on the H200: 39.3 TFLOP/s, 37.1 with one)."""
     out = eqn.outputs[0]
-    layout = lw.layout(out)
-    (m, k), (_, n) = a.type.shape, b.type.shape
+    layout, dtype = lw.layout(out), out.type.dtype
+    k = a.type.shape[1]
     init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
-    buf = lw.buffer(a.type.dtype, m * k + k * n)
-    for atom, shape, base in ((a, (m, k), 0), (b, (k, n), m * k)):
-        src = lw.layout(atom)
-        at = lw.op(i32, "add", lw.flat(lw.coords(src), shape), Imm(base, i32))
-        lw.stmts.append(SharedStore(buf, at, lw.regs(atom, src), lw.land(lw.valid(src), lw.owner(src))))
-    lw.barrier()
-
-    # each thread's rows (and columns): the register bits of that dimension, as their own slots;
-    # columns that are consecutive from a multiple of their count are read together (b's rows are)
-    bases, picks, lanes = [], [], []
-    for d, size, scale, base in ((0, m, k, 0), (1, n, 1, m * k)):
-        bits = layout.dim_bits(d)
-        own = [(i, b - bits.start) for i, b in enumerate(layout.reg) if b in bits]
-        vec = _vector_bits(own, n, m * k) if d == 1 and a.type.dtype.name == "float32" else 0
-        c = lw.op(i32, "add", lw.thread_coord(layout, d), lw.op(i32, "slot", attr=SlotMap.of_bits(
-            [(j - vec, pos) for j, (_, pos) in enumerate(own) if j >= vec]), n=1 << (len(own) - vec)))  # fmt: skip
-        c = lw.op(i32, "select", lw.op(b1, "lt", c, Imm(size, i32)), c, Imm(0, i32))
-        bases.append(lw.op(i32, "add", lw.op(i32, "mul", c, Imm(scale, i32)), Imm(base, i32)))
-        picks.append([(i, j) for j, (i, _) in enumerate(own)])
-        lanes.append(1 << vec)
-    dtype = out.type.dtype
+    steps, reads = _k_steps(a, b)
+    sources = [lw.in_shared.get(x) or _staged(lw, x) for x in (a, b)]
+    if sources[0][3] is False and sources[1][3] is True:  # (a @ w.T: both along k, a read per row and column
+        reads = 1  # of the thread: two reads in flight spilled 36 B at 128 registers)
+    staged = [s[0] for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
+    if staged:
+        lw.barrier()
     param = lw.reg(dtype, layout.num_regs, "acc")
-    kk = lw.reg(i32, 1, "k")
+    kq = lw.reg(i32, 1, "k")
     outer, lw.stmts = lw.stmts, []
-    a_vals = _shared_at(lw, buf, a.type.dtype, dtype, lw.op(i32, "add", bases[0], kk))
-    b_at = lw.op(i32, "add", bases[1], lw.op(i32, "mul", kk, Imm(n, i32)))
-    b_vals = _shared_at(lw, buf, a.type.dtype, dtype, b_at, lanes[1])
-    products = lw.op(dtype, "mul", *(lw.pick(v, p, layout.num_regs) for v, p in zip((a_vals, b_vals), picks)))
-    result = lw.op(dtype, "add", param, products)
+    result = param
+    for r in range(reads):
+        at = kq if reads == 1 else lw.op(i32, "add", lw.op(i32, "mul", kq, Imm(reads, i32)), Imm(r, i32))
+        operands = [
+            _operand_values(lw, x, s, role, layout, at, steps, dtype)
+            for role, (x, s) in enumerate(zip((a, b), sources))
+        ]
+        for x, y in zip(*operands):
+            result = lw.op(dtype, "add", result, lw.op(dtype, "mul", x, y))
     body, lw.stmts = lw.stmts, outer
-    lw.stmts.append(Loop(kk, Imm(0, i32), Imm(k, i32), Imm(1, i32), [param], [init], body, [result]))
-    lw.release(buf)
+    last = Imm(-(-k // (steps * reads)), i32)
+    lw.stmts.append(Loop(kq, Imm(0, i32), last, Imm(1, i32), [param], [init], body, [result]))
+    lw.release(*staged)
     output(lw, eqn, param)
 
 
-def _vector_bits(own, n: int, base: int) -> int:
-    """log2 of how many of a thread's columns (``own``: (register bit, column bit) pairs, in
-    slot order) one vector load reads: its first ones hold column bits 0, 1, ... (consecutive
-    columns from a multiple of their count), up to 16 bytes of float32s, with rows of ``n``
-    columns and b's start (``base``) keeping each group aligned."""
-    vec = 0
-    while vec < min(len(own), 2) and own[vec][1] == vec and n % (2 << vec) == 0 and base % (2 << vec) == 0:
-        vec += 1
-    return vec
+def _k_steps(a, b) -> tuple[int, int]:
+    """How many k-steps a dot on CUDA cores reads at once (float32 operands: 4, 16 bytes)
+    and how many such reads an iteration makes (2 where the tile's k has 8 steps or more;
+    ``_lower_fma`` makes it 1 for ``a @ w.T``)."""
+    if a.type.dtype.name != "float32" or b.type.dtype.name != "float32":
+        return 1, 1
+    steps = min(4, pow2_ceil(a.type.shape[1]))
+    return steps, 2 if pow2_ceil(a.type.shape[1]) >= 8 else 1
 
 
-def _shared_at(lw, buf, dtype, acc_dtype, index, lanes=1):
-    dst = lw.reg(dtype, slots(index) * lanes, "v")
-    lw.stmts.append(SharedLoad(dst, buf, index, lanes))
-    return dst if dtype is acc_dtype else lw.op(acc_dtype, "convert", dst, attr=acc_dtype)
+def _staged(lw, x):
+    """``x`` stored row-major in a shared tile of its padded shape, zeros in the padding (the
+    products along k read it); as ``lw.in_shared`` gives a copied operand."""
+    src = lw.layout(x)
+    tile = OperandTile(*src.padded)
+    buf = lw.buffer(x.type.dtype, tile.words)
+    values = lw.regs(x, src)
+    if src.shape != src.padded:
+        values = lw.op(x.type.dtype, "select", lw.valid(src), values, Imm(0, x.type.dtype))
+    lw.stmts.append(SharedStore(buf, tile.index_op(lw, *lw.coords(src)), values, lw.owner(src)))
+    return buf, Imm(0, i32), tile, False
+
+
+def _operand_values(lw, x, source, role, layout, kq, steps, dtype) -> list:
+    """Operand ``x``'s values at k-steps ``steps * kq + s`` (``s < steps``) as ``dtype``, each
+    over the result's slots (``role`` 0, ``a``: the value of the slot's row; 1: of its
+    column), read from ``source`` = ``(buffer, base index, OperandTile, transposed)``; with
+    ``steps`` > 1, float32s 2 or 4 at a time."""
+    buf, base, tile, transposed = source
+    bits = layout.dim_bits(role)
+    own = [(i, b - bits.start) for i, b in enumerate(layout.reg) if b in bits]
+    step = log2(steps)
+    coord = lw.thread_coord(layout, role)
+    k0 = lw.op(i32, "mul", kq, Imm(steps, i32))
+    if transposed == (role == 1):  # k along the tile's columns: one read per row (column) of the thread
+        n = 1 << len(own)
+        rows = lw.op(i32, "slot", attr=SlotMap.of_bits([(j, p) for j, (_, p) in enumerate(own)]), n=n)
+        if [p for _, p in own[:2]] == [0, 1]:  # (the thread's row a multiple of 4: swizzled apart)
+            lanes, index = steps, tile.index_op(lw, coord, k0, slot_rows=rows)
+        else:
+            lanes, index = steps, tile.index_op(lw, lw.op(i32, "add", coord, rows), k0)
+        picks = [([(i, step + j) for j, (i, _) in enumerate(own)], s) for s in range(steps)]
+    else:  # k along the tile's rows: per k-step, one read per group of the thread's consecutive rows (columns)
+        v = next((j for j in range(2) if not (steps > 1 and j < len(own) and own[j][1] == j)), 2)
+        groups = len(own) - v
+        n = steps << groups
+        group = SlotMap.of_bits([(j - v, p) for j, (_, p) in enumerate(own) if j >= v])
+        at = lw.op(i32, "add", coord, lw.op(i32, "slot", attr=group, n=n))
+        kk = SlotMap.of_bits([(groups + t, t) for t in range(step)])
+        ks = lw.op(i32, "add", k0, lw.op(i32, "slot", attr=kk, n=n))
+        lanes, index = 1 << v, tile.index_op(lw, ks, at)
+        picks = [([(i, j) for j, (i, _) in enumerate(own)], s << (groups + v)) for s in range(steps)]
+    values = lw.reg(x.type.dtype, n * lanes, "v")
+    lw.stmts.append(SharedLoad(values, buf, lw.op(i32, "add", index, base), lanes))
+    if x.type.dtype is not dtype:
+        values = lw.op(dtype, "convert", values, attr=dtype)
+    return [lw.pick(values, pairs, layout.num_regs, const=const) for pairs, const in picks]
 
 
 # ------------------------------------------------------------- transposed operands

@@ -41,7 +41,7 @@ from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
 from .._lower.layout import Layout, reshaped
 from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
-from .._lower.swizzled import SwizzledTile
+from .._lower.swizzled import OperandTile, SwizzledTile
 from .._lower.thread_ir import (
     AsyncCommit,
     AsyncCopy,
@@ -55,7 +55,7 @@ from .._lower.thread_ir import (
     WgmmaWait,
 )
 from .._lower.window import Window
-from .lower_dot import transposed_read
+from .lower_dot import on_cuda_cores, transposed_read
 from .lower_wgmma import is_matrix_transpose, is_wgmma_operand, operand_tile, overlapped_dots
 
 
@@ -67,14 +67,18 @@ class _Copied:
     read: Layout  # what ldmatrix reads, in x's coordinates: y's layout (or its transpose)
     transpose: Eqn | None = None  # folded into the read
     reshape: Eqn | None = None  # of a load with leading axes of 1 (a 4-d array's 2-d tile), folded too
-    tile: SwizzledTile | None = None  # the stage's layout when a wgmma reads it (else ldmatrix's padded rows)
+    tile: SwizzledTile | OperandTile | None = None  # the stage's layout when a dot reads it (else ldmatrix's rows)
     more: tuple = ()  # further wgmma dots reading the same stage: (dot, transpose or None) each
     buffer: str = ""
     stage_words: int = 0
 
     def dots(self) -> list:
-        """The wgmma dots reading the copied tile (one, or more: attention's ``q`` feeds two)."""
+        """The dots reading the copied tile in place (one, or more: attention's ``q`` feeds two)."""
         return [self.convert, *(dot for dot, _ in self.more)] if self.tile else []
+
+    def wgmma(self) -> bool:
+        """Whether tensor cores read the tile (in the wgmma layout), not threads."""
+        return isinstance(self.tile, SwizzledTile)
 
     def operands(self) -> list:
         """``(equation whose result a wgmma reads, read transposed)`` for each read."""
@@ -90,7 +94,7 @@ class _Copied:
         tile's (no padding to zero along k), at most 256 rows (a box's limit), rank <= 5."""
         shape = tuple((self.reshape or self.load).outputs[0].type.shape)
         tile = self.tile
-        return tile is not None and shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
+        return self.wgmma() and shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
 
 
 class Pipeline:
@@ -109,8 +113,9 @@ class Pipeline:
         for c in copies:
             rows, cols = matrix_tile(c.tile_layout(lw))
             c.stage_words = c.tile.words if c.tile else rows * cols // 2
-            kind = "swizzled" if c.tile else "smem"
-            c.buffer = lw.buffer(D.uint32, self.stages * c.stage_words, kind)  # (held to the kernel's end)
+            kind = "swizzled" if c.wgmma() else "smem"
+            dtype = D.float32 if isinstance(c.tile, OperandTile) else D.uint32
+            c.buffer = lw.buffer(dtype, self.stages * c.stage_words, kind)  # (held to the kernel's end)
         self.tma = lw.tma and all(c.tma_boxes() for c in copies)
         if self.tma:  # one mbarrier per stage, counting the bytes of its copies
             self.barriers = lw.buffer(D.uint64, self.stages, "mbarriers")
@@ -132,7 +137,7 @@ class Pipeline:
             lw.stmts.append(MbarrierWait(self.barriers, stage, phase))
         else:
             lw.stmts.append(AsyncWait(self.ahead - 1))
-            if any(c.tile for c in self.copies):  # the tensor cores read what the copies wrote
+            if any(c.wgmma() for c in self.copies):  # the tensor cores read what the copies wrote
                 lw.stmts.append(ProxyFence())
         lw.barrier()
         ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.ahead, i64)))
@@ -242,7 +247,7 @@ class Pipeline:
             offset, mask, first, last = window.access(with_base=False)
             ring = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))  # the stage's first word
             if c.tile:
-                at = c.tile.group_words(lw, layout, 8, plus=ring)
+                at = c.tile.group_words(lw, layout, window.lanes, plus=ring)
             else:
                 at = lw.op(i32, "shr", lw.flat(lw.coords(layout, lanes=8), matrix_tile(layout)), Imm(1, i32))
                 at = lw.op(i32, "add", at, ring)
@@ -281,19 +286,23 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
             reshape, out = users[0], users[0].outputs[0]
             users, layout = used.get(out, []), lw.layout(out)
         if not users or not (
-            stored_as_matrices(out.type, layout)
-            and layout.vector_width() >= 8
+            layout.vector_width() * out.type.dtype.itemsize >= 16  # (16-byte copies)
             and array.type.unit_stride
             and isinstance(padding, Literal)
             and float(padding.value) == 0.0
         ):
             continue
         chain = _chain(eqn.inputs[1:], producer)
-        if reads := _wgmma_reads(lw, out, users, used):
+        float32 = out.type.dtype.name == "float32" and len(out.type.shape) == 2
+        if not float32 and not stored_as_matrices(out.type, layout):
+            continue
+        if reads := (_fma_reads if float32 else _wgmma_reads)(lw, out, users, used):
             (dot, transpose, tile), *more = reads
             if all(t == tile for *_, t in more):  # (read as either operand, the tile must be the same)
                 more = tuple((d, t) for d, t, _ in more)
                 copies.append(_Copied(eqn, dot, chain, layout, transpose, reshape, tile, more))
+            continue
+        if float32:
             continue
         if len(users) != 1 or users[0] is None:  # (a loop result)
             continue
@@ -324,6 +333,28 @@ def _drops_unit_axes(lw, eqn: Eqn, layout: Layout) -> bool:
 def _wgmma_reads(lw, x, users, used) -> list:
     """``[(dot, transpose or None, swizzled tile), ...]`` when every use of ``x`` (``users``)
     is an operand of a wgmma dot, directly or through a transpose; else []."""
+
+    def tile(dot, role, transposed):
+        return operand_tile(lw.layout(dot.outputs[0]), role, x.type.shape, transposed)[0]
+
+    return _dot_reads(x, users, used, lambda dot, operand: is_wgmma_operand(lw, dot, operand), tile)
+
+
+def _fma_reads(lw, x, users, used) -> list:
+    """``[(dot, transpose or None, OperandTile), ...]`` when every use of the float32 tile
+    ``x`` (``users``) is an operand of a dot on CUDA cores, directly or through a transpose;
+    else []. Its stage is swizzled where it is ``b`` given as ``w.T`` (read 4 rows apart)."""
+
+    def tile(dot, role, transposed):
+        return OperandTile(*lw.layout(x).padded, swizzled=role == 1 and transposed)
+
+    return _dot_reads(x, users, used, lambda dot, operand: on_cuda_cores(lw, dot), tile)
+
+
+def _dot_reads(x, users, used, reads_in_place, tile) -> list:
+    """``[(dot, transpose or None, tile(dot, role, transposed)), ...]`` when every use of
+    ``x`` is an operand of a dot that ``reads_in_place(dot, operand)``, directly or through
+    a transpose (and not both operands of one dot); else []."""
     reads = []
     for user in users:
         transpose, operand = None, x
@@ -332,11 +363,12 @@ def _wgmma_reads(lw, x, users, used) -> list:
             if len(after) != 1:
                 return []
             transpose, operand, user = user, user.outputs[0], after[0]
-        if user is None or not is_wgmma_operand(lw, user, operand) or user.inputs[0] is user.inputs[1]:
+        if user is None or user.prim.name != "dot" or user.inputs[0] is user.inputs[1]:
+            return []
+        if not any(operand is v for v in user.inputs[:2]) or not reads_in_place(user, operand):
             return []
         role = 0 if user.inputs[0] is operand else 1
-        tile, _ = operand_tile(lw.layout(user.outputs[0]), role, x.type.shape, transpose is not None)
-        reads.append((user, transpose, tile))
+        reads.append((user, transpose, tile(user, role, transpose is not None)))
     return reads
 
 

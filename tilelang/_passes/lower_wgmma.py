@@ -176,14 +176,14 @@ def overlapped_dots(body: Block, copies) -> dict:
     """The wgmma dots of a pipelined loop's ``body`` that may stay in flight into the next
     iteration (``wgmma.wait_group 1``), by id: both operands copied ahead (``copies``) and
     the result only the accumulator the next iteration's same dot adds to, and the loop's."""
-    used, copied = uses(body), {id(dot) for c in copies if c.tile for dot in c.dots()}
+    used, copied = uses(body), {id(dot) for c in copies if c.wgmma() for dot in c.dots()}
     carried = dict(zip(body.results, body.params[1:]))
     out = {}
     for eqn in body.eqns:
         if eqn.prim.name != "dot" or id(eqn) not in copied or eqn.outputs[0] not in carried:
             continue
         param = carried[eqn.outputs[0]]
-        both = sum(dot is eqn for c in copies for dot in c.dots()) == 2
+        both = sum(dot is eqn for c in copies if c.wgmma() for dot in c.dots()) == 2
         if both and used.get(param, []) == [eqn] and eqn.inputs[2] is param and used[eqn.outputs[0]] == [None]:
             out[id(eqn)] = eqn
     return out
