@@ -284,21 +284,13 @@ def test_float32_dot_reads_shared_memory_16_bytes_at_a_time():
     multiply-adds), two blocks an SM in 128 registers, no local memory; ``a @ w.T`` alike,
     from a swizzled tile."""
     for transposed in (False, True):
-        kernel = tl.tile_kernel(_matmul_bt if transposed else tiled_matmul.fn, num_threads=256)
+        kernel = tl.tile_kernel((linear_layer if transposed else tiled_matmul).fn, num_threads=256)
         e = explain(kernel, *["f32[:, :]"] * 3, BM=128, BN=128, BK=32)
         ops = re.findall(r"^\s+(?:@%p\d+\s+)?([a-z][\w.]*)", e["ptx"], re.M)
         assert {op for op in ops if op.startswith("ld.shared")} == {"ld.shared.v4.f32"}
         assert ops.count("ld.shared.v4.f32") * 16 == ops.count("fma.rn.f32") >= 256, e["resources"]
         assert "cp.async.cg.shared.global" in ops and ".minnctapersm 2" in e["ptx"]
         assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
-
-
-def _matmul_bt(a, w, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    i, j = tl.block_id(0), tl.block_id(1)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
-    tl.store(c, acc, index=(i, j))
 
 
 def test_line_info_only_when_asked_for():
