@@ -17,8 +17,10 @@ from timing import time_ms
 import tilelang as tl
 
 
-def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, GROUP: tl.Constant):
-    """c = a @ b, blocks grouped GROUP rows of tiles at a time (tiles of a stay in L2)."""
+def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, GROUP: tl.Constant,
+           PRECISION: tl.Constant = "ieee"):  # fmt: skip
+    """c = a @ b, blocks grouped GROUP rows of tiles at a time (tiles of a stay in L2);
+    float32 operands exact, or rounded to TF32 with ``PRECISION="tf32"``."""
     pid, rows, cols = tl.block_id(0), tl.cdiv(a.shape[0], BM), tl.cdiv(b.shape[1], BN)
     group = pid // (GROUP * cols)
     first = group * GROUP
@@ -26,7 +28,8 @@ def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, GROUP: tl
     i, j = first + pid % size, (pid % (GROUP * cols)) // size
     acc = tl.zeros((BM, BN), tl.float32)
     for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+        x, y = tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN))
+        acc = tl.dot(x, y, acc, precision=PRECISION)
     tl.store(c, acc.astype(c.dtype), index=(i, j))
 
 
@@ -180,22 +183,32 @@ FLOAT32 = {t: tl.tile_kernel(matmul, num_threads=t) for t in (128, 256)}
 
 
 def bench_float32(torch, time_ms, report, tk, quick):
-    """float32 matmuls, exact (no TF32) against cuBLAS and Triton's "ieee" dot, and TF32 for
-    scale: 4096^3 and an irregular shape (K odd: rows not 16-byte aligned). Checked within
-    1e-5 of the largest float64 result (K roundings of float32 sums)."""
+    """float32 matmuls, exact against cuBLAS (no TF32) and Triton's "ieee" dot, and with
+    ``precision="tf32"`` against cuBLAS's and Triton's TF32: 4096^3 and an irregular shape
+    (K odd: rows not 16-byte aligned). Checked within 1e-5 of the largest float64 result
+    (K roundings of float32 sums), TF32 against float64 sums of the rounded operands."""
     for m, n, k in ((1024, 1024, 1024), (1025, 737, 1481)) if quick else ((4096, 4096, 4096), (8205, 2949, 5921)):
         a, b = torch.randn(m, k, device="cuda"), torch.randn(k, n, device="cuda")
         want, case, flops = a.double() @ b.double(), f"matmul {m}x{n}x{k} f32", 2 * m * n * k
 
-        def check(c, want=want):
+        def check(c, want=want, tolerance=1e-5):
             err = ((c.double() - want).abs().max() / want.abs().max()).item()
-            return "ok" if err < 1e-5 else f"WRONG (err {err:.1e})"
+            return "ok" if err < tolerance else f"WRONG (err {err:.1e})"
 
         for bm, bn, bk, t in ((128, 128, 32, 256), (64, 128, 16, 128)):
             c = torch.full((m, n), float("nan"), device="cuda")
             run = _launcher(FLOAT32[t], tl.cdiv(m, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8)
             run()
             report(case, f"tilelang {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c))
+        rounded = [(x.view(torch.int32) + 0x1000).bitwise_and(-0x2000).view(torch.float32).double() for x in (a, b)]
+        want_tf32 = rounded[0] @ rounded[1]  # (TF32 operands, float64 sums: within float32 sums' error)
+        for bm, bn, bk, t in ((128, 128, 32, 256), (64, 128, 32, 128)):
+            c = torch.full((m, n), float("nan"), device="cuda")
+            run = _launcher(FLOAT32[t], tl.cdiv(m, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8,
+                            PRECISION="tf32")  # fmt: skip
+            run()
+            # (tensor-core float32 sums are less exact than FFMA's: 1.2e-5 and 1.7e-5 of the largest, H200)
+            report(case, f"tilelang tf32 {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c, want_tf32, 1e-4))
         for tf32 in (False, True):
             torch.backends.cuda.matmul.allow_tf32 = tf32
             label = f"torch (cuBLAS{', TF32' if tf32 else ''})"

@@ -15,12 +15,13 @@ def padded_blocks(x, tile, pad):
 
 
 @tl.tile_kernel
-def tiled_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+def tiled_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, PRECISION: tl.Constant = "ieee"):
     """``c = a @ b`` in (BM, BN) blocks, accumulated in float32 over BK-wide slices of k."""
     i, j = tl.block_id(0), tl.block_id(1)
     acc = tl.zeros((BM, BN), tl.float32)
     for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+        x, y = tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN))
+        acc = tl.dot(x, y, acc, precision=PRECISION)
     tl.store(c, acc, index=(i, j))
 
 

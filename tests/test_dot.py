@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang import testing as tlt
+from tilelang._ir.primitives import tf32
 
 TILES = st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9))  # BM, BN, BK
 
@@ -194,6 +195,55 @@ def test_float32_matmul_on_cuda_cores(data, how, case):
     assert re.search(r"= shared \S+ lanes=4$", thread_ir, re.M)
 
 
+def _tf32_matmul(a, b, c, HOW: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """c (+)= a @ b with ``precision="tf32"``; b is (N, K) when HOW == "bt", a is (K, M) when "at"."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.load(c, index=(i, j), shape=(BM, BN)) if HOW == "init" else tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(b.shape[1 if HOW == "bt" else 0], BK)):
+        x = tl.load(a, index=(k, i), shape=(BK, BM)).T if HOW == "at" else tl.load(a, index=(i, k), shape=(BM, BK))
+        y = tl.load(b, index=(j, k), shape=(BN, BK)).T if HOW == "bt" else tl.load(b, index=(k, j), shape=(BK, BN))
+        acc = tl.dot(x, y, acc, precision="tf32")
+    tl.store(c, acc, index=(i, j))
+
+
+# (tile, threads): one fragment, warps over m and n, k padded (12 of 16), tiles not powers of
+# two, 2 x 8 fragments a warp (128x128 on 256 threads); under a fragment (8x8x4: CUDA cores,
+# the operands rounded alike)
+TF32_TILES = st.sampled_from([
+    ((16, 8, 8), 32), ((32, 32, 16), 64), ((64, 32, 32), 128), ((48, 24, 12), 64), ((128, 128, 16), 256),
+    ((8, 8, 4), 32),
+])  # fmt: skip
+TF32_KERNELS = {t: tl.tile_kernel(_tf32_matmul, num_threads=t) for t in (32, 64, 128, 256)}
+
+
+@given(data=st.data(), how=st.sampled_from(["acc", "init", "bt", "at"]), case=TF32_TILES)
+def test_tf32_matmul(data, how, case):
+    """``precision="tf32"``: the operands rounded to TF32 (``cvt.rna``), the products summed in
+    float32, against float64 products of the rounded operands. On tensor cores
+    (``mma.sync.m16n8k8``: the CPU backend computes each from the PTX ISA's fragment table)
+    from swizzled tiles copied ahead; a tile under one fragment on CUDA cores, rounded alike."""
+    (bm, bn, bk), threads = case
+    m, n, k = data.draw(tlt.shapes((bm, bn, bk), max_tiles=2, slack=3), label="M, N, K")
+    a, b = _operands(data, tl.float32, tl.float32, m, n, k)
+    c = data.draw(tlt.arrays(tl.float32, (m, n), min_value=-4, max_value=4), label="c")
+    if how != "init":
+        c = np.zeros((m, n), np.float32)
+    ta, tb = (tf32(x).astype(np.float64) for x in (a, b))
+    exact = ta @ tb + c
+    rtol, atol = tlt.tolerance(tl.float32)
+    atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(np.abs(ta) @ np.abs(tb) + np.abs(c), initial=0))
+    args = (*_transposed_args(how, a, b), c)
+    kernel = TF32_KERNELS[threads]
+    tlt.check_kernel(
+        kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
+        reference=lambda *_: exact.astype(np.float32), rtol=rtol, atol=atol, HOW=how, BM=bm, BN=bn, BK=bk,
+    )  # fmt: skip
+    e = tl.explain(kernel, *args, HOW=how, BM=bm, BN=bn, BK=bk, backend="cpu")
+    on_tensor_cores = bm >= 16 and bk >= 8
+    assert ("m16n8k8.tf32" in e["thread_ir"]) == on_tensor_cores
+    assert " tf32 " in e["thread_ir"] and ("rounded to TF32" in e["layouts"])
+
+
 # (tile, threads): warpgroups over m, over n, several 64-row blocks or instructions each,
 # k padded (24, 40), tiles not powers of two (m 100, n 48), K-major and MN-major operands,
 # 128 accumulators a thread (m64n256)
@@ -270,6 +320,10 @@ def bad_dot_kernel(a, out, WHAT: tl.Constant):
         r = tl.dot(tl.reshape(x, (16,)), x)
     elif WHAT == "scalar":
         r = tl.dot(2.0, 3.0)
+    elif WHAT == "precision":
+        r = tl.dot(x, x, precision="fp16")
+    elif WHAT == "tf32_of_halves":  # (a is float16)
+        r = tl.dot(x, x, precision="tf32")
     else:
         r = tl.dot(x != 0, x != 0)
     tl.store(out, r, offset=(0, 0))
@@ -283,6 +337,8 @@ def bad_dot_kernel(a, out, WHAT: tl.Constant):
         ("inner", tl.TileShapeError),
         ("one_d", tl.TileShapeError),
         ("scalar", tl.TileTypeError),
+        ("precision", tl.TileValueError),
+        ("tf32_of_halves", tl.TileTypeError),
         ("bool", tl.TileTypeError),
     ],
 )

@@ -293,6 +293,19 @@ def test_float32_dot_reads_shared_memory_16_bytes_at_a_time():
         assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
 
 
+def test_tf32_dot_on_tensor_cores():
+    """``precision="tf32"``, 128x128x32 on 256 threads: ``mma.sync.m16n8k8`` on operands each
+    rounded once by ``cvt.rna.tf32.f32``, read one 4-byte element a lane from the tiles the
+    loop copies ahead with cp.async, two blocks an SM in 128 registers, no local memory."""
+    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=256)
+    e = explain(kernel, *["f32[:, :]"] * 3, BM=128, BN=128, BK=32, PRECISION="tf32")
+    ops = re.findall(r"^\s+(?:@%p\d+\s+)?([a-z][\w.]*)", e["ptx"], re.M)
+    mma = ops.count("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+    assert mma == 64 and ops.count("cvt.rna.tf32.f32") == ops.count("ld.shared.f32") == 96, e["resources"]
+    assert "cp.async.cg.shared.global" in ops and ".minnctapersm 2" in e["ptx"]
+    assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+
+
 def test_line_info_only_when_asked_for():
     """Source lines cost numba 15-25% more compile time: in the PTX with TILELANG_LINEINFO=1
     (read at import: a fresh process), not otherwise."""

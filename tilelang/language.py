@@ -677,17 +677,22 @@ def _getitem(t: Tile, key):
 # --------------------------------------------------------------------- dot
 
 
-def dot(a, b, acc=None) -> Tile:
+def dot(a, b, acc=None, precision="ieee") -> Tile:
     """Matrix product of 2-d tiles ``(M,K) @ (K,N)``, plus ``acc`` if given (also ``a @ b``).
 
     16-bit float operands accumulate in float32, narrow ints in int32; the result has the
     accumulator's dtype. float16/bfloat16 tiles of at least 16 x 16 (``a``) and 16 x 8
-    (``b``) run on tensor cores (``mma.sync``). Example::
+    (``b``) run on tensor cores. float32 operands multiply exactly (``precision="ieee"``),
+    or with ``precision="tf32"`` rounded to TF32 first (10 mantissa bits, to nearest, ties
+    away from zero, as ``cvt.rna.tf32.f32``) and multiplied on tensor cores where the tiles
+    are at least 16 x 8 (``a``) and 8 x 8 (``b``), the products summed in float32. Example::
 
         acc = tl.zeros((BM, BN), tl.float32)
         for k in tl.range(0, tl.cdiv(K, BK)):
             acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
     """
+    if precision not in ("ieee", "tf32"):
+        raise located(TileValueError(f'dot: precision is "ieee" or "tf32", got {precision!r}'))
     xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
     d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)
     ta, tb = _convert(xa, d, weak), _convert(xb, d, weak)
@@ -696,9 +701,11 @@ def dot(a, b, acc=None) -> Tile:
     out = P.dot_result_dtype(ta.type.dtype)
     if ta.type.ndim != 2 or tb.type.ndim != 2:
         raise located(TileShapeError(f"dot needs 2-d tiles, got {ta.type} and {tb.type}"))
+    if precision == "tf32" and ta.type.dtype is not _dt.float32:
+        raise located(TileTypeError(f'dot: precision="tf32" rounds float32 operands, got {ta.type.dtype.name} ones'))
     if acc is None:
         acc = zeros((ta.type.shape[0], tb.type.shape[1]), out)
-    return bind1(P.dot, [ta, tb, _tile(acc)], "dot")
+    return bind1(P.dot, [ta, tb, _tile(acc)], "dot", **({"precision": precision} if precision == "tf32" else {}))
 
 
 # ------------------------------------------------------- Tile operators

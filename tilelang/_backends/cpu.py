@@ -228,7 +228,10 @@ class CpuWriter(SourceWriter):
         if isinstance(s, Mma):
             rows = _ints(row(s.a), row(s.b))
             args = f"regs_uint32, {rows}, regs_float32, {_ints(row(s.c), row(s.dst), threads)}"
-            self.emit(f"mma_m16n8k16({args}, {_ints(*s.shape, s.dtype.name == 'bfloat16')})", indent)
+            if s.dtype.name == "float32":  # (TF32 words)
+                self.emit(f"mma_m16n8k8_tf32({args}, {_ints(*s.shape)})", indent)
+            else:
+                self.emit(f"mma_m16n8k16({args}, {_ints(*s.shape, s.dtype.name == 'bfloat16')})", indent)
         else:
             groups = s.dst.slots // 4
             args = f"regs_uint32, {_ints(row(s.dst))}, {s.buffer}, regs_int32, {_ints(row(s.index), groups, threads)}"

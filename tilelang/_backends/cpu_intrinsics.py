@@ -128,6 +128,15 @@ def pack_bfloat16(lo, hi):
 
 
 @njit(cache=True)
+def tf32_bits(x):
+    """A float32 rounded to TF32 as ``cvt.rna.tf32.f32`` does (``primitives.tf32``): its bits."""
+    bits = f32_bits(np.float32(x))
+    if x != x:
+        return bits
+    return (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
+
+
+@njit(cache=True)
 def _half(word, high, bf16):
     bits = (word >> np.uint32(16)) if high else (word & np.uint32(0xFFFF))
     return np.float64(bfloat16_value(bits) if bf16 else float16_value(bits))
@@ -166,6 +175,45 @@ def mma_m16n8k16(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, b
                         for col in range(8):
                             total = c[r, col]
                             for q in range(16):
+                                total += a[r, q] * b[q, col]
+                            c[r, col] = np.float32(total)
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    for e in range(4):
+                        accs[32 * warp + lane, d_row + 4 * (j + ni * i) + e] = c[g + 8 * (e >> 1), 2 * t + (e & 1)]
+
+
+@njit(cache=True)
+def mma_m16n8k8_tf32(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki):
+    """:func:`mma_m16n8k16` for ``mma.sync.m16n8k8`` on TF32 words (one value each), from the
+    PTX ISA's tables for m16n8k8 ``.tf32``, lane ``l = 4 g + t``: ``a`` element ``e`` is row
+    ``g + 8 (e % 2)``, column ``t + 4 (e // 2)``; ``b`` element ``e`` row ``t + 4 e``, column
+    ``g``; ``c``/``d`` as m16n8k16's. Products exact in float64, each k-step's sum rounded to
+    float32 once."""
+    a = np.empty((16, 8))
+    b = np.empty((8, 8))
+    c = np.empty((16, 8))
+    for warp in range(threads // 32):
+        for i in range(mi):
+            for j in range(ni):
+                for lane in range(32):
+                    g, t = lane >> 2, lane & 3
+                    for e in range(4):
+                        c[g + 8 * (e >> 1), 2 * t + (e & 1)] = accs[32 * warp + lane, c_row + 4 * (j + ni * i) + e]
+                for kk in range(ki):
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        th = 32 * warp + lane
+                        for e in range(4):
+                            word = words[th, a_row + 4 * (kk + ki * i) + e]
+                            a[g + 8 * (e & 1), t + 4 * (e >> 1)] = np.float64(f32_from_bits(word))
+                        for e in range(2):
+                            word = words[th, b_row + 2 * (kk + ki * j) + e]
+                            b[t + 4 * e, g] = np.float64(f32_from_bits(word))
+                    for r in range(16):
+                        for col in range(8):
+                            total = c[r, col]
+                            for q in range(8):
                                 total += a[r, q] * b[q, col]
                             c[r, col] = np.float32(total)
                 for lane in range(32):

@@ -321,7 +321,8 @@ class CudaWriter(SourceWriter):
         self.emit(f"for mma_k in range({ki}):", inner)
         self.emit(f"mma_a, mma_b = 4 * (mma_k + {ki} * mma_i), 2 * (mma_k + {ki} * mma_j)", inner + 4)
         words = [self.ref(s.a, f"mma_a + {q}") for q in range(4)] + [self.ref(s.b, f"mma_b + {q}") for q in range(2)]
-        self.emit(f"{acc} = mma_m16n8k16_{s.dtype.name}({', '.join(words)}, {acc})", inner + 4)
+        name = "mma_m16n8k8_tf32" if s.dtype.name == "float32" else f"mma_m16n8k16_{s.dtype.name}"
+        self.emit(f"{acc} = {name}({', '.join(words)}, {acc})", inner + 4)
         self.emit(f"{', '.join(self.ref(s.dst, f'mma_c + {q}') for q in range(4))} = {acc}", inner)
 
     def wgmma(self, s: Wgmma, indent):

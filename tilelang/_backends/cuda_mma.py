@@ -6,6 +6,8 @@
 - ``mma_m16n8k16_<d>(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3)``: one warp-wide
   ``mma.sync.aligned.m16n8k16.row.col.f32.<d>.<d>.f32``, the four float32 results as a
   tuple. Every lane of the warp must execute it together (the lowering emits it for all).
+  ``mma_m16n8k8_tf32`` alike (``.m16n8k8 ... .tf32.tf32``, one TF32 value a word), its
+  words made by ``tf32_bits(x)`` (``cvt.rna.tf32.f32``; ``f32_from_bits`` reads one as a float32).
 - ``ldmatrix_x4[_trans](buffer, index)``: ``ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16``
   from word ``index`` of a shared uint32 array, the four words as a tuple.
 - Hopper (sm_90a): ``wgmma_desc(buffer, index, lbo, sbo, mode)`` the 64-bit matrix
@@ -27,7 +29,8 @@ from numba import types
 from numba.cuda.extending import intrinsic
 
 I32, F32 = ir.IntType(32), ir.FloatType()
-_PTX = {"float16": "f16", "bfloat16": "bf16"}
+_PTX = {"float16": "f16", "bfloat16": "bf16", "tf32": "tf32"}
+MMA_DTYPES = ("float16", "bfloat16")
 
 
 def _pack(name: str):
@@ -45,9 +48,9 @@ def _pack(name: str):
 
 
 def _mma(name: str):
-    t = _PTX[name]
+    t, k = _PTX[name], 8 if name == "tf32" else 16
     fn = ir.FunctionType(ir.LiteralStructType([F32] * 4), [I32] * 6 + [F32] * 4)
-    text = f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, "
+    text = f"mma.sync.aligned.m16n8k{k}.row.col.f32.{t}.{t}.f32 {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, "
     text += "{$10,$11,$12,$13};"
     asm = ir.InlineAsm(fn, text, "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", side_effect=True)  # (convergent: keep in place)
     ret = types.UniTuple(types.float32, 4)
@@ -61,6 +64,29 @@ def _mma(name: str):
         return ret(*[types.uint32] * 6, *[types.float32] * 4), codegen
 
     return mma
+
+
+_TF32 = ir.InlineAsm(ir.FunctionType(I32, [F32]), "cvt.rna.tf32.f32 $0, $1;", "=r,f")
+
+
+@intrinsic
+def tf32_bits(typingctx, x):
+    """A float32 rounded to TF32 (to nearest, ties away from zero), as the tensor cores' word."""
+
+    def codegen(context, builder, sig, args):
+        return builder.call(_TF32, args)
+
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def f32_from_bits(typingctx, u):
+    """The float32 whose bits ``u`` holds (a TF32 word read as the value it rounds to)."""
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], F32)
+
+    return types.float32(types.uint32), codegen
 
 
 def shared_address(context, builder, array_type, array, index):
@@ -198,8 +224,9 @@ def wgmma_wait(n: int):
 
 
 MMA_INTRINSICS = (
-    {f"pack_{name}": _pack(name) for name in _PTX}
-    | {f"mma_m16n8k16_{name}": _mma(name) for name in _PTX}
+    {f"pack_{name}": _pack(name) for name in MMA_DTYPES}
+    | {f"mma_m16n8k16_{name}": _mma(name) for name in MMA_DTYPES}
+    | {"mma_m16n8k8_tf32": _mma("tf32"), "tf32_bits": tf32_bits, "f32_from_bits": f32_from_bits}
     | {"ldmatrix_x4": _ldmatrix(False), "ldmatrix_x4_trans": _ldmatrix(True)}
     | {"wgmma_desc": wgmma_desc, "wgmma_instruction": wgmma_instruction, "wgmma_wait": wgmma_wait}
     | {"wgmma_instruction_rs": wgmma_instruction_rs}

@@ -166,6 +166,8 @@ def copy_float32s(buffer, index, ptr, base, offset, ok, first, last):
         buffer[index + i] = _view(ptr, base + offset + i, np.dtype(np.float32), 1)[0] if inside else 0
 
 
+INTRINSICS["tf32_bits"] = lambda x: primitives.tf32(np.float32(x)).view(np.uint32)[()]
+INTRINSICS["f32_from_bits"] = lambda u: np.uint32(u).view(np.float32)
 INTRINSICS["cp_async16_float32"] = INTRINSICS["cp_async16_whole_4"] = copy_float32s
 INTRINSICS["cp_async_commit"] = lambda: None
 INTRINSICS.update({f"cp_async_wait_{n}": (lambda: None) for n in range(8)})

@@ -132,6 +132,8 @@ def expression(op: Op, ref=operand) -> str:
         return f"{op.dst.dtype.name}_value({a})"
     if name == "pack16":  # two 16-bit floats' bits in a word, for the tensor cores
         return f"pack_{op.attr.name}({a}, {b})"
+    if name == "tf32":  # a float32 rounded to TF32: its bits (a word for the tensor cores), or the value
+        return f"tf32_bits({a})" if op.dst.dtype.name == "uint32" else f"f32_from_bits(tf32_bits({a}))"
     if name == "select":  # an LLVM select (an intrinsic): a branch would cost numba compile time
         return f"select({a}, {args[1]}, {args[2]})"
     raise TileCompilerError(f"the numba backends have no rule for thread op '{name}'")

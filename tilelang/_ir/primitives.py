@@ -575,7 +575,7 @@ def dot_result_dtype(d: DType) -> DType:
     return int64 if d.bits == 64 else int32
 
 
-def _dot_type(a, b, acc):
+def _dot_type(a, b, acc, precision="ieee"):
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise TileShapeError(f"dot: needs 2-d tiles (M,K) and (K,N), got {a} and {b}")
     if a.dtype is not b.dtype:
@@ -587,9 +587,23 @@ def _dot_type(a, b, acc):
     return [acc]
 
 
-def _dot_interpret(ctx, a, b, acc):
+def _dot_interpret(ctx, a, b, acc, precision="ieee"):
+    if precision == "tf32":  # the operands rounded, the products exact, their sums in float64
+        a, b = tf32(a), tf32(b)
+        with np.errstate(all="ignore"):
+            return [(acc + a.astype(np.float64) @ b.astype(np.float64)).astype(acc.dtype)]
     with np.errstate(all="ignore"):
         return [(acc + a.astype(acc.dtype) @ b.astype(acc.dtype)).astype(acc.dtype)]
+
+
+def tf32(x: np.ndarray) -> np.ndarray:
+    """float32s rounded to TF32 (10 mantissa bits), to nearest with ties away from zero, as
+    ``cvt.rna.tf32.f32`` does: half a TF32 ulp added to the magnitude's bits, the 13 low bits
+    dropped (a carry into the exponent rounds up to the next power of two, or to infinity).
+    NaNs stay NaN."""
+    bits = np.asarray(x, np.float32).view(np.uint32)
+    rounded = ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+    return np.where(np.isnan(x), x, rounded).astype(np.float32)
 
 
 dot.rules.update(type=_dot_type, interpret=_dot_interpret)

@@ -206,10 +206,11 @@ def matmul_result(m: int, n: int, num_threads: int) -> Layout:
 MMA_DTYPES = ("float16", "bfloat16")  # operands of mma.sync m16n8k16 with float32 accumulation
 
 
-def mma_layouts(m: int, n: int, k: int, num_threads: int):
+def mma_layouts(m: int, n: int, k: int, num_threads: int, tf32: bool = False):
     """The layouts of ``a (m, k)``, ``b (k, n)`` and the float32 result ``(m, n)`` of a dot
-    on tensor cores (``mma.sync.m16n8k16``), or None when a tile is smaller than one
-    fragment (16 x 16 of ``a``, 16 x 8 of ``b``).
+    on tensor cores (``mma.sync.m16n8k16``; with ``tf32``, ``m16n8k8`` on float32 operands
+    rounded to TF32), or None when a tile is smaller than one fragment (16 x 16 of ``a``,
+    16 x 8 of ``b``; 16 x 8 and 8 x 8 with ``tf32``).
 
     Warps split the result over m and n (each warp bit to the dimension whose per-warp
     extent is larger; bits left over replicate), each warp a ``MI x NI`` grid of 16 x 8
@@ -218,9 +219,14 @@ def mma_layouts(m: int, n: int, k: int, num_threads: int):
     are index bits, the register bits listed first are a fragment's, so fragment ``(i, j)``
     of the result is slots ``4 * (j + NI * i)`` to ``+ 3``, fragment ``(i, kk)`` of ``a``
     slots ``8 * (kk + KI * i)`` to ``+ 7`` and ``(kk, j)`` of ``b`` ``4 * (kk + KI * j)`` to
-    ``+ 3`` (two 16-bit values to each 32-bit word of the instruction, lower slot low)."""
+    ``+ 3`` (two 16-bit values to each 32-bit word of the instruction, lower slot low).
+    TF32 fragments hold one value a word: lane ``l`` holds ``a``'s rows ``l // 4 (+8)``,
+    columns ``l % 4 (+4)``, ``b``'s rows ``l % 4 (+4)``, column ``l // 4``; fragment
+    ``(i, kk)`` of ``a`` is slots ``4 * (kk + KI * i)`` to ``+ 3``, ``(kk, j)`` of ``b``
+    ``2 * (kk + KI * j)`` and ``+ 1``."""
     pm, pn, pk = (log2(pow2_ceil(s)) for s in (m, n, k))
-    if pm < 4 or pn < 3 or pk < 4:
+    step = 3 if tf32 else 4  # log2 of a k-step
+    if pm < 4 or pn < 3 or pk < step:
         return None
     warps, wm, wn = [], 0, 0
     for _ in range(log2(num_threads) - 5):
@@ -243,23 +249,25 @@ def mma_layouts(m: int, n: int, k: int, num_threads: int):
 
     # index bits: of the result (m, n) n low then m; of a (m, k) k then m; of b (k, n) n then k
     rm, am, bk = pn, pk, pn  # where the m bits of the result and of a, and the k bits of b, start
-    k_steps = range(4, pk)
+    k_steps = range(step, pk)
     result = Layout(
         (m, n),
         (0, rm + 3, *(3 + j for j in range(ni)), *(rm + 4 + j for j in range(mi))),
         (1, 2, rm, rm + 1, rm + 2),
         warp_bits(rm + 4 + mi, 3 + ni),
     )
+    a_regs = (am + 3, 2) if tf32 else (0, am + 3, 3)  # a fragment's registers: (row +8, column +4) or as m16n8k16
     a = Layout(
         (m, k),
-        (0, am + 3, 3, *k_steps, *(am + 4 + j for j in range(mi))),
-        (1, 2, am, am + 1, am + 2),
+        (*a_regs, *k_steps, *(am + 4 + j for j in range(mi))),
+        (0, 1, am, am + 1, am + 2) if tf32 else (1, 2, am, am + 1, am + 2),
         warp_bits(am + 4 + mi, None),
     )
+    b_regs = (bk + 2,) if tf32 else (bk, bk + 3)
     b = Layout(
         (k, n),
-        (bk, bk + 3, *(bk + j for j in k_steps), *(3 + j for j in range(ni))),
-        (bk + 1, bk + 2, 0, 1, 2),
+        (*b_regs, *(bk + j for j in k_steps), *(3 + j for j in range(ni))),
+        (bk, bk + 1, 0, 1, 2) if tf32 else (bk + 1, bk + 2, 0, 1, 2),
         warp_bits(None, 3 + ni),
     )
     return a, b, result

@@ -116,15 +116,15 @@ class RegisterTile:
 
 @dataclass(frozen=True)
 class OperandTile:
-    """A dot operand on CUDA cores in shared memory (``lower_dot``): ``rows x cols`` elements
-    (powers of two) stored row-major. With ``swizzled``, the 4-element chunk ``c`` of row
-    ``r`` is stored at chunk ``c ^ ((r >> 2) & (chunks - 1))`` (at most 8 chunks): a quarter
-    warp reading one chunk of 8 rows 4 apart (``b`` given as ``w.T``: each lane 4
-    consecutive columns, lanes on consecutive 4s) then hits 8 distinct 16-byte bank groups."""
+    """A dot operand in shared memory read by threads (``lower_dot``: CUDA-core and TF32
+    dots): ``rows x cols`` elements (powers of two) stored row-major. With ``swizzle``
+    ``(shift, mask, scale)``, the 4-element chunk ``c`` of row ``r`` is stored at chunk
+    ``c ^ ((r >> shift) & mask) * scale``: the rows a warp's access reads at once land in
+    distinct banks (``lower_dot.operand_tile`` chooses it per reader)."""
 
     rows: int
     cols: int
-    swizzled: bool = False
+    swizzle: tuple | None = None
 
     @property
     def words(self) -> int:
@@ -132,16 +132,17 @@ class OperandTile:
 
     def index_op(self, lw, r, c, slot_rows=None):
         """The element index of ``(r, c)`` (int32 thread-IR ops of the builder ``lw``), or of
-        ``(r + slot_rows, c)`` for a thread's row ``r``, a multiple of 4, and its slots'
-        offsets from it: the swizzle adds their quarters, so where the offsets are multiples of
-        32 rows LLVM folds it to the thread's (one XOR a read, not one per row)."""
+        ``(r + slot_rows, c)`` for a thread's row ``r``, a multiple of ``2 ** shift``, and its
+        slots' offsets from it: the swizzle adds their shifted parts, so where the offsets
+        move it by whole periods LLVM folds it to the thread's (one XOR a read, not one per row)."""
         i32 = D.int32
-        if self.swizzled:
-            spread = lw.op(i32, "shr", r, _imm(2))
+        if self.swizzle:
+            shift, mask, scale = self.swizzle
+            spread = lw.op(i32, "shr", r, _imm(shift))
             if slot_rows is not None:
-                spread = lw.op(i32, "add", spread, lw.op(i32, "shr", slot_rows, _imm(2)))
-            spread = lw.op(i32, "and", spread, _imm(min(self.cols // 4, 8) - 1))
-            c = lw.op(i32, "xor", c, lw.op(i32, "shl", spread, _imm(2)))
+                spread = lw.op(i32, "add", spread, lw.op(i32, "shr", slot_rows, _imm(shift)))
+            spread = lw.op(i32, "mul", lw.op(i32, "and", spread, _imm(mask)), _imm(4 * scale))
+            c = lw.op(i32, "xor", c, spread)
         if slot_rows is not None:
             r = lw.op(i32, "add", r, slot_rows)
         return lw.op(i32, "add", lw.op(i32, "mul", r, _imm(self.cols)), c)

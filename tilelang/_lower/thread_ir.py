@@ -263,7 +263,8 @@ class Mma:
     """A warp's tensor-core multiply-add (all 32 lanes take part): ``dst = a @ b + c`` over
     ``MI x NI`` result fragments of ``mma.sync.m16n8k16`` and ``KI`` k-steps, fragment ``(i,
     j)`` summed over ``kk`` in order. ``a`` and ``b`` are uint32 words, two ``dtype`` values
-    each (the lower element low); their fragment ``(i, kk)`` is words ``4 * (kk + KI * i)``
+    each (the lower element low); for ``dtype`` float32, ``mma.sync.m16n8k8`` on TF32
+    words, one value each (op ``tf32``). Their fragment ``(i, kk)`` is words ``4 * (kk + KI * i)``
     to ``+ 3`` of ``a``, ``(kk, j)`` words ``2 * (kk + KI * j)`` to ``+ 1`` of ``b``; result
     fragment ``(i, j)`` is slots ``4 * (j + NI * i)`` to ``+ 3`` of ``c`` and ``dst``
     (float32). Within a fragment, registers are where the PTX ISA puts them."""
@@ -480,6 +481,7 @@ OPS = {
     "pick": 1,  # dst[r] = arg[attr(r)]
     "from_bits": 1,  # a 16-bit float from its raw bits (a uint16)
     "pack16": 2,  # a uint32 of two 16-bit floats' bits (attr: their dtype), the first low
+    "tf32": 1,  # a float32 rounded to TF32 (to nearest, ties away): its bits in a uint32 dst, or the value
     "thread_id": 0,
     "block_id": 0,
     "num_blocks": 0,
@@ -592,7 +594,11 @@ def _lines(stmts, indent):
             yield f"{pad}{_typed(s.dst)} = ldmatrix{'.trans' if s.trans else ''} {s.buffer}[{_text(s.index)}]"
         elif isinstance(s, Mma):
             mi, ni, ki = s.shape
-            shape = f"{mi}x{ni}x{ki} m16n8k16.{s.dtype.short}"
+            shape = (
+                f"{mi}x{ni}x{ki} m16n8k8.tf32"
+                if s.dtype.name == "float32"
+                else f"{mi}x{ni}x{ki} m16n8k16.{s.dtype.short}"
+            )
             yield f"{pad}{_typed(s.dst)} = mma[{shape}] {_text(s.a)} {_text(s.b)} {_text(s.c)}"
         elif isinstance(s, Wgmma):
             mb, nb, n, ks = s.shape

@@ -113,7 +113,7 @@ _rules(
 
 
 def _dot_layout(a, eqn):
-    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, a.t, a.arch)
+    plan = dot_layouts(eqn, a.t, a.arch)
     return plan[2] if plan else matmul_result(*eqn.outputs[0].type.shape, a.t)
 
 
@@ -124,7 +124,7 @@ def _dot_wants(layouts, eqn, i):
         return layouts[eqn.outputs[0]]
     if isinstance(layouts[eqn.outputs[0]], WgmmaLayout):
         return operand_wants(layouts, eqn, i)
-    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, layouts[eqn.outputs[0]].num_threads)
+    plan = dot_layouts(eqn, layouts[eqn.outputs[0]].num_threads)
     return plan[i] if plan else None
 
 

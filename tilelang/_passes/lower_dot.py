@@ -29,13 +29,17 @@ from .lower_wgmma import folded_wgmma_transposes, is_matrix_transpose, lower_wgm
 ARCHES = ("sm_90a", "sm_80")  # what the lowering targets: wgmma where it fits, or mma.sync
 
 
-def dot_layouts(a_type, b_type, num_threads: int, arch: str = "sm_80"):
-    """The operand and result layouts of a tensor-core strategy, or None where none
-    applies: on sm_90a (None, None, the wgmma accumulator: the operands may come in any
-    layout), else the mma.sync fragments."""
-    if a_type.dtype.name not in MMA_DTYPES:
+def dot_layouts(eqn, num_threads: int, arch: str = "sm_80"):
+    """The operand and result layouts of the dot ``eqn``'s tensor-core strategy, or None
+    where none applies: on sm_90a (None, None, the wgmma accumulator: the operands may come
+    in any layout), else the mma.sync fragments; for ``precision="tf32"`` (None, None, the
+    m16n8k8 accumulator: the operands go to shared memory, read from there as fragments)."""
+    (m, k), (_, n) = eqn.inputs[0].type.shape, eqn.inputs[1].type.shape
+    if eqn.params.get("precision") == "tf32":
+        plan = mma_layouts(m, n, k, num_threads, tf32=True)
+        return plan and (None, None, plan[2])
+    if eqn.inputs[0].type.dtype.name not in MMA_DTYPES:
         return None
-    (m, k), (_, n) = a_type.shape, b_type.shape
     wgmma = wgmma_layout(m, n, k, num_threads) if arch == "sm_90a" else None
     return (None, None, wgmma) if wgmma else mma_layouts(m, n, k, num_threads)
 
@@ -53,14 +57,17 @@ def dot_plan(eqn, layouts: dict) -> str:
     (a, b), out = eqn.inputs[:2], eqn.outputs[0]
     if isinstance(layouts[out], WgmmaLayout):
         return wgmma_plan(layouts[out], a.type.dtype, a.type.shape[1], register_fragments(layouts.get(a), layouts[out]))
-    plan = dot_layouts(a.type, b.type, layouts[out].num_threads)
+    plan = dot_layouts(eqn, layouts[out].num_threads)
     if plan is None or layouts[out] != plan[2]:
         small = a.type.dtype.name in MMA_DTYPES
         lc, (steps, _) = layouts[out], _k_steps(a, b)
         rows, cols = (1 << sum(1 for r in lc.reg if r in lc.dim_bits(d)) for d in (0, 1))
+        tf32 = eqn.params.get("precision") == "tf32"
+        why = "tiles under one fragment" if small or tf32 else a.type.dtype.name
         return (
-            f"CUDA cores (FFMA from shared memory): {'tiles under one fragment' if small else a.type.dtype.name}, "
-            f"each thread {rows} x {cols} results" + (f", {steps} k-steps a read" if steps > 1 else "")
+            f"CUDA cores (FFMA from shared memory): {why}, each thread {rows} x {cols} results"
+            + (f", {steps} k-steps a read" if steps > 1 else "")
+            + (", operands rounded to TF32" if tf32 else "")
         )
     lc = plan[2]
     (m, k), n = a.type.shape, b.type.shape[1]
@@ -68,25 +75,51 @@ def dot_plan(eqn, layouts: dict) -> str:
     warps_n = 1 << sum(1 for w in lc.warp if w is not None and w in lc.dim_bits(1))
     frag_m, frag_n = pow2_ceil(m) // 16 // warps_m, pow2_ceil(n) // 8 // warps_n
     spare = len(lc.warp) - log2(warps_m * warps_n)
+    step, kind = (8, "m16n8k8.tf32") if plan[0] is None else (16, f"m16n8k16.{a.type.dtype.short}")
     return (
-        f"tensor cores, mma.sync.m16n8k16.{a.type.dtype.short}: {warps_m} x {warps_n} warps (m x n)"
+        f"tensor cores, mma.sync.{kind}: {warps_m} x {warps_n} warps (m x n)"
         + (f", {1 << spare} replicating" if spare else "")
-        + f", each {frag_m} x {frag_n} fragments of 16x8, {pow2_ceil(k) // 16} k-steps of 16; operands by ldmatrix"
+        + f", each {frag_m} x {frag_n} fragments of 16x8, {pow2_ceil(k) // step} k-steps of {step}; operands "
+        + ("from shared memory, rounded to TF32" if plan[0] is None else "by ldmatrix")
     )
 
 
-def lower_dot(lw, eqn, a, b, acc):
+def lower_dot(lw, eqn, a, b, acc, precision="ieee"):
     if isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
         return lower_wgmma(lw, eqn, a, b, acc)
     if on_cuda_cores(lw, eqn):
         return _lower_fma(lw, eqn, a, b, acc)
-    return _lower_mma(lw, eqn, a, b, acc, dot_layouts(a.type, b.type, lw.t))
+    if precision == "tf32":
+        return _lower_tf32(lw, eqn, a, b, acc)
+    return _lower_mma(lw, eqn, a, b, acc, dot_layouts(eqn, lw.t))
+
+
+def reads_operand_tiles(lw, eqn) -> bool:
+    """Whether the dot ``eqn``'s threads read its operands from ``OperandTile``s: on CUDA
+    cores, or as TF32 fragments."""
+    return on_cuda_cores(lw, eqn) or eqn.params.get("precision") == "tf32"
+
+
+def operand_tile(lw, eqn, role: int, x, transposed: bool) -> OperandTile:
+    """The shared tile of the dot ``eqn``'s operand ``role`` stored as ``x`` (its own
+    orientation: ``transposed`` where the dot reads ``x.T``), swizzled where one warp's
+    read would hit a bank twice: on CUDA cores ``b`` given as ``w.T`` (a quarter warp reads
+    8 rows 4 apart); as TF32 fragments every tile (8 rows at once along k; across, 4 rows
+    of 2 chunks), the XOR spread over the rows that share banks when rows are short."""
+    rows, cols = lw.layout(x).padded
+    chunks = max(cols // 4, 1)
+    shift = log2(max(8 // chunks, 1))
+    if eqn.params.get("precision") != "tf32":
+        return OperandTile(rows, cols, (2, min(chunks, 8) - 1, 1) if role == 1 and transposed else None)
+    if transposed == (role == 1):  # k along the rows it stores
+        return OperandTile(rows, cols, (shift, min(chunks, 8) - 1, 1) if chunks > 1 else None)
+    return OperandTile(rows, cols, (shift, min(chunks // 2, 4) - 1, 2) if chunks > 2 else None)
 
 
 def on_cuda_cores(lw, eqn) -> bool:
     """Whether the dot ``eqn`` is lowered to multiply-adds of threads (no tensor-core plan)."""
     layout = lw.layout(eqn.outputs[0])
-    plan = dot_layouts(eqn.inputs[0].type, eqn.inputs[1].type, lw.t)
+    plan = dot_layouts(eqn, lw.t)
     return not isinstance(layout, WgmmaLayout) and (plan is None or layout != plan[2])
 
 
@@ -108,6 +141,34 @@ def _lower_mma(lw, eqn, a, b, acc, plan):
     output(lw, eqn, dst)
 
 
+def _lower_tf32(lw, eqn, a, b, acc):
+    """Each warp's m16n8k8 fragments on TF32 tensor cores: the operands in shared memory
+    (copied there ahead by the loop's pipeline, else stored there now, zeros in the
+    padding), each fragment element read from there (``mma_layouts(tf32=True)`` says which
+    lane holds which) and rounded to TF32, then an ``Mma`` per warp. The tiles are
+    swizzled so a warp's reads of a fragment hit 32 distinct banks (``OperandTile``)."""
+    (m, k), n = a.type.shape, b.type.shape[1]
+    la, lb, lc = mma_layouts(m, n, k, lw.t, tf32=True)
+    c = all_slots(lw, lw.regs(acc, lc), lc.num_regs)
+    sources = [lw.in_shared.get(x) or _staged(lw, x, operand_tile(lw, eqn, r, x, False)) for r, x in enumerate((a, b))]
+    staged = [s[0] for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
+    if staged:
+        lw.barrier()
+    words = []
+    for (buf, base, tile, transposed), layout in zip(sources, (la, lb)):
+        rows, cols = lw.coords(layout)  # (a: m, k; b: k, n) of each slot
+        at = tile.index_op(lw, cols, rows) if transposed else tile.index_op(lw, rows, cols)
+        values = lw.reg(D.float32, layout.num_regs, "v")
+        lw.stmts.append(SharedLoad(values, buf, lw.op(i32, "add", at, base)))
+        words.append(lw.op(D.uint32, "tf32", values))
+    lw.release(*staged)
+    dst = lw.reg(D.float32, lc.num_regs, "acc")
+    ki = 1 << (log2(pow2_ceil(k)) - 3)
+    mi = la.num_regs // 4 // ki
+    lw.stmts.append(Mma(dst, *words, c, (mi, lc.num_regs // 4 // mi, ki), D.float32))
+    output(lw, eqn, dst)
+
+
 def _lower_fma(lw, eqn, a, b, acc):
     """Each thread accumulates its register block of the result (``matmul_result``) over
     k, from the operands in shared memory: copied there ahead by the loop's pipeline
@@ -122,7 +183,7 @@ def _lower_fma(lw, eqn, a, b, acc):
     k = a.type.shape[1]
     init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
     steps, reads = _k_steps(a, b)
-    sources = [lw.in_shared.get(x) or _staged(lw, x) for x in (a, b)]
+    sources = [lw.in_shared.get(x) or _staged(lw, x, operand_tile(lw, eqn, r, x, False)) for r, x in enumerate((a, b))]
     if sources[0][3] is False and sources[1][3] is True:  # (a @ w.T: both along k, a read per row and column
         reads = 1  # of the thread: two reads in flight spilled 36 B at 128 registers)
     staged = [s[0] for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
@@ -134,8 +195,9 @@ def _lower_fma(lw, eqn, a, b, acc):
     result = param
     for r in range(reads):
         at = kq if reads == 1 else lw.op(i32, "add", lw.op(i32, "mul", kq, Imm(reads, i32)), Imm(r, i32))
+        tf32 = eqn.params.get("precision") == "tf32"  # (tiles under a TF32 fragment: rounded alike)
         operands = [
-            _operand_values(lw, x, s, role, layout, at, steps, dtype)
+            _operand_values(lw, x, s, role, layout, at, steps, dtype, tf32)
             for role, (x, s) in enumerate(zip((a, b), sources))
         ]
         for x, y in zip(*operands):
@@ -157,11 +219,10 @@ def _k_steps(a, b) -> tuple[int, int]:
     return steps, 2 if pow2_ceil(a.type.shape[1]) >= 8 else 1
 
 
-def _staged(lw, x):
-    """``x`` stored row-major in a shared tile of its padded shape, zeros in the padding (the
-    products along k read it); as ``lw.in_shared`` gives a copied operand."""
+def _staged(lw, x, tile: OperandTile):
+    """``x`` stored in ``tile``, zeros in the padding (the products along k read it); as
+    ``lw.in_shared`` gives a copied operand."""
     src = lw.layout(x)
-    tile = OperandTile(*src.padded)
     buf = lw.buffer(x.type.dtype, tile.words)
     values = lw.regs(x, src)
     if src.shape != src.padded:
@@ -170,11 +231,11 @@ def _staged(lw, x):
     return buf, Imm(0, i32), tile, False
 
 
-def _operand_values(lw, x, source, role, layout, kq, steps, dtype) -> list:
+def _operand_values(lw, x, source, role, layout, kq, steps, dtype, tf32=False) -> list:
     """Operand ``x``'s values at k-steps ``steps * kq + s`` (``s < steps``) as ``dtype``, each
     over the result's slots (``role`` 0, ``a``: the value of the slot's row; 1: of its
     column), read from ``source`` = ``(buffer, base index, OperandTile, transposed)``; with
-    ``steps`` > 1, float32s 2 or 4 at a time."""
+    ``steps`` > 1, float32s 2 or 4 at a time; with ``tf32``, rounded to TF32."""
     buf, base, tile, transposed = source
     bits = layout.dim_bits(role)
     own = [(i, b - bits.start) for i, b in enumerate(layout.reg) if b in bits]
@@ -203,6 +264,8 @@ def _operand_values(lw, x, source, role, layout, kq, steps, dtype) -> list:
     lw.stmts.append(SharedLoad(values, buf, lw.op(i32, "add", index, base), lanes))
     if x.type.dtype is not dtype:
         values = lw.op(dtype, "convert", values, attr=dtype)
+    if tf32:
+        values = lw.op(dtype, "tf32", values)
     return [lw.pick(values, pairs, layout.num_regs, const=const) for pairs, const in picks]
 
 

@@ -55,8 +55,9 @@ from .._lower.thread_ir import (
     WgmmaWait,
 )
 from .._lower.window import Window
-from .lower_dot import on_cuda_cores, transposed_read
-from .lower_wgmma import is_matrix_transpose, is_wgmma_operand, operand_tile, overlapped_dots
+from .lower_dot import operand_tile, reads_operand_tiles, transposed_read
+from .lower_wgmma import is_matrix_transpose, is_wgmma_operand, overlapped_dots
+from .lower_wgmma import operand_tile as wgmma_tile
 
 
 @dataclass
@@ -296,7 +297,7 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
         float32 = out.type.dtype.name == "float32" and len(out.type.shape) == 2
         if not float32 and not stored_as_matrices(out.type, layout):
             continue
-        if reads := (_fma_reads if float32 else _wgmma_reads)(lw, out, users, used):
+        if reads := (_thread_reads if float32 else _wgmma_reads)(lw, out, users, used):
             (dot, transpose, tile), *more = reads
             if all(t == tile for *_, t in more):  # (read as either operand, the tile must be the same)
                 more = tuple((d, t) for d, t, _ in more)
@@ -335,20 +336,20 @@ def _wgmma_reads(lw, x, users, used) -> list:
     is an operand of a wgmma dot, directly or through a transpose; else []."""
 
     def tile(dot, role, transposed):
-        return operand_tile(lw.layout(dot.outputs[0]), role, x.type.shape, transposed)[0]
+        return wgmma_tile(lw.layout(dot.outputs[0]), role, x.type.shape, transposed)[0]
 
     return _dot_reads(x, users, used, lambda dot, operand: is_wgmma_operand(lw, dot, operand), tile)
 
 
-def _fma_reads(lw, x, users, used) -> list:
+def _thread_reads(lw, x, users, used) -> list:
     """``[(dot, transpose or None, OperandTile), ...]`` when every use of the float32 tile
-    ``x`` (``users``) is an operand of a dot on CUDA cores, directly or through a transpose;
-    else []. Its stage is swizzled where it is ``b`` given as ``w.T`` (read 4 rows apart)."""
+    ``x`` (``users``) is an operand of a dot whose threads read it from shared memory (on
+    CUDA cores, or as TF32 fragments), directly or through a transpose; else []."""
 
     def tile(dot, role, transposed):
-        return OperandTile(*lw.layout(x).padded, swizzled=role == 1 and transposed)
+        return operand_tile(lw, dot, role, x, transposed)
 
-    return _dot_reads(x, users, used, lambda dot, operand: on_cuda_cores(lw, dot), tile)
+    return _dot_reads(x, users, used, lambda dot, operand: reads_operand_tiles(lw, dot), tile)
 
 
 def _dot_reads(x, users, used, reads_in_place, tile) -> list:
