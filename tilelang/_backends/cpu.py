@@ -228,10 +228,8 @@ class CpuWriter(SourceWriter):
         if isinstance(s, Mma):
             rows = _ints(row(s.a), row(s.b))
             args = f"regs_uint32, {rows}, regs_float32, {_ints(row(s.c), row(s.dst), threads)}"
-            if s.dtype.name == "float32":  # (TF32 words)
-                self.emit(f"mma_m16n8k8_tf32({args}, {_ints(*s.shape)})", indent)
-            else:
-                self.emit(f"mma_m16n8k16({args}, {_ints(*s.shape, s.dtype.name == 'bfloat16')})", indent)
+            kind = ("float16", "bfloat16", "float32").index(s.dtype.name)  # (float32: TF32 words)
+            self.emit(f"mma_m16n8({args}, {_ints(*s.shape, kind)})", indent)
         else:
             groups = s.dst.slots // 4
             args = f"regs_uint32, {_ints(row(s.dst))}, {s.buffer}, regs_int32, {_ints(row(s.index), groups, threads)}"

@@ -143,55 +143,20 @@ def _half(word, high, bf16):
 
 
 @njit(cache=True)
-def mma_m16n8k16(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, bf16):
+def mma_m16n8(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, kind):
     """Each warp's ``Mma`` (thread_ir.py: which words and slots hold which fragment), with
-    the element of each register from the PTX ISA's fragment tables for m16n8k16, lane
-    ``l = 4 g + t``: ``a`` element ``e`` (word ``e // 2``, high half when odd) is row
-    ``g + 8 (e // 2 % 2)``, column ``2 t + e % 2 + 8 (e // 4)``; ``b`` element ``e`` row
-    ``2 t + e % 2 + 8 (e // 2)``, column ``g``; ``c``/``d`` element ``e`` row ``g + 8 (e // 2)``,
-    column ``2 t + e % 2``. Products are exact in float64; each k-step's sum is rounded
-    to float32 once (the tensor cores' own rounding is finer than the dtype's tolerance)."""
-    a = np.empty((16, 16))
-    b = np.empty((16, 8))
-    c = np.empty((16, 8))
-    for warp in range(threads // 32):
-        for i in range(mi):
-            for j in range(ni):
-                for lane in range(32):
-                    g, t = lane >> 2, lane & 3
-                    for e in range(4):
-                        c[g + 8 * (e >> 1), 2 * t + (e & 1)] = accs[32 * warp + lane, c_row + 4 * (j + ni * i) + e]
-                for kk in range(ki):
-                    for lane in range(32):
-                        g, t = lane >> 2, lane & 3
-                        th = 32 * warp + lane
-                        for e in range(8):
-                            word = words[th, a_row + 4 * (kk + ki * i) + (e >> 1)]
-                            a[g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)] = _half(word, e & 1, bf16)
-                        for e in range(4):
-                            word = words[th, b_row + 2 * (kk + ki * j) + (e >> 1)]
-                            b[2 * t + (e & 1) + 8 * (e >> 1), g] = _half(word, e & 1, bf16)
-                    for r in range(16):
-                        for col in range(8):
-                            total = c[r, col]
-                            for q in range(16):
-                                total += a[r, q] * b[q, col]
-                            c[r, col] = np.float32(total)
-                for lane in range(32):
-                    g, t = lane >> 2, lane & 3
-                    for e in range(4):
-                        accs[32 * warp + lane, d_row + 4 * (j + ni * i) + e] = c[g + 8 * (e >> 1), 2 * t + (e & 1)]
-
-
-@njit(cache=True)
-def mma_m16n8k8_tf32(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki):
-    """:func:`mma_m16n8k16` for ``mma.sync.m16n8k8`` on TF32 words (one value each), from the
-    PTX ISA's tables for m16n8k8 ``.tf32``, lane ``l = 4 g + t``: ``a`` element ``e`` is row
+    the element of each register from the PTX ISA's fragment tables, lane ``l = 4 g + t``;
+    ``kind`` 0, 1: m16n8k16 on float16, bfloat16 words (two values each): ``a`` element
+    ``e`` (word ``e // 2``, high half when odd) is row ``g + 8 (e // 2 % 2)``, column
+    ``2 t + e % 2 + 8 (e // 4)``; ``b`` element ``e`` row ``2 t + e % 2 + 8 (e // 2)``, column
+    ``g``. ``kind`` 2: m16n8k8 on TF32 words (one value each): ``a`` element ``e`` row
     ``g + 8 (e % 2)``, column ``t + 4 (e // 2)``; ``b`` element ``e`` row ``t + 4 e``, column
-    ``g``; ``c``/``d`` as m16n8k16's. Products exact in float64, each k-step's sum rounded to
-    float32 once."""
-    a = np.empty((16, 8))
-    b = np.empty((8, 8))
+    ``g``. ``c``/``d`` element ``e``: row ``g + 8 (e // 2)``, column ``2 t + e % 2``. Products
+    are exact in float64; each k-step's sum is rounded to float32 once (the tensor cores'
+    own rounding is finer than the dtype's tolerance)."""
+    steps = 8 if kind == 2 else 16
+    a = np.empty((16, steps))
+    b = np.empty((steps, 8))
     c = np.empty((16, 8))
     for warp in range(threads // 32):
         for i in range(mi):
@@ -204,16 +169,22 @@ def mma_m16n8k8_tf32(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, k
                     for lane in range(32):
                         g, t = lane >> 2, lane & 3
                         th = 32 * warp + lane
+                        at, bt = a_row + 4 * (kk + ki * i), b_row + 2 * (kk + ki * j)
+                        if kind == 2:
+                            for e in range(4):
+                                a[g + 8 * (e & 1), t + 4 * (e >> 1)] = np.float64(f32_from_bits(words[th, at + e]))
+                            for e in range(2):
+                                b[t + 4 * e, g] = np.float64(f32_from_bits(words[th, bt + e]))
+                            continue
+                        for e in range(8):
+                            value = _half(words[th, at + (e >> 1)], e & 1, kind == 1)
+                            a[g + 8 * ((e >> 1) & 1), 2 * t + (e & 1) + 8 * (e >> 2)] = value
                         for e in range(4):
-                            word = words[th, a_row + 4 * (kk + ki * i) + e]
-                            a[g + 8 * (e & 1), t + 4 * (e >> 1)] = np.float64(f32_from_bits(word))
-                        for e in range(2):
-                            word = words[th, b_row + 2 * (kk + ki * j) + e]
-                            b[t + 4 * e, g] = np.float64(f32_from_bits(word))
+                            b[2 * t + (e & 1) + 8 * (e >> 1), g] = _half(words[th, bt + (e >> 1)], e & 1, kind == 1)
                     for r in range(16):
                         for col in range(8):
                             total = c[r, col]
-                            for q in range(8):
+                            for q in range(steps):
                                 total += a[r, q] * b[q, col]
                             c[r, col] = np.float32(total)
                 for lane in range(32):
@@ -254,7 +225,7 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
     instruction ``(i, j)``, k-step ``kk`` reads ``a`` from byte ``a_start + a_steps[i * ks +
     kk]`` of ``a_buf`` and ``b`` from ``b_start + b_steps[j * ks + kk]``; accumulator ``e``
     of lane ``l`` of warp ``w`` is row ``16 w + l // 4 + 8 (e // 2 % 2)``, column ``8 (e //
-    4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8k16.
+    4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8.
     A non-empty ``a_words`` (the uint32 register table) holds ``a`` instead: each thread's
     words ``a_steps[i * ks + kk]`` to ``+ 3`` of row ``a_start`` its fragment of the k-step,
     element ``e`` (half ``e % 2`` of word ``e // 2``) where accumulator ``e`` of ``m64n16`` is.
