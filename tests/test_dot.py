@@ -172,14 +172,14 @@ def _check_float_matmul(data, d, how, tile, kernel) -> str:
     return tl.explain(kernel, *args, HOW=how, ACC=tl.float32, BM=bm, BN=bn, BK=bk, backend="cpu")["thread_ir"]
 
 
-# (tile, threads): 8 x 8 results a thread (64x64 on 64 threads, 128x64 on 128), 4 x 4 and
+# (tile, threads): 8 x 8 results a thread (64x64 on 64 threads, 128x64 on 128, 128x128 on 256), 4 x 4 and
 # fewer, tiles not powers of two (48x40x12, 20x12x6: k not a multiple of the 4 read at once),
 # k under 4 (2: no 16-byte rows to copy ahead)
 FMA_TILES = st.sampled_from([
     ((64, 64, 16), 64), ((128, 64, 8), 128), ((32, 32, 8), 64), ((48, 40, 12), 128), ((20, 12, 6), 32),
-    ((16, 32, 2), 32),
+    ((16, 32, 2), 32), ((128, 128, 16), 256),
 ])  # fmt: skip
-FMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t) for t in (32, 64, 128)}
+FMA_KERNELS = {t: tl.tile_kernel(_matmul, num_threads=t) for t in (32, 64, 128, 256)}
 
 
 @given(data=st.data(), how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]), case=FMA_TILES)
@@ -242,6 +242,38 @@ def test_tf32_matmul(data, how, case):
     on_tensor_cores = bm >= 16 and bk >= 8
     assert ("m16n8k8.tf32" in e["thread_ir"]) == on_tensor_cores
     assert " tf32 " in e["thread_ir"] and ("rounded to TF32" in e["layouts"])
+
+
+def _operand_forms(a, b, c, FORM: tl.Constant, BM: tl.Constant, BK: tl.Constant):
+    """``c = x.T @ x`` (one copied tile read as both operands) or ``(2 * x.T) @ y`` (an
+    operand computed in the loop, the other copied), x a (BK, BM) block of ``a``."""
+    i = tl.block_id(0)
+    acc = tl.zeros((BM, BM), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[0], BK)):
+        x = tl.load(a, index=(k, i), shape=(BK, BM))
+        y = x if FORM == "xt_x" else tl.load(b, index=(k, i), shape=(BK, BM))
+        acc = tl.dot(x.T if FORM == "xt_x" else x.T * 2.0, y, acc)
+    tl.store(c, acc, index=(i, i))
+
+
+@pytest.mark.parametrize("stages", [1, 2, 4])
+@pytest.mark.parametrize("form", ["xt_x", "computed"])
+def test_float32_dot_stages_and_operand_forms(form, stages):
+    """float32 dots on CUDA cores with the tiles copied 0 to 3 iterations ahead, a copied
+    tile read as both operands, and a computed operand beside a copied one."""
+    kernel = tl.tile_kernel(_operand_forms, num_threads=128, num_stages=stages)
+    rng = np.random.default_rng(stages)
+    a, b = (rng.uniform(-4, 4, (70, 100)).astype(np.float32) for _ in range(2))
+    x, y = a.astype(np.float64), (a if form == "xt_x" else b).astype(np.float64)
+    want = np.zeros((100, 100), np.float32)
+    for i in range(2):
+        block = slice(64 * i, 64 * i + 64)
+        want[block, block] = (x[:, block].T * (1 if form == "xt_x" else 2)) @ y[:, block]
+    bound = 71 * float(np.finfo(np.float32).eps) * float(np.max(np.abs(x).T @ np.abs(y))) * 2
+    tlt.check_kernel(
+        kernel, 2, args=(a, b, np.zeros((100, 100), np.float32)), reference=lambda *_: want, rtol=0, atol=bound,
+        FORM=form, BM=64, BK=16,
+    )  # fmt: skip
 
 
 # (tile, threads): warpgroups over m, over n, several 64-row blocks or instructions each,

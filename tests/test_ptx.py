@@ -293,6 +293,30 @@ def test_float32_dot_reads_shared_memory_16_bytes_at_a_time():
         assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
 
 
+def _two_dots(a, b1, b2, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc1, acc2 = tl.zeros((BM, BN), tl.float32), tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        x = tl.load(a, index=(i, k), shape=(BM, BK))
+        acc1 = tl.dot(x, tl.load(b1, index=(k, j), shape=(BK, BN)), acc1)
+        acc2 = tl.dot(x, tl.load(b2, index=(k, j), shape=(BK, BN)), acc2)
+    tl.store(c, acc1 - acc2, index=(i, j))
+
+
+@pytest.mark.parametrize("kernel, arrays, bk, two, copied", [
+    (tiled_matmul.fn, 3, 32, True, True),  # 64 accumulators a thread: two blocks an SM
+    (_two_dots, 4, 16, False, True),  # 128: one (capped at 128 registers, 764 B spilled)
+    (tiled_matmul.fn, 3, 128, False, False),  # one 128 KB stage fits, not two: staged in the loop
+])  # fmt: skip
+def test_float32_dots_two_blocks_an_sm_only_where_they_fit(kernel, arrays, bk, two, copied):
+    """A loop of float32 dots on CUDA cores copying its tiles ahead runs two 256-thread blocks
+    an SM where its accumulators take at most 64 registers a thread; stages only as many as
+    a block's shared memory holds (none under two: the operands are staged each iteration)."""
+    e = explain(tl.tile_kernel(kernel, num_threads=256), *["f32[:, :]"] * arrays, BM=128, BN=128, BK=bk)
+    assert (".minnctapersm 2" in e["ptx"]) == two and ("async shared" in e["thread_ir"]) == copied
+    assert "spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+
+
 def test_tf32_dot_on_tensor_cores():
     """``precision="tf32"``, 128x128x32 on 256 threads: ``mma.sync.m16n8k8`` on operands each
     rounded once by ``cvt.rna.tf32.f32``, read one 4-byte element a lane from the tiles the

@@ -136,12 +136,12 @@ class CudaWriter(SourceWriter):
         self.emit(f"def {p.name}({', '.join(self.signature())}):", 0)
         self.offsets, dynamic = shared_layout(p)
         vectors = not SIMULATOR  # (numba's simulator declares no aligned arrays, nor needs them)
-        vector = (AsyncCopy, SharedLoad) if vectors else ()
-        matrices = {  # buffers read or written 16 bytes at a time: aligned so
-            s.buffer
-            for s in walk_statements(p.body)
-            if isinstance(s, LdMatrix) or (isinstance(s, vector) and getattr(s, "lanes", 4) > 1)
-        }
+
+        def sixteen_bytes(s):  # a buffer read or written 16 bytes at a time: aligned so
+            vector = isinstance(s, AsyncCopy) or (isinstance(s, SharedLoad) and s.lanes > 1)
+            return isinstance(s, LdMatrix) or (vectors and vector)
+
+        matrices = {s.buffer for s in walk_statements(p.body) if sixteen_bytes(s)}
         for name, (d, size) in p.shared.items():
             if not dynamic:  # (ldmatrix reads 16-byte rows; wgmma's swizzle needs more)
                 aligned = name in matrices or shared_alignment(name) > 16
@@ -643,14 +643,16 @@ class CudaKernel:
             # where two blocks' shared memory does not fit an SM (one block is all it gets: a
             # register cap would only spill; attention d128's forward spilled 480 B), nor where
             # its products' results hold over 64 registers a thread (m64n256 accumulators; the
-            # attention backward's four products: 952 B spilled at 128). So is a pipelined dot
-            # on CUDA cores (float32 128x128x32: 124 registers, no spill; 42.1 TFLOP/s, 39.3
-            # with one block)
+            # attention backward's four products: 952 B spilled at 128). So is a loop of dots on
+            # CUDA cores copying its tiles ahead, by the accumulators its loops carry (float32
+            # 128x128x32: 124 registers, no spill, 42.1 TFLOP/s, 39.3 with one block; two such
+            # dots, 128 accumulators: 764 B spilled at 128)
             threads, body = self.program.num_threads, self.program.body
-            results = _product_registers(body)
-            copies = results == 0 and any(isinstance(s, AsyncCopy) for s in walk_statements(body))
+            accumulators = _product_registers(body)
+            if not accumulators and any(isinstance(s, AsyncCopy) for s in walk_statements(body)):
+                accumulators = _carried_registers(body)
             two_fit = 2 * (self.dynamic_shared + RESERVED_SHARED) <= SHARED_PER_SM
-            two_blocks = (0 < results <= 64 or copies) and threads == 256 and two_fit
+            two_blocks = 0 < accumulators <= 64 and threads == 256 and two_fit
             bounds = (threads,) if threads > 256 else ((threads, 2) if two_blocks else None)
             with lean_cuda_pipeline():
                 ptx, _ = cuda.compile_ptx(self.function, self.signature, cc=cc, lineinfo=LINEINFO, launch_bounds=bounds)
@@ -673,8 +675,8 @@ class CudaKernel:
         copies_16_bits = (isinstance(s, AsyncCopy) and arrays[s.array].dtype.itemsize == 2 for s in statements)
         if any(isinstance(s, (Shuffle, Mma, LdMatrix, Wgmma)) for s in statements) or any(copies_16_bits):
             raise TileCompilerError(
-                f"kernel {self.program.name} uses warp shuffles or tensor cores, which numba's CUDA simulator "
-                "does not have; it runs on the GPU and on the CPU backend"
+                f"kernel {self.program.name} uses warp shuffles, tensor cores or copies of 16-bit tiles, which numba's "
+                "CUDA simulator does not have; it runs on the GPU and on the CPU backend"
             )
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 in grid:
@@ -712,6 +714,13 @@ def _product_registers(stmts) -> int:
     the kernel outside loops) makes: an estimate of the accumulators alive at once."""
     here = sum(s.dst.slots for s in stmts if isinstance(s, (Mma, Wgmma)))
     return max([here] + [_product_registers(s.body) for s in stmts if isinstance(s, Loop)])
+
+
+def _carried_registers(stmts) -> int:
+    """The most registers a loop carries in its register arrays (a CUDA-core dot's accumulators)."""
+    loops = [s for s in stmts if isinstance(s, Loop)]
+    here = [sum(p.slots for p in s.params if p.slots > 1) for s in loops]
+    return max(here + [_carried_registers(s.body) for s in loops] + [0])
 
 
 def _launcher_without_tma(kernel_ref, device_id: int):

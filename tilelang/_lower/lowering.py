@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,17 @@ def smem_dtype(d: D.DType) -> D.DType:
     return D.uint8 if d.is_bool else d
 
 
+class InShared(NamedTuple):
+    """A dot operand in shared memory: from element (32-bit word) ``base`` of ``buffer``, a
+    ``tile`` (``SwizzledTile`` for wgmma, ``OperandTile`` for threads) holding it in its own
+    orientation, or its transpose's where the dot reads it ``transposed``."""
+
+    buffer: str
+    base: object
+    tile: object
+    transposed: bool
+
+
 class Lowering:
     def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3, tma: bool = True):
         self.layouts = layouts
@@ -45,7 +57,7 @@ class Lowering:
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
         self.packed: dict = {}  # 16-bit float Var -> its raw bits, slots 2w and 2w + 1 in uint32 word w, where made
-        self.in_shared: dict = {}  # 16-bit tile Var -> (buffer, word index, SwizzledTile, transposed): copied there
+        self.in_shared: dict = {}  # dot operand Var -> InShared: where it was copied (or staged) before the dot
         self.staged: dict = {}  # (Var, SwizzledTile, transposed) -> (buffer, statement list) it was stored in
         self.transposed: dict = {}  # Var -> the Var it is the transpose of (folded into a wgmma operand)
         self.overlapped: dict = {}  # id -> wgmma dot equation left in flight into the next iteration

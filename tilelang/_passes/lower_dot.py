@@ -21,7 +21,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .._ir.core import Block, tile_outputs, uses
 from .._lower.layout import MMA_DTYPES, Layout, WgmmaLayout, log2, mma_layouts, permuted, pow2_ceil, wgmma_layout
-from .._lower.lowering import all_slots, i32, matrix_layout, output, stored_as_matrices, zero_padding
+from .._lower.lowering import InShared, all_slots, i32, matrix_layout, output, stored_as_matrices, zero_padding
 from .._lower.swizzled import OperandTile
 from .._lower.thread_ir import Imm, Loop, Mma, SharedLoad, SharedStore, SlotMap
 from .lower_wgmma import folded_wgmma_transposes, is_matrix_transpose, lower_wgmma, register_fragments, wgmma_plan
@@ -184,7 +184,7 @@ def _lower_fma(lw, eqn, a, b, acc):
     init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
     steps, reads = _k_steps(a, b)
     sources = [lw.in_shared.get(x) or _staged(lw, x, operand_tile(lw, eqn, r, x, False)) for r, x in enumerate((a, b))]
-    if sources[0][3] is False and sources[1][3] is True:  # (a @ w.T: both along k, a read per row and column
+    if not sources[0].transposed and sources[1].transposed:  # (a @ w.T: both along k, a read per row and column
         reads = 1  # of the thread: two reads in flight spilled 36 B at 128 registers)
     staged = [s[0] for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
     if staged:
@@ -211,8 +211,8 @@ def _lower_fma(lw, eqn, a, b, acc):
 
 def _k_steps(a, b) -> tuple[int, int]:
     """How many k-steps a dot on CUDA cores reads at once (float32 operands: 4, 16 bytes)
-    and how many such reads an iteration makes (2 where the tile's k has 8 steps or more;
-    ``_lower_fma`` makes it 1 for ``a @ w.T``)."""
+    and how many such reads an iteration makes (2 where the tile's k, padded to a power of
+    two, is 8 or more; ``_lower_fma`` makes it 1 for ``a @ w.T``)."""
     if a.type.dtype.name != "float32" or b.type.dtype.name != "float32":
         return 1, 1
     steps = min(4, pow2_ceil(a.type.shape[1]))
@@ -228,7 +228,7 @@ def _staged(lw, x, tile: OperandTile):
     if src.shape != src.padded:
         values = lw.op(x.type.dtype, "select", lw.valid(src), values, Imm(0, x.type.dtype))
     lw.stmts.append(SharedStore(buf, tile.index_op(lw, *lw.coords(src)), values, lw.owner(src)))
-    return buf, Imm(0, i32), tile, False
+    return InShared(buf, Imm(0, i32), tile, False)
 
 
 def _operand_values(lw, x, source, role, layout, kq, steps, dtype, tf32=False) -> list:
@@ -242,25 +242,24 @@ def _operand_values(lw, x, source, role, layout, kq, steps, dtype, tf32=False) -
     step = log2(steps)
     coord = lw.thread_coord(layout, role)
     k0 = lw.op(i32, "mul", kq, Imm(steps, i32))
-    if transposed == (role == 1):  # k along the tile's columns: one read per row (column) of the thread
-        n = 1 << len(own)
-        rows = lw.op(i32, "slot", attr=SlotMap.of_bits([(j, p) for j, (_, p) in enumerate(own)]), n=n)
+    if transposed == (role == 1):  # k along each stored row: one read per row (column) of the thread
+        reads, lanes = 1 << len(own), steps
+        rows = lw.op(i32, "slot", attr=SlotMap.of_bits([(j, p) for j, (_, p) in enumerate(own)]), n=reads)
         if [p for _, p in own[:2]] == [0, 1]:  # (the thread's row a multiple of 4: swizzled apart)
-            lanes, index = steps, tile.index_op(lw, coord, k0, slot_rows=rows)
+            index = tile.index_op(lw, coord, k0, slot_rows=rows)
         else:
-            lanes, index = steps, tile.index_op(lw, lw.op(i32, "add", coord, rows), k0)
+            index = tile.index_op(lw, lw.op(i32, "add", coord, rows), k0)
         picks = [([(i, step + j) for j, (i, _) in enumerate(own)], s) for s in range(steps)]
-    else:  # k along the tile's rows: per k-step, one read per group of the thread's consecutive rows (columns)
+    else:  # k down the stored columns: per k-step, one read per group of the thread's consecutive rows (columns)
         v = next((j for j in range(2) if not (steps > 1 and j < len(own) and own[j][1] == j)), 2)
         groups = len(own) - v
-        n = steps << groups
+        reads, lanes = steps << groups, 1 << v
         group = SlotMap.of_bits([(j - v, p) for j, (_, p) in enumerate(own) if j >= v])
-        at = lw.op(i32, "add", coord, lw.op(i32, "slot", attr=group, n=n))
+        at = lw.op(i32, "add", coord, lw.op(i32, "slot", attr=group, n=reads))
         kk = SlotMap.of_bits([(groups + t, t) for t in range(step)])
-        ks = lw.op(i32, "add", k0, lw.op(i32, "slot", attr=kk, n=n))
-        lanes, index = 1 << v, tile.index_op(lw, ks, at)
+        index = tile.index_op(lw, lw.op(i32, "add", k0, lw.op(i32, "slot", attr=kk, n=reads)), at)
         picks = [([(i, j) for j, (i, _) in enumerate(own)], s << (groups + v)) for s in range(steps)]
-    values = lw.reg(x.type.dtype, n * lanes, "v")
+    values = lw.reg(x.type.dtype, reads * lanes, "v")
     lw.stmts.append(SharedLoad(values, buf, lw.op(i32, "add", index, base), lanes))
     if x.type.dtype is not dtype:
         values = lw.op(dtype, "convert", values, attr=dtype)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
 from .._lower.layout import Layout, reshaped
-from .._lower.lowering import Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
+from .._lower.lowering import InShared, Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.swizzled import OperandTile, SwizzledTile
 from .._lower.thread_ir import (
     AsyncCommit,
@@ -55,6 +55,7 @@ from .._lower.thread_ir import (
     WgmmaWait,
 )
 from .._lower.window import Window
+from .check_limits import SHARED_LIMIT
 from .lower_dot import operand_tile, reads_operand_tiles, transposed_read
 from .lower_wgmma import is_matrix_transpose, is_wgmma_operand, overlapped_dots
 from .lower_wgmma import operand_tile as wgmma_tile
@@ -86,6 +87,11 @@ class _Copied:
         direct = self.reshape or self.load
         return [(t or direct, t is not None) for t in (self.transpose, *(t for _, t in self.more))]
 
+    def words(self, lw) -> int:
+        """32-bit words a stage of this tile takes."""
+        rows, cols = matrix_tile(self.tile_layout(lw))
+        return self.tile.words if self.tile else rows * cols // 2
+
     def tile_layout(self, lw) -> Layout:
         """The layout of the 2-d tile the copies land (the load's, or its reshape's)."""
         return lw.layout((self.reshape or self.load).outputs[0])
@@ -101,8 +107,8 @@ class _Copied:
 class Pipeline:
     """The pipelined loads of one loop, and the statements that move them."""
 
-    def __init__(self, lw: Lowering, loop: Eqn, copies: list):
-        self.lw, self.copies, self.stages = lw, copies, lw.num_stages
+    def __init__(self, lw: Lowering, loop: Eqn, copies: list, stages: int):
+        self.lw, self.copies, self.stages = lw, copies, stages
         body = loop.params["body"]
         # wgmma dots left in flight across iterations: the stage they read is refilled one
         # iteration later, so copies go one iteration less far ahead. Only from 4 stages: on
@@ -112,8 +118,7 @@ class Pipeline:
         self.ahead = self.stages - 1 - bool(self.overlapped)
         self.index, (self.start, self.stop, self.step) = body.params[0], loop.inputs[:3]
         for c in copies:
-            rows, cols = matrix_tile(c.tile_layout(lw))
-            c.stage_words = c.tile.words if c.tile else rows * cols // 2
+            c.stage_words = c.words(lw)
             kind = "swizzled" if c.wgmma() else "smem"
             dtype = D.float32 if isinstance(c.tile, OperandTile) else D.uint32
             c.buffer = lw.buffer(dtype, self.stages * c.stage_words, kind)  # (held to the kernel's end)
@@ -172,7 +177,7 @@ class Pipeline:
         def in_shared(c, transposed):
             def rule(lw, eqn, *args, **params):
                 base = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
-                lw.in_shared[eqn.outputs[0]] = (c.buffer, base, c.tile, transposed)
+                lw.in_shared[eqn.outputs[0]] = InShared(c.buffer, base, c.tile, transposed)
 
             return rule
 
@@ -182,8 +187,8 @@ class Pipeline:
             for e in (c.load, c.reshape, c.transpose, *(t for _, t in c.more))
             if e
         }
-        wgmma = {id(e): in_shared(c, t) for c in self.copies if c.tile for e, t in c.operands()}
-        return nothing | wgmma | {id(c.convert): convert(c) for c in self.copies if not c.tile}
+        in_place = {id(e): in_shared(c, t) for c in self.copies if c.tile for e, t in c.operands()}
+        return nothing | in_place | {id(c.convert): convert(c) for c in self.copies if not c.tile}
 
     def drain(self, carried: dict):
         """After the loop: the dots left in flight complete (into the loop's results,
@@ -312,7 +317,9 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
             copies.append(_Copied(eqn, user, chain, lw.layout(user.outputs[0]), reshape=reshape))
         elif target := transposed_read(lw, user, used.get(user.outputs[0], [])):  # read in the transposed layout
             copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user, reshape))
-    return Pipeline(lw, loop, copies) if copies else None
+    # as many stages as a block's shared memory holds (float32 128x128x128 tiles: one, so none)
+    stages = min(lw.num_stages, SHARED_LIMIT // (4 * sum(c.words(lw) for c in copies))) if copies else 0
+    return Pipeline(lw, loop, copies, stages) if stages >= 2 else None
 
 
 def _drops_unit_axes(lw, eqn: Eqn, layout: Layout) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .._ir.core import Block, Var, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
-from .._lower.lowering import all_slots, i32, output, stored_as_matrices, zero_padding
+from .._lower.lowering import InShared, all_slots, i32, output, stored_as_matrices, zero_padding
 from .._lower.swizzled import RegisterTile, SwizzledTile
 from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma
 from ..errors import TileCompilerError
@@ -145,7 +145,7 @@ def stage_invariant_operands(lw, body: Block) -> list:
                 buffer, tile, _ = _stage(lw, lw.layout(eqn.outputs[0]), role, y, y is not x)
                 lw.staged[y, tile, y is not x] = buffer, lw.stmts
                 stored.append(x)
-            lw.in_shared[x] = (buffer, Imm(0, i32), tile, y is not x)
+            lw.in_shared[x] = InShared(buffer, Imm(0, i32), tile, y is not x)
             staged.append(x)
     if stored:
         lw.stmts.append(ProxyFence())
