@@ -88,9 +88,11 @@ class _Copied:
         return [(t or direct, t is not None) for t in (self.transpose, *(t for _, t in self.more))]
 
     def words(self, lw) -> int:
-        """32-bit words a stage of this tile takes."""
+        """32-bit words a stage of this tile takes (ldmatrix's: padded rows of 16-bit pairs)."""
+        if self.tile:
+            return self.tile.words
         rows, cols = matrix_tile(self.tile_layout(lw))
-        return self.tile.words if self.tile else rows * cols // 2
+        return rows * cols // 2
 
     def tile_layout(self, lw) -> Layout:
         """The layout of the 2-d tile the copies land (the load's, or its reshape's)."""
