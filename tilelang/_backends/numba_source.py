@@ -462,8 +462,8 @@ class SourceWriter:
             self.emit("pass", indent)
         for run, start, stop in self.groups.get(id(stmts)) or slot_groups(stmts):
             n = extent(run[0]) if _per_slot(run[0]) else 0
-            if n > 1 and self.WRITE_OUT_COPIES and any(isinstance(s, AsyncCopy) for s in run):
-                self.write_out(run, start, stop, indent)
+            if n > 1 and self.COPY_VERSIONS and any(isinstance(s, AsyncCopy) for s in run):
+                self.copy_versions(run, start, stop, indent)
             elif n > 1:
                 self.slot_loop(run, start, stop, indent)
             else:
@@ -476,14 +476,6 @@ class SourceWriter:
         self.at = "r"
         for s in run:
             self.one(s, indent + 4)
-        self.at = 0
-
-    def write_out(self, run, start, stop, indent):
-        """A run slot by slot, no loop (NVVM kept a loop of 8 cp.async, each with its
-        lane-by-lane fallback, rolled, recomputing every address at run time)."""
-        for self.at in range(start, stop):
-            for s in run:
-                self.one(s, indent)
         self.at = 0
 
     def one(self, s, indent):
@@ -545,7 +537,7 @@ class SourceWriter:
                 self.emit(line, indent + 4)
 
     FMOD = "math.fmod"  # the exact float remainder where numba has one
-    WRITE_OUT_COPIES = False  # runs of async copies slot by slot, no loop (CUDA: NVVM left them rolled)
+    COPY_VERSIONS = False  # runs of async copies written twice, under a test of their alignment (CUDA)
 
     def special(self, op: Op):
         """Ops rendered outside the expression table (targets add thread and block ids)."""
