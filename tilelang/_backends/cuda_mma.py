@@ -28,9 +28,10 @@ from llvmlite import ir
 from numba import types
 from numba.cuda.extending import intrinsic
 
+from .._lower.layout import MMA_DTYPES
+
 I32, F32 = ir.IntType(32), ir.FloatType()
 _PTX = {"float16": "f16", "bfloat16": "bf16", "tf32": "tf32"}
-MMA_DTYPES = ("float16", "bfloat16")
 
 
 def _pack(name: str):

@@ -35,7 +35,7 @@ def dot_layouts(eqn, num_threads: int, arch: str = "sm_80"):
     in any layout), else the mma.sync fragments; for ``precision="tf32"`` (None, None, the
     m16n8k8 accumulator: the operands go to shared memory, read from there as fragments)."""
     (m, k), (_, n) = eqn.inputs[0].type.shape, eqn.inputs[1].type.shape
-    if eqn.params.get("precision") == "tf32":
+    if is_tf32(eqn):
         plan = mma_layouts(m, n, k, num_threads, tf32=True)
         return plan and (None, None, plan[2])
     if eqn.inputs[0].type.dtype.name not in MMA_DTYPES:
@@ -62,7 +62,7 @@ def dot_plan(eqn, layouts: dict) -> str:
         small = a.type.dtype.name in MMA_DTYPES
         lc, (steps, _) = layouts[out], _k_steps(a, b)
         rows, cols = (1 << sum(1 for r in lc.reg if r in lc.dim_bits(d)) for d in (0, 1))
-        tf32 = eqn.params.get("precision") == "tf32"
+        tf32 = is_tf32(eqn)
         why = "tiles under one fragment" if small or tf32 else a.type.dtype.name
         return (
             f"CUDA cores (FFMA from shared memory): {why}, each thread {rows} x {cols} results"
@@ -75,12 +75,12 @@ def dot_plan(eqn, layouts: dict) -> str:
     warps_n = 1 << sum(1 for w in lc.warp if w is not None and w in lc.dim_bits(1))
     frag_m, frag_n = pow2_ceil(m) // 16 // warps_m, pow2_ceil(n) // 8 // warps_n
     spare = len(lc.warp) - log2(warps_m * warps_n)
-    step, kind = (8, "m16n8k8.tf32") if plan[0] is None else (16, f"m16n8k16.{a.type.dtype.short}")
+    step, kind = (8, "m16n8k8.tf32") if is_tf32(eqn) else (16, f"m16n8k16.{a.type.dtype.short}")
     return (
         f"tensor cores, mma.sync.{kind}: {warps_m} x {warps_n} warps (m x n)"
         + (f", {1 << spare} replicating" if spare else "")
         + f", each {frag_m} x {frag_n} fragments of 16x8, {pow2_ceil(k) // step} k-steps of {step}; operands "
-        + ("from shared memory, rounded to TF32" if plan[0] is None else "by ldmatrix")
+        + ("from shared memory, rounded to TF32" if is_tf32(eqn) else "by ldmatrix")
     )
 
 
@@ -89,7 +89,7 @@ def lower_dot(lw, eqn, a, b, acc, precision="ieee"):
         return lower_wgmma(lw, eqn, a, b, acc)
     if on_cuda_cores(lw, eqn):
         return _lower_fma(lw, eqn, a, b, acc)
-    if precision == "tf32":
+    if is_tf32(eqn):
         return _lower_tf32(lw, eqn, a, b, acc)
     return _lower_mma(lw, eqn, a, b, acc, dot_layouts(eqn, lw.t))
 
@@ -97,7 +97,12 @@ def lower_dot(lw, eqn, a, b, acc, precision="ieee"):
 def reads_operand_tiles(lw, eqn) -> bool:
     """Whether the dot ``eqn``'s threads read its operands from ``OperandTile``s: on CUDA
     cores, or as TF32 fragments."""
-    return on_cuda_cores(lw, eqn) or eqn.params.get("precision") == "tf32"
+    return on_cuda_cores(lw, eqn) or is_tf32(eqn)
+
+
+def is_tf32(eqn) -> bool:
+    """Whether the dot ``eqn`` rounds its operands to TF32 (``precision="tf32"``)."""
+    return eqn.params.get("precision") == "tf32"
 
 
 def operand_tile(lw, eqn, role: int, x, transposed: bool) -> OperandTile:
@@ -109,7 +114,7 @@ def operand_tile(lw, eqn, role: int, x, transposed: bool) -> OperandTile:
     rows, cols = lw.layout(x).padded
     chunks = max(cols // 4, 1)
     shift = log2(max(8 // chunks, 1))
-    if eqn.params.get("precision") != "tf32":
+    if not is_tf32(eqn):
         return OperandTile(rows, cols, (2, min(chunks, 8) - 1, 1) if role == 1 and transposed else None)
     if transposed == (role == 1):  # k along the rows it stores
         return OperandTile(rows, cols, (shift, min(chunks, 8) - 1, 1) if chunks > 1 else None)
@@ -150,10 +155,7 @@ def _lower_tf32(lw, eqn, a, b, acc):
     (m, k), n = a.type.shape, b.type.shape[1]
     la, lb, lc = mma_layouts(m, n, k, lw.t, tf32=True)
     c = all_slots(lw, lw.regs(acc, lc), lc.num_regs)
-    sources = [lw.in_shared.get(x) or _staged(lw, x, operand_tile(lw, eqn, r, x, False)) for r, x in enumerate((a, b))]
-    staged = [s[0] for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
-    if staged:
-        lw.barrier()
+    sources, staged = _in_shared(lw, eqn, a, b)
     words = []
     for (buf, base, tile, transposed), layout in zip(sources, (la, lb)):
         rows, cols = lw.coords(layout)  # (a: m, k; b: k, n) of each slot
@@ -183,19 +185,16 @@ def _lower_fma(lw, eqn, a, b, acc):
     k = a.type.shape[1]
     init = lw.regs(acc, layout)  # before the operands are staged (a conversion would need its own buffer)
     steps, reads = _k_steps(a, b)
-    sources = [lw.in_shared.get(x) or _staged(lw, x, operand_tile(lw, eqn, r, x, False)) for r, x in enumerate((a, b))]
+    sources, staged = _in_shared(lw, eqn, a, b)
     if not sources[0].transposed and sources[1].transposed:  # (a @ w.T: both along k, a read per row and column
         reads = 1  # of the thread: two reads in flight spilled 36 B at 128 registers)
-    staged = [s[0] for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
-    if staged:
-        lw.barrier()
+    tf32 = is_tf32(eqn)  # (tiles under a TF32 fragment: rounded alike)
     param = lw.reg(dtype, layout.num_regs, "acc")
     kq = lw.reg(i32, 1, "k")
     outer, lw.stmts = lw.stmts, []
     result = param
     for r in range(reads):
         at = kq if reads == 1 else lw.op(i32, "add", lw.op(i32, "mul", kq, Imm(reads, i32)), Imm(r, i32))
-        tf32 = eqn.params.get("precision") == "tf32"  # (tiles under a TF32 fragment: rounded alike)
         operands = [
             _operand_values(lw, x, s, role, layout, at, steps, dtype, tf32)
             for role, (x, s) in enumerate(zip((a, b), sources))
@@ -217,6 +216,16 @@ def _k_steps(a, b) -> tuple[int, int]:
         return 1, 1
     steps = min(4, pow2_ceil(a.type.shape[1]))
     return steps, 2 if pow2_ceil(a.type.shape[1]) >= 8 else 1
+
+
+def _in_shared(lw, eqn, a, b) -> tuple[list, list]:
+    """The dot's operands in shared memory (``InShared`` each): copied there ahead by the
+    loop's pipeline, else stored there now (then a barrier); and the buffers so stored."""
+    sources = [lw.in_shared.get(x) or _staged(lw, x, operand_tile(lw, eqn, r, x, False)) for r, x in enumerate((a, b))]
+    staged = [s.buffer for s, x in zip(sources, (a, b)) if x not in lw.in_shared]
+    if staged:
+        lw.barrier()
+    return sources, staged
 
 
 def _staged(lw, x, tile: OperandTile):
