@@ -4,10 +4,10 @@
 
 For every kernel and backend a child process (empty TILELANG_CACHE_DIR, and an empty
 TRITON_CACHE_DIR for Triton) compiles one specialization and reports seconds per stage:
-tilelang's own (trace, simplify, layouts, lower, emit) from ``CompiledKernel.timings``;
-on ``cuda`` numba's frontend, NVVM, the nvJitLink step to a cubin and, with a GPU,
-loading it (the CUDA context is made before the clock starts); on ``cpu`` numba's njit
-compile (the first launch on tiny arrays, less a second launch). Without a GPU the cuda
+tilelang's own (trace, simplify, layouts, lower, emit: the LLVM IR on ``cuda``, numba
+source on ``cpu``) from ``CompiledKernel.timings``; on ``cuda`` NVVM, the nvJitLink step to
+a cubin and, with a GPU, loading it (the CUDA context is made before the clock starts); on
+``cpu`` numba's njit compile (the first launch on tiny arrays, less a second launch). Without a GPU the cuda
 column stops at the cubin (PTX for sm_90). Triton's figure is its first launch in a
 fresh process (compile and launcher included), where Triton and a GPU are present.
 "warm s" is a second fresh process on the cache the first one filled: tracing and lowering
@@ -135,8 +135,6 @@ def _child(name: str, backend: str) -> dict:
     kernel, args, grid, constants = _cases()[name]
     times, gpu = {}, False
     if backend == "cuda":
-        from numba.cuda import codegen
-
         from tilelang._runtime import gpu_available
 
         gpu = gpu_available()
@@ -144,16 +142,6 @@ def _child(name: str, backend: str) -> dict:
             from cuda.core import Device
 
             Device(0).set_current()  # the context is not the compiler's time
-        nvvm = codegen.CUDACodeLibrary.get_asm_strs
-
-        def timed_nvvm(self, *a, **kw):
-            start = time.perf_counter()
-            try:
-                return nvvm(self, *a, **kw)
-            finally:
-                times["nvvm"] = times.get("nvvm", 0.0) + time.perf_counter() - start
-
-        codegen.CUDACodeLibrary.get_asm_strs = timed_nvvm
     start = time.perf_counter()
     arguments = kernel.bind(args, constants)
     key, _ = kernel.specialize(arguments)
@@ -165,7 +153,7 @@ def _child(name: str, backend: str) -> dict:
         if load_cached(compiled.backend_kernel.digest, DEFAULT_CC) is None:  # (a warm start reads the cubin)
             t0 = time.perf_counter()
             compiled.backend_kernel.ptx()
-            times["numba"] = time.perf_counter() - t0 - times.get("nvvm", 0.0)
+            times["nvvm"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         compiled.backend_kernel.cubin()
         times["link"] = time.perf_counter() - t0
@@ -183,7 +171,7 @@ def _child(name: str, backend: str) -> dict:
         times["numba"] = first - (time.perf_counter() - t0)
         resources = {}
     times["total"] = time.perf_counter() - start
-    source = compiled.stages.get("cuda_source") or compiled.stages.get("cpu_source", "")
+    source = compiled.stages.get("llvm_ir") or compiled.stages.get("cpu_source", "")
     return {"times": times, "lines": source.count("\n"), "resources": resources}
 
 
@@ -236,7 +224,7 @@ def main():
         print(json.dumps(_child(args.child, args.backends)))
         return
     names = args.only.split(",") if args.only else list(_cases())
-    head = ["kernel", "backend", "total s", *STAGES, "warm s", "source lines", "regs/stack", "Triton s"]
+    head = ["kernel", "backend", "total s", *STAGES, "warm s", "code lines", "regs/stack", "Triton s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     print("\n".join(lines), flush=True)
     triton_times = {} if args.no_triton else _triton_times(names)

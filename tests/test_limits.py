@@ -255,7 +255,7 @@ def test_tilelang_checks_turns_debug_mode_on(monkeypatch):
 def test_debug_checks_build_for_cuda():
     """The CUDA side of debug mode: the checks are atomics on the error word (run on a GPU below)."""
     e = tl.explain(far_block, "f32[:]", "f32[:]", T=8, backend="cuda")
-    assert "__tl_errors__ptr" in e["cuda_source"]
+    assert "__tl_errors__ptr" in e["llvm_ir"]
     assert "atom.global.min.s32" in e["ptx"]
     e = tl.explain(gather_scatter, "f32[:]", "i32[:]", "f32[:]", T=128, backend="cuda")
     assert "atom.global.min.s32" in e["ptx"]

@@ -233,13 +233,12 @@ def window_at(x, out, off):
 
 
 def test_cubins_are_cached_per_parameter_type():
-    """An int32 and a uint32 offset give the same CUDA source; the cubin cache keyed on the
-    source alone handed the uint32 kernel to the int32 launch (-2 read as 4294967294 on the H200)."""
+    """An int32 and a uint32 offset gave the same generated code; the cubin cache keyed on the
+    code alone handed the uint32 kernel to the int32 launch (-2 read as 4294967294 on the H200)."""
     kernels = []
     for scalar in ("i32", "u32"):
         key, _ = window_at.specialize(window_at.bind(("f32[:]", "f32[:]", scalar), {}))
         kernels.append(window_at.compile(key, "cuda").backend_kernel)
-    assert kernels[0].source == kernels[1].source
     assert kernels[0].digest != kernels[1].digest
 
 

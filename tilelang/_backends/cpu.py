@@ -11,6 +11,12 @@ the GPU would, barriers and shuffles included, and hypothesis can test the lower
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+
 import numba
 import numpy as np
 
@@ -46,7 +52,7 @@ from .._lower.thread_ir import (
 )
 from ..errors import TileCompilerError, TileValueError
 from .cpu_intrinsics import INVALID, ZeroStep
-from .cuda import write_module
+from .cuda import cache_dir
 from .numba_source import SourceWriter, code_type_name, lane_slot
 
 
@@ -394,6 +400,30 @@ class CpuWriter(SourceWriter):
             self.masked(s.mask, f"{s.buffer}[{self.ref(s.index)}] {eq} {self.ref(s.value)}", indent)
         else:
             raise TileCompilerError(f"the CPU backend cannot emit {type(s).__name__} inside a phase")
+
+
+_MODULES_LOCK = threading.Lock()
+
+
+def write_module(source: str, prefix: str):
+    """Write ``source`` to ``<cache>/<prefix>_<hash>.py`` and import it (once per process,
+    whichever threads ask at the same time; a module that fails to import is not kept)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    name = f"tilelang_{prefix}_{digest}"
+    with _MODULES_LOCK:
+        if name in sys.modules:
+            return sys.modules[name]
+        path = os.path.join(cache_dir(), name + ".py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(source)
+            os.replace(tmp, path)  # atomic: concurrent writers leave one complete file
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+        return module
 
 
 def _from_memory(d, text):

@@ -1,4 +1,4 @@
-"""Arithmetic the GPU has no single instruction for, written out so that it calls nothing.
+"""Arithmetic the GPU has no single instruction for, written out as LLVM IR that calls nothing.
 
 ptxas expands 64-bit integer division and remainder (``div.s64``, ``rem.u64``) and correctly
 rounded float division (``div.rn.f32``) into calls of subroutines, and a function with any
@@ -6,9 +6,9 @@ call gets its ``wgmma.mma_async`` instructions serialized (ptxas info C7509: eac
 for the one before). The matmul benchmark's grouped block order divides int64s, the
 attention example's epilogue floats: without the calls the autotuned 4096^3 fp16 matmul went
 from 327.8 to 391.0 TFLOP/s on the H200. These intrinsics compute the same values with
-inline code only:
+inline code only (each function takes an IR builder and the operands' LLVM values):
 
-- ``floordiv_int(a, b)`` / ``mod_int(a, b)``: Python's floor division and modulo of two
+- ``floor_divmod(a, b, signed)``: Python's floor division and modulo of two
   integers of one type (x // 0 and x % 0 are 0, as NumPy's; ``MIN // -1`` wraps to MIN). The
   magnitudes divide with one 32-bit ``div.u32`` when both fit in 32 bits, else by shifting and
   subtracting, a bit at a time (64 steps; only for quotients of numbers past 2^32).
@@ -20,13 +20,13 @@ inline code only:
 
 And instructions the GPU has but numba does not emit:
 
-- ``max_nan_f32(a, b)`` / ``min_nan_f32(a, b)``: NumPy's ``maximum``/``minimum`` of two
+- ``instruction_f32("max.NaN.f32", a, b)`` (and ``min.NaN.f32``): NumPy's ``maximum``/``minimum`` of two
   float32s (NaN if either is NaN) as one ``max.NaN.f32`` (sm_80+) instead of a compare, a NaN
   test, an or and a select: the row maxima of attention's online softmax were a fifth of its
   loop's instructions.
-- ``ex2_ftz_f32(x)``: ``exp2(x, flush_to_zero=True)``, one ``ex2.approx.ftz.f32`` (one
+- ``instruction_f32("ex2.approx.ftz.f32", x)``: ``exp2(x, flush_to_zero=True)``, one ``ex2.approx.ftz.f32`` (one
   MUFU.EX2); exp2 keeping subnormal results is four (a compare, two multiplies around it).
-- ``div_full_f32(a, b)``: ``div.full.f32``, within 2 ulps, for a quotient rounded to a 16-bit
+- ``instruction_f32("div.full.f32", a, b)``: ``div.full.f32``, within 2 ulps, for a quotient rounded to a 16-bit
   float next (a 16-bit division, computed in float32, or a float32 one whose every reader
   converts it to 16 bits: a softmax's ``(e / sum).astype(bf16)``, attention's epilogue):
   rounded to 16 bits it is within 0.5 + 2^-12 of their ulps (docs/dtypes.md: within 1), at a
@@ -36,8 +36,6 @@ And instructions the GPU has but numba does not emit:
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import types
-from numba.cuda.extending import intrinsic
 
 I32, I64, F32, F64 = ir.IntType(32), ir.IntType(64), ir.FloatType(), ir.DoubleType()
 
@@ -84,7 +82,7 @@ def _unsigned_divmod(builder, n, d):
     return q, r
 
 
-def _floor_divmod(builder, a, b, signed: bool):
+def floor_divmod(builder, a, b, signed: bool):
     """Python's (a // b, a % b), both 0 where b is 0."""
     zero, one = ir.Constant(a.type, 0), ir.Constant(a.type, 1)
     by_zero = builder.icmp_unsigned("==", b, zero)
@@ -103,64 +101,26 @@ def _floor_divmod(builder, a, b, signed: bool):
     return builder.select(by_zero, zero, q), builder.select(by_zero, zero, r)
 
 
-def _integer_division(which: int):
-    def typer(typingctx, a, b):
-        if not isinstance(a, types.Integer) or a != b:
-            return None
-
-        def codegen(context, builder, sig, args):
-            return _floor_divmod(builder, *args, signed=a.signed)[which]
-
-        return a(a, b), codegen
-
-    return typer
-
-
-def _div_rn_f32(typingctx, a, b):
-    if a != types.float32 or b != types.float32:
-        return None
-
-    def codegen(context, builder, sig, args):
-        x, y = builder.fpext(args[0], F64), builder.fpext(args[1], F64)
-        rcp = ir.InlineAsm(ir.FunctionType(F64, [F64]), "rcp.approx.ftz.f64 $0, $1;", "=d,d")
-        estimate = builder.call(rcp, [y])  # ~2^-22 relative error; y (a float32) is a normal float64
-        r, one, minus_y = estimate, ir.Constant(F64, 1.0), builder.fsub(ir.Constant(F64, -0.0), y)  # (NVVM: no fneg)
-        for _ in range(2):  # each Newton step squares the error: 2^-44, then below float64's ulp
-            r = builder.fma(r, builder.fma(minus_y, r, one), r)
-        q = builder.fmul(x, r)
-        q = builder.fma(builder.fma(minus_y, q, x), r, q)
-        zero = ir.Constant(F64, 0.0)
-        finite = [builder.fcmp_ordered("==", builder.fsub(v, v), zero) for v in (x, y)]  # (NVVM: no llvm.fabs)
-        nonzero = builder.and_(builder.fcmp_ordered("!=", x, zero), builder.fcmp_ordered("!=", y, zero))
-        ordinary = builder.and_(builder.and_(*finite), nonzero)
-        special = builder.fmul(x, estimate)  # 1/0 = inf, 1/inf = 0, -0/y = -0 (the fma would give +0), NaN: IEEE's
-        return builder.fptrunc(builder.select(ordinary, q, special), F32)
-
-    return types.float32(types.float32, types.float32), codegen
+def div_rn_f32(builder, a, b):
+    """``a / b`` of two float32s, correctly rounded, with no call (the module docstring)."""
+    x, y = builder.fpext(a, F64), builder.fpext(b, F64)
+    rcp = ir.InlineAsm(ir.FunctionType(F64, [F64]), "rcp.approx.ftz.f64 $0, $1;", "=d,d")
+    estimate = builder.call(rcp, [y])  # ~2^-22 relative error; y (a float32) is a normal float64
+    r, one, minus_y = estimate, ir.Constant(F64, 1.0), builder.fsub(ir.Constant(F64, -0.0), y)  # (NVVM: no fneg)
+    for _ in range(2):  # each Newton step squares the error: 2^-44, then below float64's ulp
+        r = builder.fma(r, builder.fma(minus_y, r, one), r)
+    q = builder.fmul(x, r)
+    q = builder.fma(builder.fma(minus_y, q, x), r, q)
+    zero = ir.Constant(F64, 0.0)
+    finite = [builder.fcmp_ordered("==", builder.fsub(v, v), zero) for v in (x, y)]  # (NVVM: no llvm.fabs)
+    nonzero = builder.and_(builder.fcmp_ordered("!=", x, zero), builder.fcmp_ordered("!=", y, zero))
+    ordinary = builder.and_(builder.and_(*finite), nonzero)
+    special = builder.fmul(x, estimate)  # 1/0 = inf, 1/inf = 0, -0/y = -0 (the fma would give +0), NaN: IEEE's
+    return builder.fptrunc(builder.select(ordinary, q, special), F32)
 
 
-def _instruction_f32(instruction: str, arity: int):
-    """An ``@intrinsic`` body for one PTX ``instruction`` of ``arity`` (1 or 2) float32 operands."""
-    operands, constraints = ", ".join(f"${i}" for i in range(arity + 1)), ",".join(["=f"] + ["f"] * arity)
-    asm = ir.InlineAsm(ir.FunctionType(F32, [F32] * arity), f"{instruction} {operands};", constraints)
-    f32 = types.float32
-
-    def codegen(context, builder, sig, args):
-        return builder.call(asm, args)
-
-    def unary(typingctx, x):
-        return (f32(f32), codegen) if x == f32 else None
-
-    def binary(typingctx, a, b):
-        return (f32(f32, f32), codegen) if a == f32 and b == f32 else None
-
-    return unary if arity == 1 else binary
-
-
-floordiv_int = intrinsic(_integer_division(0))
-mod_int = intrinsic(_integer_division(1))
-div_rn_f32 = intrinsic(_div_rn_f32)
-max_nan_f32 = intrinsic(_instruction_f32("max.NaN.f32", 2))
-min_nan_f32 = intrinsic(_instruction_f32("min.NaN.f32", 2))
-div_full_f32 = intrinsic(_instruction_f32("div.full.f32", 2))
-ex2_ftz_f32 = intrinsic(_instruction_f32("ex2.approx.ftz.f32", 1))
+def instruction_f32(builder, instruction: str, *args):
+    """One PTX ``instruction`` on float32 operands, its float32 result."""
+    operands, constraints = ", ".join(f"${i}" for i in range(len(args) + 1)), ",".join(["=f"] + ["f"] * len(args))
+    asm = ir.InlineAsm(ir.FunctionType(F32, [F32] * len(args)), f"{instruction} {operands};", constraints)
+    return builder.call(asm, list(args))

@@ -9,16 +9,10 @@ and compiles sooner: attention d64's PTX in 4.7-5.5 s instead of 6.5-7.9 s (2-co
 docs/performance.md).
 
 The CPU backend passes :class:`LeanCompiler` to ``njit(pipeline_class=...)``, numba's
-extension point; numba-cuda's ``compile_ptx`` takes no pipeline class, so
-:func:`lean_cuda_pipeline` swaps its module's ``CUDACompiler`` for the compile, holding
-numba's compiler lock (no other thread compiles meanwhile). Where a numba version lacks
-what this relies on, the default pipeline runs.
+extension point. (The CUDA backend builds its LLVM IR itself: cuda_emit.py.)
 """
 
 from __future__ import annotations
-
-import contextlib
-import functools
 
 from numba.core.compiler import Compiler
 
@@ -35,41 +29,9 @@ DROPPED = frozenset({
 })  # fmt: skip
 
 
-def _lean(passes) -> list:
-    return [(p, why) for p, why in passes if p.__name__ not in DROPPED]
-
-
-@functools.cache  # one subclass per numba compiler class
-def _lean_compiler_class(base):
-    class Lean(base):
-        def define_pipelines(self):
-            pipelines = super().define_pipelines()
-            for pm in pipelines:
-                pm.passes[:] = _lean(pm.passes)
-            return pipelines
-
-    Lean.__name__ = Lean.__qualname__ = f"Lean{base.__name__}"
-    return Lean
-
-
-LeanCompiler = _lean_compiler_class(Compiler)
-
-
-@contextlib.contextmanager
-def lean_cuda_pipeline():
-    """Within: numba-cuda compiles with the lean pipeline."""
-    try:
-        from numba.cuda import compiler
-        from numba.cuda.core.compiler_lock import global_compiler_lock
-    except ImportError:  # another numba-cuda layout: its default pipeline
-        compiler = None
-    default = getattr(compiler, "CUDACompiler", None)
-    if default is None:
-        yield
-        return
-    with global_compiler_lock:
-        compiler.CUDACompiler = _lean_compiler_class(default)
-        try:
-            yield
-        finally:
-            compiler.CUDACompiler = default
+class LeanCompiler(Compiler):
+    def define_pipelines(self):
+        pipelines = super().define_pipelines()
+        for pm in pipelines:
+            pm.passes[:] = [(p, why) for p, why in pm.passes if p.__name__ not in DROPPED]
+        return pipelines

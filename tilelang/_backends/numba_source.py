@@ -37,7 +37,6 @@ from .._lower.thread_ir import (
     registers,
     walk_statements,
 )
-from ..dtypes import ALL_DTYPES
 from ..errors import TileCompilerError
 
 
@@ -548,27 +547,3 @@ class SourceWriter:
 
     def statement(self, s, indent):
         raise NotImplementedError
-
-
-def intrinsic_table(load, load_words, store, atomic, round_, value) -> dict:
-    """The functions generated kernels call, by name, made by a target's factories:
-    ``ld[N]_<dtype>``/``st[N]_<dtype>`` for masked accesses of up to 16 bytes,
-    ``ld<N>w_<16-bit float>`` for their raw bits two to a word,
-    ``atomic_<op>_<dtype>``, ``round_<16-bit float>`` and ``<16-bit float>_value`` (the
-    value of raw bits loaded as uint16)."""
-    table = {}
-    for d in ALL_DTYPES:
-        for lanes in (1, 2, 4, 8, 16):
-            if d.itemsize * lanes <= 16:
-                suffix = "" if lanes == 1 else str(lanes)
-                table[f"ld{suffix}_{d.name}"] = load(d, lanes)
-                table[f"st{suffix}_{d.name}"] = store(d, lanes)
-                if d.is_float and d.bits == 16 and lanes > 1:
-                    table[f"ld{lanes}w_{d.name}"] = load_words(d, lanes)
-        if not d.is_bool:  # (atomics take int and float arrays)
-            for op in ("add", "max", "min"):
-                table[f"atomic_{op}_{d.name}"] = atomic(op, d)
-        if d.is_float and d.bits == 16:
-            table[f"round_{d.name}"] = round_(d)
-            table[f"{d.name}_value"] = value(d)
-    return table

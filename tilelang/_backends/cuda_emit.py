@@ -1,0 +1,644 @@
+"""Thread program → NVVM IR: the CUDA backend's kernel, built with llvmlite and compiled by NVVM.
+
+Every register of the thread program is a Python list of LLVM values, one per slot: a
+statement over ``n`` slots is built ``n`` times (what a register array holds is known at
+each slot, so nothing lands in local memory and no unroller decides it). Global memory goes
+through the masked access helpers of ``cuda_intrinsics.py`` (16-byte vectors with their
+lane-by-lane fallback), operations through the expression table of ``llvm_values.py`` with
+libdevice for math functions, tensor cores and TMA through the inline PTX of
+``cuda_mma.py`` and ``cuda_tma.py``. A ``Loop`` is an LLVM loop whose carried registers are
+phi nodes. Building takes milliseconds where numba's Python frontend took seconds; NVVM
+then optimizes the module (``-opt=3``) and links libdevice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+from llvmlite import ir
+
+from .._lower.swizzled import MODE
+from .._lower.thread_ir import (
+    ArrayParam,
+    AsyncCopy,
+    AsyncWait,
+    Atomic,
+    Imm,
+    LdMatrix,
+    Load,
+    Loop,
+    Mbarriers,
+    MbarrierWait,
+    Mma,
+    Op,
+    Reg,
+    SharedLoad,
+    SharedStore,
+    Shuffle,
+    Store,
+    ThreadProgram,
+    TmaLoad,
+    Wgmma,
+    WgmmaWait,
+    box_coords,
+    extent,
+    registers,
+    shared_alignment,
+    shared_offsets,
+    walk_statements,
+)
+from ..dtypes import bool_ as BOOL
+from ..dtypes import int32 as INT32
+from ..dtypes import int64 as INT64
+from ..errors import TileCompilerError
+from . import cuda_intrinsics as memory
+from .cuda_arith import div_rn_f32, floor_divmod, instruction_f32
+from .cuda_mma import asm_statement, ldmatrix, mma, pack, tf32_bits, wgmma, wgmma_desc, wgmma_wait
+from .cuda_tma import mbarrier_op, mbarrier_try_wait, tma_load
+from .llvm_values import constant, convert, op_value
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+DATA_LAYOUT = (
+    "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-"
+    "v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"
+)
+STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may declare statically
+_SREG = {"thread_id": "tid", "block_id": "ctaid", "num_blocks": "nctaid"}
+
+
+def param_type(d):
+    """A scalar parameter's LLVM type (a bool travels as a byte)."""
+    return I8 if d.is_bool else memory.register_type(d)
+
+
+def dynamic_shared(program: ThreadProgram) -> dict:
+    """Where each shared buffer starts (bytes) when they exceed the static limit: one dynamic
+    allocation, buffers at aligned offsets; empty below the limit (static arrays)."""
+    starts, total = shared_offsets(program.shared)
+    return starts if total > STATIC_SHARED_LIMIT else {}
+
+
+def emit_module(program: ThreadProgram, ir_version: tuple, launch_bounds=None) -> str:
+    """The NVVM IR text of ``program``'s kernel (``launch_bounds``: maxntid[, minctasm])."""
+    return str(KernelEmitter(program, ir_version, launch_bounds).module)
+
+
+class KernelEmitter:
+    def __init__(self, program: ThreadProgram, ir_version: tuple, launch_bounds):
+        self.program = program
+        m = self.module = ir.Module(name=program.name)
+        m.triple, m.data_layout = "nvptx64-nvidia-cuda", DATA_LAYOUT
+        regs = []
+        for p in program.params:
+            regs.extend(p.regs() if isinstance(p, ArrayParam) else [p.reg])
+        types = [param_type(r.dtype) for r in regs]
+        fn = self.function = ir.Function(m, ir.FunctionType(ir.VoidType(), types), name=program.name)
+        self.entry = fn.append_basic_block("entry")  # (allocas only; branches to the body at the end)
+        self.builder = ir.IRBuilder(fn.append_basic_block("body"))
+        body_start = self.builder.block
+        self.values: dict = {}
+        for r, arg in zip(regs, fn.args):
+            arg.name = r.name
+            self.values[r] = [self.builder.icmp_unsigned("!=", arg, ir.Constant(I8, 0)) if r.dtype.is_bool else arg]
+        self.arrays = {p.name: p for p in program.params if isinstance(p, ArrayParam)}
+        self.shared = self._shared_buffers()
+        # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
+        # kernels divide floats without div.rn.f32's (cuda_arith.py)
+        self.no_calls = any(isinstance(s, Wgmma) for s in walk_statements(program.body))
+        self.rounded_to_16 = _rounded_to_16_bits(program.body)
+        self.exit_waits = _exit_waits(program.body)
+        self.moved_waits = {id(w) for waits in self.exit_waits.values() for w in waits}
+        self.statements(program.body)
+        self.builder.ret_void()
+        self.builder.position_at_end(self.entry)
+        self.builder.branch(body_start)
+        self._annotate(launch_bounds, ir_version)
+
+    # ------------------------------------------------------------------ module
+
+    def _annotate(self, launch_bounds, ir_version):
+        m = self.module
+        marks = [("kernel", 1)] + list(zip(("maxntidx", "minctasm"), launch_bounds or ()))
+        for key, value in marks:
+            mark = [self.function, ir.MetaDataString(m, key), ir.Constant(I32, value)]
+            m.add_named_metadata("nvvm.annotations", mark)
+        m.add_named_metadata("nvvmir.version", [ir.Constant(I32, v) for v in ir_version])
+
+    def _shared_buffers(self) -> dict:
+        """Buffer name -> a pointer to its first element in shared memory (addrspace 3): static
+        arrays, or places in one dynamic allocation past the static limit. Elements have their
+        register type (16-bit floats as float32, as the lowering sized them), bools a byte."""
+        starts, out = dynamic_shared(self.program), {}
+        base = None
+        for name, (d, size) in self.program.shared.items():
+            t = I8 if d.is_bool else memory.register_type(d)
+            if starts:
+                if base is None:
+                    base = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "dynamic_shared", addrspace=3)
+                    base.linkage, base.align = "external", 1024
+                first = self.builder.bitcast(base, t.as_pointer(3))
+                out[name] = self.builder.gep(first, [ir.Constant(I64, starts[name] // d.itemsize)], inbounds=True)
+            else:
+                array = ir.GlobalVariable(self.module, ir.ArrayType(t, size), name, addrspace=3)
+                array.linkage, array.align = "internal", max(16, shared_alignment(name))
+                array.initializer = ir.Constant(array.value_type, ir.Undefined)
+                out[name] = self.builder.gep(array, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
+        return out
+
+    # ------------------------------------------------------------------ values
+
+    def get(self, x, r: int = 0, dtype=None):
+        """Slot ``r`` of a register or immediate (a one-slot register is the same at every
+        slot), converted to ``dtype`` if given."""
+        if isinstance(x, Imm):
+            v = constant(x)
+        else:
+            held = self.values[x]
+            v = held[r] if len(held) > 1 else held[0]
+        return v if dtype is None or dtype == x.dtype else convert(self, v, x.dtype, dtype)
+
+    def slots(self, x, n: int) -> list:
+        return [self.get(x, r) for r in range(n)]
+
+    def element(self, buffer: str, index):
+        """A pointer to element ``index`` (an LLVM int) of a shared buffer."""
+        return self.builder.gep(self.shared[buffer], [index], inbounds=True)
+
+    def address(self, buffer: str, index):
+        """The 32-bit shared address of element ``index`` of a buffer (inline PTX takes these)."""
+        return self.builder.ptrtoint(self.element(buffer, index), I32)
+
+    # target hooks of llvm_values.op_value
+
+    def math(self, name: str, *args):
+        t = args[0].type
+        if name in ("floor", "ceil"):
+            fn = self.module.declare_intrinsic(f"llvm.{name}", [t])
+        else:
+            symbol = f"__nv_{name}{'f' if t == F32 else ''}"
+            fn = self.module.globals.get(symbol)
+            fn = fn or ir.Function(self.module, ir.FunctionType(t, [t] * len(args)), symbol)
+        return self.builder.call(fn, list(args))
+
+    def rounded(self, x, d):
+        return memory.rounded(self.builder, x, d)
+
+    def float32_odd(self, x, d):
+        return memory.float32_odd(self.builder, x, d)
+
+    def floor_divmod(self, x, y, signed: bool):
+        return floor_divmod(self.builder, x, y, signed)
+
+    def fast(self, op: Op, args):
+        """CUDA's own instructions where they are faster (cuda_arith.py)."""
+        d = op.dst.dtype
+        if not (d.is_float and d.bits <= 32 and all(a.dtype == d for a in op.args)):
+            return None
+        if op.op == "exp2_ftz":
+            return instruction_f32(self.builder, "ex2.approx.ftz.f32", *args)
+        if op.op in ("maximum", "minimum"):
+            return instruction_f32(self.builder, f"{op.op[:3]}.NaN.f32", *args)
+        if op.op == "div":
+            # a quotient rounded to 16 bits next needs no correctly rounded float32 (cuda_arith.py)
+            if d.bits == 16 or op.dst in self.rounded_to_16:
+                return instruction_f32(self.builder, "div.full.f32", *args)
+            if self.no_calls:
+                return div_rn_f32(self.builder, *args)
+        return None
+
+    # ------------------------------------------------------------------ statements
+
+    def statements(self, stmts):
+        run = []  # consecutive ops and asynchronous copies: the copies written in two versions
+        for s in stmts:
+            if isinstance(s, (Op, AsyncCopy)):
+                run.append(s)
+                continue
+            self.run(run)
+            run = []
+            self.statement(s)
+        self.run(run)
+
+    def run(self, run):
+        if not any(isinstance(s, AsyncCopy) for s in run):
+            for s in run:
+                self.statement(s)
+            return
+        copies = [s for s in run if isinstance(s, AsyncCopy)]
+        if any(isinstance(s.aligned, Imm) and not s.aligned.value for s in copies):
+            for s in run:
+                self.copy(s, whole=False) if isinstance(s, AsyncCopy) else self.statement(s)
+            return
+        # one-slot ops first (the tests read some); the others in each version, as NVVM keeps
+        # their values alive no longer than the copies that read them
+        for s in run:
+            if isinstance(s, Op) and s.dst.slots == 1:
+                self.statement(s)
+        b = self.builder
+        tests = [self.get(s.aligned, 0, BOOL) for s in copies]
+        for name in sorted({s.array for s in copies}):
+            ptr = self.get(self.arrays[name].reg("ptr"))
+            tests.append(b.icmp_unsigned("==", b.and_(ptr, ir.Constant(I64, 15)), ir.Constant(I64, 0)))
+        rest = [s for s in run if not (isinstance(s, Op) and s.dst.slots == 1)]
+        before, versions = dict(self.values), []
+        with b.if_else(functools.reduce(b.and_, tests)) as (whole, general):
+            for arm, is_whole in ((whole, True), (general, False)):
+                with arm:
+                    self.values = dict(before)
+                    self.slot_major(rest, is_whole)
+                    versions.append((dict(self.values), b.block))
+        self.values = before
+        for x in (s.dst for s in rest if isinstance(s, Op)):  # (what later statements may read)
+            (one, one_block), (other, other_block) = versions
+            joined = []
+            for u, v in zip(one[x], other[x]):
+                phi = b.phi(u.type)
+                phi.add_incoming(u, one_block)
+                phi.add_incoming(v, other_block)
+                joined.append(phi)
+            self.values[x] = joined
+
+    def slot_major(self, run, whole):
+        n = {extent(s) for s in run}
+        defined = {s.dst for s in run if isinstance(s, Op)}
+        if len(n) > 1 or any(s.op == "pick" and s.args[0] in defined for s in run if isinstance(s, Op)):
+            for s in run:
+                self.copy(s, whole) if isinstance(s, AsyncCopy) else self.statement(s)
+            return
+        for s in run:
+            if isinstance(s, Op):
+                self.values[s.dst] = [None] * s.dst.slots
+        for r in range(n.pop()):
+            for s in run:
+                if isinstance(s, Op):
+                    self.values[s.dst][r] = self.op_slot(s, r)
+                else:
+                    self.copy(s, whole, [r])
+
+    def statement(self, s):
+        method = getattr(self, f"_{type(s).__name__}", None)
+        if method is None:
+            raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
+        method(s)
+
+    def _Op(self, s: Op):
+        self.values[s.dst] = [self.op_slot(s, r) for r in range(s.dst.slots)]
+
+    def op_slot(self, s: Op, r: int):
+        if s.op == "pick":
+            return self.get(s.args[0], s.attr(r))
+        if s.op == "slot":
+            return ir.Constant(I32, s.attr(r))
+        if s.op in _SREG:
+            axis = "xyz"[s.attr] if s.op != "thread_id" else "x"
+            name = f"llvm.nvvm.read.ptx.sreg.{_SREG[s.op]}.{axis}"
+            return self.builder.call(self.module.declare_intrinsic(name, fnty=ir.FunctionType(I32, [])), [])
+        if s.op == "pack16":
+            return pack(self.builder, s.attr.name, self.get(s.args[0], r), self.get(s.args[1], r))
+        if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
+            word = tf32_bits(self.builder, self.get(s.args[0], r))
+            return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
+        return op_value(self, s, [self.get(a, r) for a in s.args])
+
+    def _Load(self, s: Load):
+        b, array = self.builder, self.arrays[s.array]
+        ptr = self.get(array.reg("ptr"))
+        out = []
+        for g in range(s.dst.slots * s.pack // s.lanes):
+            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+            if s.lanes == 1:
+                out.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g)))
+                continue
+            first, last, pad = self.get(s.first, g, INT32), self.get(s.last, g, INT32), self.get(s.pad, g)
+            if s.pack > 1:
+                out.extend(memory.load_words(b, s.lanes, ptr, offset, ok, first, last, pad))
+            else:
+                out.extend(memory.load_vector(b, s.dst.dtype, s.lanes, ptr, offset, ok, first, last, pad))
+        self.values[s.dst] = out
+
+    def _Store(self, s: Store):
+        b, array = self.builder, self.arrays[s.array]
+        ptr, d = self.get(array.reg("ptr")), array.dtype
+        for g in range(max(1, extent(s))):
+            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+            if s.lanes == 1:
+                memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d))
+            else:
+                values = [self.get(s.values, g * s.lanes + i, d) for i in range(s.lanes)]
+                first, last = self.get(s.first, g, INT32), self.get(s.last, g, INT32)
+                memory.store_vector(b, d, s.lanes, ptr, offset, ok, first, last, values)
+
+    def _Atomic(self, s: Atomic):
+        array = self.arrays[s.array]
+        ptr, d = self.get(array.reg("ptr")), array.dtype
+        for r in range(extent(s)):
+            offset, value = self.get(s.offset, r, INT64), self.get(s.value, r, d)
+            with self.masked(s.mask, r) as on:
+                if on:
+                    memory.atomic(self.builder, s.op, d, ptr, offset, value)
+
+    @contextlib.contextmanager
+    def masked(self, mask, r):
+        """Within: where ``mask`` (slot ``r``) holds; yields False where it is a false immediate."""
+        if mask is None or isinstance(mask, Imm):
+            yield mask is None or bool(mask.value)
+            return
+        with self.builder.if_then(self.get(mask, r, BOOL)):
+            yield True
+
+    def _SharedLoad(self, s: SharedLoad):
+        b, out = self.builder, []
+        for g in range(s.dst.slots // s.lanes):
+            at = self.element(s.buffer, self.get(s.index, g))
+            if s.lanes > 1:
+                t = at.type.pointee
+                vector = b.load(b.bitcast(at, ir.VectorType(t, s.lanes).as_pointer(3)), align=s.lanes * 4)
+                out.extend(b.extract_element(vector, ir.Constant(I32, i)) for i in range(s.lanes))
+            else:
+                v = b.load(at)
+                out.append(b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if s.dst.dtype.is_bool else v)
+        self.values[s.dst] = out
+
+    def _SharedStore(self, s: SharedStore):
+        b = self.builder
+        d = self.program.shared[s.buffer][0]
+        for r in range(extent(s)):
+            at = self.element(s.buffer, self.get(s.index, r))
+            value = self.get(s.value, r)
+            value = b.zext(value, I8) if s.value.dtype.is_bool else convert(self, value, s.value.dtype, d)
+            with self.masked(s.mask, r) as on:
+                if on and s.add:
+                    b.atomic_rmw("add", at, value, "monotonic")
+                elif on:
+                    b.store(value, at)
+
+    def _Barrier(self, s):
+        barrier = self.module.declare_intrinsic("llvm.nvvm.barrier0", fnty=ir.FunctionType(ir.VoidType(), []))
+        self.builder.call(barrier, [])
+
+    def _Shuffle(self, s: Shuffle):
+        b, d = self.builder, s.dst.dtype
+        fn = self.module.declare_intrinsic("llvm.nvvm.shfl.sync.bfly.i32", fnty=ir.FunctionType(I32, [I32] * 4))
+
+        def exchange(word):
+            return b.call(fn, [ir.Constant(I32, -1), word, ir.Constant(I32, s.xor), ir.Constant(I32, 31)])
+
+        out = []
+        for r in range(s.dst.slots):
+            v = self.get(s.src, r)
+            if d.bits == 64:
+                bits = b.bitcast(v, I64) if d.is_float else v
+                lo, hi = b.trunc(bits, I32), b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32)
+                lo, hi = exchange(lo), exchange(hi)
+                bits = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+                out.append(b.bitcast(bits, F64) if d.is_float else bits)
+            elif v.type == F32:
+                out.append(b.bitcast(exchange(b.bitcast(v, I32)), F32))
+            else:
+                word = exchange(convert(self, v, d, INT32))
+                out.append(convert(self, word, INT32, d))
+        self.values[s.dst] = out
+
+    def copy(self, s: AsyncCopy, whole: bool, groups=None):
+        """Each group's copy: where ``whole`` (the window aligned and whole or empty groups,
+        the array's pointer too) one cp.async, else each with its fallback for misaligned and
+        partial groups."""
+        b = self.builder
+        d = self.arrays[s.array].dtype
+        ptr = self.get(self.arrays[s.array].reg("ptr"))
+        base = self.get(s.base, 0, INT64)
+        for r in range(extent(s)) if groups is None else groups:
+            words = b.bitcast(self.element(s.buffer, self.get(s.index, r)), I32.as_pointer(3))
+            to = b.ptrtoint(words, I32)
+            group = (self.get(s.offset, r, INT64), self.get(s.mask, r, BOOL))
+            group += (self.get(s.first, r, INT32), self.get(s.last, r, INT32))
+            if whole:
+                memory.whole_copy(b, d.itemsize, to, ptr, base, *group)
+            else:
+                memory.async_copy(b, d, words, to, ptr, base, *group)
+
+    def _AsyncCommit(self, s):
+        asm_statement(self.builder, "cp.async.commit_group;")
+
+    def _AsyncWait(self, s: AsyncWait):
+        asm_statement(self.builder, f"cp.async.wait_group {s.pending};")
+
+    def _ProxyFence(self, s):
+        asm_statement(self.builder, "fence.proxy.async.shared::cta;")
+
+    def _LdMatrix(self, s: LdMatrix):
+        out = []
+        for g in range(s.dst.slots // 4):
+            out.extend(ldmatrix(self.builder, s.trans, self.address(s.buffer, self.get(s.index, g))))
+        self.values[s.dst] = out
+
+    def _Mma(self, s: Mma):
+        mi, ni, ki = s.shape
+        name = "tf32" if s.dtype.name == "float32" else s.dtype.name
+        out = [None] * s.dst.slots
+        for i in range(mi):
+            for j in range(ni):
+                c = 4 * (j + ni * i)
+                acc = [self.get(s.c, c + q) for q in range(4)]
+                for k in range(ki):
+                    a, bw = 4 * (k + ki * i), 2 * (k + ki * j)
+                    words = [self.get(s.a, a + q) for q in range(4)], [self.get(s.b, bw + q) for q in range(2)]
+                    acc = mma(self.builder, name, *words, acc)
+                out[c : c + 4] = acc
+        self.values[s.dst] = out
+
+    def _Wgmma(self, s: Wgmma):
+        """Descriptors, then fence, one instruction per (mb, nb, k-step), commit and wait."""
+        b = self.builder
+        mb, nb, n, ks = s.shape
+        descs = {}
+        for key, buffer, index, tile, k_major in (
+            ("a", s.a_buffer, s.a_index, s.a_tile, s.a_k_major),
+            ("b", s.b_buffer, s.b_index, s.b_tile, s.b_k_major),
+        ):
+            if buffer is not None:  # (a may come from registers)
+                address = self.address(buffer, self.get(index))
+                descs[key] = wgmma_desc(b, address, *tile.strides(k_major), MODE[tile.width])
+        undefined = ir.Constant(F32, ir.Undefined)
+        acc = self.slots(s.c, s.dst.slots) if s.c is not None else [undefined] * s.dst.slots
+        asm_statement(b, "wgmma.fence.sync.aligned;")
+        ta, tb = s.a_tile, s.b_tile
+        trans_a, trans_b = int(not s.a_k_major), int(not s.b_k_major)
+        for i in range(mb):
+            for j in range(nb):
+                first = n // 2 * (j + nb * i)
+                for kk in range(ks):
+                    desc_b = b.add(descs["b"], ir.Constant(I64, tb.start(n * j, 16 * kk, s.b_k_major) >> 4))
+                    if s.a_regs is None:
+                        a = b.add(descs["a"], ir.Constant(I64, ta.start(64 * i, 16 * kk, s.a_k_major) >> 4))
+                    else:
+                        word = ta.word(i, kk)
+                        a = [self.get(s.a_regs, word + q) for q in range(4)]
+                    add = s.c is not None or kk > 0  # (no accumulator: the first k-step adds to nothing)
+                    part = acc[first : first + n // 2]
+                    acc[first : first + n // 2] = wgmma(b, s.dtype.name, part, a, desc_b, trans_a, trans_b, add)
+        asm_statement(b, "wgmma.commit_group.sync.aligned;")
+        self.values[s.dst] = acc
+        if s.pending:  # (untied: the accumulators are still in flight)
+            asm_statement(b, f"wgmma.wait_group.sync.aligned {s.pending};")
+        elif not s.deferred:  # (deferred: the next wgmma's wait, then a WgmmaWait on dst)
+            self.wait(s.dst)
+
+    def wait(self, acc: Reg):
+        """Every wgmma group done, ``acc``'s registers tied to the wait (none is read before it)."""
+        self.values[acc] = wgmma_wait(self.builder, self.slots(acc, acc.slots))
+
+    def _WgmmaWait(self, s: WgmmaWait):
+        if id(s) not in self.moved_waits:
+            self.wait(s.acc)
+
+    def _Mbarriers(self, s: Mbarriers):
+        with self.builder.if_then(self._thread_zero()):
+            for i in range(s.count):
+                mbarrier_op(self.builder, "init" if s.valid else "inval", self.address(s.buffer, ir.Constant(I32, i)))
+            if s.valid:
+                asm_statement(self.builder, "fence.mbarrier_init.release.cluster;")
+
+    def _thread_zero(self):
+        tid = self.module.declare_intrinsic("llvm.nvvm.read.ptx.sreg.tid.x", fnty=ir.FunctionType(I32, []))
+        return self.builder.icmp_unsigned("==", self.builder.call(tid, []), ir.Constant(I32, 0))
+
+    def _TmaLoad(self, s: TmaLoad):
+        """Thread 0 arms the stage's mbarrier, then a ``cp.async.bulk.tensor`` per box."""
+        b = self.builder
+        with b.if_then(b.and_(self._thread_zero(), self.get(s.pred, 0, BOOL))):
+            bar = self.address(s.barriers, self.get(s.stage))
+            mbarrier_op(b, "expect_tx", bar, ir.Constant(I32, s.bytes))
+            for buffer, at, m, coords in zip(s.buffers, s.indices, s.maps, box_coords(s)):
+                tma_load(b, m, self.address(buffer, self.get(at)), bar, [self.get(c, 0, INT32) for c in coords])
+
+    def _MbarrierWait(self, s: MbarrierWait):
+        b = self.builder
+        bar, parity = self.address(s.barriers, self.get(s.stage)), self.get(s.parity, 0, INT32)
+        spin, done = b.append_basic_block("mbarrier_wait"), b.append_basic_block("mbarrier_done")
+        b.branch(spin)
+        b.position_at_end(spin)
+        ready = b.icmp_unsigned("!=", mbarrier_try_wait(b, bar, parity), ir.Constant(I32, 0))
+        b.cbranch(ready, done, spin)
+        b.position_at_end(done)
+
+    # ------------------------------------------------------------------ loops
+
+    def _Loop(self, s: Loop):
+        b = self.builder
+        start, stop, step = self.get(s.start), self.get(s.stop), self.get(s.step)
+        start, stop = (convert(self, v, x.dtype, s.index.dtype) for v, x in ((start, s.start), (stop, s.stop)))
+        step = convert(self, step, s.step.dtype, s.index.dtype)
+        waits = self.exit_waits.get(id(s))
+        if not waits:
+            return self._iterate(s, start, stop, step)
+        # dots left in flight: the loop under its own test, their waits first on its exit edge. ptxas
+        # serializes every wgmma of the kernel (C7514) when any instruction comes between the loop's
+        # end and the wait, and LLVM sinks values computed before the loop (used after it) to the top
+        # of the block after it: under the test, they land after it
+        before = dict(self.values)
+        runs = self._more(start, stop, step, s.index.dtype)
+        entry = b.block
+        loop, merge = b.append_basic_block("guarded_loop"), b.append_basic_block("guarded_done")
+        b.cbranch(runs, loop, merge)
+        b.position_at_end(loop)
+        self._iterate(s, start, stop, step)
+        for w in waits:
+            self.wait(w.acc)
+        b.branch(merge)
+        after, ran = dict(self.values), b.block
+        b.position_at_end(merge)
+        self.values = dict(before)
+        for x in s.params + [w.acc for w in waits]:
+            if x in s.params:  # (where the loop does not run: the init)
+                skipped = self.slots(s.inits[s.params.index(x)], x.slots)
+            else:
+                skipped = before[x] if len(before[x]) > 1 else before[x] * x.slots
+            ended = after[x] if len(after[x]) > 1 else after[x] * x.slots
+            joined = []
+            for a, c in zip(skipped, ended):
+                phi = b.phi(a.type)
+                phi.add_incoming(a, entry)
+                phi.add_incoming(c, ran)
+                joined.append(phi)
+            self.values[x] = joined
+
+    def _more(self, i, stop, step, d):
+        """Whether ``range`` goes on from ``i``: a zero step (which cannot raise on the GPU) never does."""
+        b = self.builder
+        cmp = b.icmp_signed if d.kind == "i" else b.icmp_unsigned
+        if isinstance(step, ir.Constant):
+            if step.constant == 0:
+                return ir.Constant(I1, 0)
+            return cmp("<" if step.constant > 0 else ">", i, stop)
+        zero = ir.Constant(step.type, 0)
+        up = b.and_(b.icmp_signed(">", step, zero), cmp("<", i, stop))
+        return b.or_(up, b.and_(b.icmp_signed("<", step, zero), cmp(">", i, stop)))
+
+    def _iterate(self, s: Loop, start, stop, step):
+        """The loop: its index and carried registers phi nodes of the header, which after the
+        loop hold the final values."""
+        b = self.builder
+        inits = [(p, self.slots(v, p.slots)) for p, v in zip(s.params, s.inits)]
+        entry = b.block
+        header, body, done = (b.append_basic_block(f"loop_{what}") for what in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        index = b.phi(start.type, name=s.index.name)
+        index.add_incoming(start, entry)
+        phis = {}
+        for p, values in inits:
+            phis[p] = [b.phi(v.type) for v in values]
+            for phi, v in zip(phis[p], values):
+                phi.add_incoming(v, entry)
+        b.cbranch(self._more(index, stop, step, s.index.dtype), body, done)
+        b.position_at_end(body)
+        outside = dict(self.values)
+        self.values[s.index] = [index]
+        for p in s.params:
+            self.values[p] = phis[p]
+        self.statements(s.body)
+        results = [self.slots(v, p.slots) for p, v in zip(s.params, s.results)]
+        index.add_incoming(b.add(index, step), b.block)
+        for p, values in zip(s.params, results):
+            for phi, v in zip(phis[p], values):
+                phi.add_incoming(v, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        self.values = outside
+        for p in s.params:
+            self.values[p] = phis[p]
+
+
+def _rounded_to_16_bits(stmts) -> set:
+    """The float32 registers every reader of which rounds them to a 16-bit float (``convert``)."""
+    readers: dict = {}
+    for s in walk_statements(stmts):
+        for x in registers(s, s.USES):
+            if isinstance(x, Reg):
+                readers.setdefault(x, []).append(s)
+    return {
+        x
+        for x, reads in readers.items()
+        if x.dtype.name == "float32"
+        and all(isinstance(s, Op) and s.op == "convert" and s.attr.is_float and s.attr.bits == 16 for s in reads)
+    }
+
+
+def _exit_waits(stmts, found=None) -> dict:
+    """Loop id -> the ``WgmmaWait`` statements right after it (for its dots left in flight),
+    which the emitter puts on the loop's exit edge."""
+    found = {} if found is None else found
+    for i, s in enumerate(stmts):
+        if isinstance(s, Loop):
+            _exit_waits(s.body, found)
+            waits = []
+            for after in stmts[i + 1 :]:
+                if not isinstance(after, WgmmaWait) or after.pending:
+                    break
+                waits.append(after)
+            if waits:
+                found[id(s)] = waits
+    return found
