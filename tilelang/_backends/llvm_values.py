@@ -147,6 +147,8 @@ def _arithmetic(t, name: str, d: DType, args):
     if name == "invert":
         return b.not_(x)
     if name == "abs":
+        if not signed:
+            return x
         return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.sub(ir.Constant(x.type, 0), x), x)
     if name in ("maximum", "minimum"):
         if d.is_bool:

@@ -1,0 +1,155 @@
+"""The host CPU as a target of the LLVM expression table, and a JIT for it.
+
+:class:`HostTarget` gives ``llvm_values.op_value`` what it asks of a target on the host:
+math functions through LLVM's intrinsics and libm (``tanhf``, ``erff``), ``fmod`` as
+``frem``; rounding to a 16-bit float and float32 rounded to odd in integer arithmetic, bit
+for bit what the GPU's ``cvt.rn`` / ``cvt.rz`` instructions do (round to nearest even,
+subnormals, infinities and NaN kept), as no host instruction does them everywhere; Python's
+integer floor division as the CUDA backend writes it (``cuda_arith.floor_divmod``, plain
+LLVM). :func:`jit` compiles a module to machine code with llvmlite's MCJIT and returns a
+function's address. The building blocks of a CPU backend that builds LLVM IR as the CUDA
+one does; tests/test_llvm_values.py runs the expression table through them.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+from llvmlite import binding as llvm
+from llvmlite import ir
+
+from ..dtypes import DType
+from .cuda_arith import floor_divmod
+
+I1, I16, I32, I64 = ir.IntType(1), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+F32, F64 = ir.FloatType(), ir.DoubleType()
+_INTRINSIC = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil", "fabs", "pow"}
+_LIBM = {"tanh", "erf"}
+
+
+def _const(t, v):
+    return ir.Constant(t, v)
+
+
+class HostTarget:
+    """What ``llvm_values.op_value`` needs of a target, building with ``builder`` on the host."""
+
+    def __init__(self, builder: ir.IRBuilder):
+        self.builder = builder
+
+    def math(self, name: str, *args):
+        b, t = self.builder, args[0].type
+        if name == "fmod":
+            return b.frem(*args)
+        if name in _INTRINSIC:
+            return b.call(b.module.declare_intrinsic(f"llvm.{name}", [t]), list(args))
+        symbol = name + ("f" if t == F32 else "")
+        fn = b.module.globals.get(symbol) or ir.Function(b.module, ir.FunctionType(t, [t] * len(args)), symbol)
+        return b.call(fn, list(args))
+
+    def rounded(self, x, d: DType):
+        """float32 → nearest ``d`` → float32."""
+        return self.from_bits(self.bits16(x, d), d)
+
+    def bits16(self, x, d: DType):
+        """The bits (an i16) of float32 ``x`` rounded to the nearest 16-bit float ``d`` (ties to even)."""
+        b = self.builder
+        u = b.bitcast(x, I32)
+        magnitude = b.and_(u, _const(I32, 0x7FFFFFFF))
+        nan = b.icmp_unsigned(">", magnitude, _const(I32, 0x7F800000))
+        if d.name == "bfloat16":
+            quiet = b.or_(b.lshr(u, _const(I32, 16)), _const(I32, 0x40))
+            even = b.and_(b.lshr(u, _const(I32, 16)), _const(I32, 1))
+            up = b.lshr(b.add(b.add(u, _const(I32, 0x7FFF)), even), _const(I32, 16))
+            return b.trunc(b.select(nan, quiet, up), I16)
+        sign = b.and_(b.lshr(u, _const(I32, 16)), _const(I32, 0x8000))
+        inf_or_nan = b.select(nan, _const(I32, 0x7E00), _const(I32, 0x7C00))
+        huge = b.icmp_unsigned(">=", magnitude, _const(I32, 0x477FF000))  # 65520 and up: infinity
+        special = b.select(b.icmp_unsigned(">=", magnitude, _const(I32, 0x7F800000)), inf_or_nan, _const(I32, 0x7C00))
+        # below the smallest normal float16: a subnormal, magnitude * 2^24 rounded to an integer
+        scaled = b.fmul(b.bitcast(magnitude, F32), _const(F32, 16777216.0))
+        rint = b.call(b.module.declare_intrinsic("llvm.rint", [F32]), [scaled])
+        subnormal = b.fptoui(rint, I32)
+        even = b.and_(b.lshr(magnitude, _const(I32, 13)), _const(I32, 1))
+        rounded = b.add(b.add(magnitude, _const(I32, 0xFFF)), even)
+        normal = b.lshr(b.sub(rounded, _const(I32, 0x38000000)), _const(I32, 13))
+        small = b.icmp_unsigned("<", magnitude, _const(I32, 0x38800000))
+        out = b.select(huge, special, b.select(small, subnormal, normal))
+        return b.trunc(b.or_(sign, out), I16)
+
+    def from_bits(self, h, d: DType):
+        """The float32 value of a 16-bit float's bits ``h`` (an i16)."""
+        b = self.builder
+        h = b.zext(h, I32)
+        if d.name == "bfloat16":
+            return b.bitcast(b.shl(h, _const(I32, 16)), F32)
+        sign = b.shl(b.and_(h, _const(I32, 0x8000)), _const(I32, 16))
+        e, m = b.and_(b.lshr(h, _const(I32, 10)), _const(I32, 0x1F)), b.and_(h, _const(I32, 0x3FF))
+        subnormal = b.fmul(b.uitofp(m, F32), _const(F32, 2.0**-24))  # exact
+        subnormal = b.bitcast(b.or_(b.bitcast(subnormal, I32), sign), F32)
+        top = b.or_(b.or_(sign, _const(I32, 0x7F800000)), b.shl(m, _const(I32, 13)))
+        normal = b.or_(b.or_(sign, b.shl(b.add(e, _const(I32, 112)), _const(I32, 23))), b.shl(m, _const(I32, 13)))
+        wide = b.bitcast(b.select(b.icmp_unsigned("==", e, _const(I32, 31)), top, normal), F32)
+        return b.select(b.icmp_unsigned("==", e, _const(I32, 0)), subnormal, wide)
+
+    def float32_odd(self, x, d: DType):
+        """A float64 or a 32- or 64-bit integer → float32 rounded to odd (toward zero, the last
+        bit set where inexact; a NaN stays NaN)."""
+        b = self.builder
+        if d.is_float:
+            r = b.fptrunc(x, F32)
+            back = b.fpext(r, F64)
+            inexact = b.fcmp_ordered("!=", back, x)  # (false for a NaN)
+            away = b.fcmp_ordered(">", self.math("fabs", back), self.math("fabs", x))
+        else:  # x = hi + lo, both exact in float64, so r - x is exact
+            signed = d.kind == "i"
+            wide = (b.sext if signed else b.zext)(x, I64)
+            r = (b.sitofp if signed else b.uitofp)(x, F32)
+            shift = _const(I64, 11)
+            hi = b.shl(b.ashr(wide, shift) if signed else b.lshr(wide, shift), shift)
+            lo = b.sub(wide, hi)
+            to_f64 = b.sitofp if signed else b.uitofp
+            diff = b.fsub(b.fsub(b.fpext(r, F64), to_f64(hi, F64)), b.sitofp(lo, F64))
+            inexact = b.fcmp_ordered("!=", diff, _const(F64, 0.0))
+            zero = _const(F64, 0.0)
+            away = b.icmp_unsigned("==", b.fcmp_ordered(">", diff, zero), b.fcmp_ordered(">", b.fpext(r, F64), zero))
+        u = b.bitcast(r, I32)
+        stepped = b.select(away, b.sub(u, _const(I32, 1)), u)
+        return b.select(inexact, b.bitcast(b.or_(stepped, _const(I32, 1)), F32), r)
+
+    def floor_divmod(self, x, y, signed: bool):
+        return floor_divmod(self.builder, x, y, signed)
+
+    def fast(self, op, args):
+        return None
+
+
+_JIT_LOCK = threading.Lock()
+
+
+@functools.cache
+def _engine():
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
+    return llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine), machine
+
+
+def host_module(name: str) -> ir.Module:
+    """An empty module for the host (its triple and data layout)."""
+    module = ir.Module(name=name)
+    module.triple = llvm.get_process_triple()
+    module.data_layout = str(_engine()[1].target_data)
+    return module
+
+
+def jit(module: ir.Module, function: str) -> int:
+    """The address of ``function`` of ``module``, compiled for the host (kept for the process)."""
+    parsed = llvm.parse_assembly(str(module))
+    parsed.verify()
+    engine, _ = _engine()
+    with _JIT_LOCK:
+        engine.add_module(parsed)
+        engine.finalize_object()
+        return engine.get_function_address(function)
