@@ -56,7 +56,7 @@ from . import cuda_intrinsics as memory
 from .cuda_arith import div_rn_f32, floor_divmod, instruction_f32
 from .cuda_mma import asm_statement, ldmatrix, mma, pack, tf32_bits, wgmma, wgmma_desc, wgmma_wait
 from .cuda_tma import mbarrier_op, mbarrier_try_wait, tma_load
-from .llvm_values import constant, convert, op_value
+from .llvm_values import constant, convert, op_value, register_type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -70,7 +70,7 @@ _SREG = {"thread_id": "tid", "block_id": "ctaid", "num_blocks": "nctaid"}
 
 def param_type(d):
     """A scalar parameter's LLVM type (a bool travels as a byte)."""
-    return I8 if d.is_bool else memory.register_type(d)
+    return I8 if d.is_bool else register_type(d)
 
 
 def dynamic_shared(program: ThreadProgram) -> dict:
@@ -133,7 +133,7 @@ class KernelEmitter:
         starts, out = dynamic_shared(self.program), {}
         base = None
         for name, (d, size) in self.program.shared.items():
-            t = I8 if d.is_bool else memory.register_type(d)
+            t = I8 if d.is_bool else register_type(d)
             if starts:
                 if base is None:
                     base = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "dynamic_shared", addrspace=3)
@@ -184,6 +184,9 @@ class KernelEmitter:
 
     def rounded(self, x, d):
         return memory.rounded(self.builder, x, d)
+
+    def from_bits(self, h, d):
+        return memory.widen(self.builder, h, d)
 
     def float32_odd(self, x, d):
         return memory.float32_odd(self.builder, x, d)

@@ -24,15 +24,6 @@ F32, F64 = ir.FloatType(), ir.DoubleType()
 MEMORY = {"bool": I8, "float16": I16, "bfloat16": I16, "float32": F32, "float64": F64}
 
 
-def register_type(d: DType):
-    """The LLVM type of a register of dtype ``d`` (16-bit floats compute in float32)."""
-    if d.is_bool:
-        return ir.IntType(1)
-    if d.is_float:
-        return F64 if d.bits == 64 else F32
-    return ir.IntType(d.bits)
-
-
 def memory_type(d: DType):
     return MEMORY.get(d.name) or ir.IntType(d.bits)
 

@@ -7,8 +7,9 @@ wrap at their width (no ``nsw``/``nuw``: LLVM may not reason past a wrap); every
 producing a 16-bit float computes in float32 and rounds once; conversions to a 16-bit
 float from float64 or a wide integer go through float32 rounded to odd (rounded once).
 What a target does its own way (math functions, rounding to 16 bits, faster instructions)
-comes from the ``target`` object: ``math(name, x)``, ``rounded(x, d)``,
-``float32_odd(x, d)`` and ``fast(op, args)`` (a value, or None for the general rule).
+comes from the ``target`` object: ``math(name, x)``, ``rounded(x, d)``, ``from_bits(h, d)``,
+``float32_odd(x, d)``, ``floor_divmod(x, y, signed)`` and ``fast(op, args)`` (a value, or
+None for the general rule).
 """
 
 from __future__ import annotations
@@ -23,10 +24,18 @@ from ..dtypes import DType
 from ..dtypes import dtype as dtype_named
 from ..dtypes import float32 as FLOAT32
 from ..errors import TileCompilerError
-from .cuda_intrinsics import register_type
 
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 MATH = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "erf", "pow", "fmod", "fabs", "floor", "ceil"}
+
+
+def register_type(d: DType):
+    """The LLVM type of a register of dtype ``d`` (16-bit floats compute in float32)."""
+    if d.is_bool:
+        return ir.IntType(1)
+    if d.is_float:
+        return ir.DoubleType() if d.bits == 64 else ir.FloatType()
+    return ir.IntType(d.bits)
 
 
 def constant(x: Imm):
@@ -96,9 +105,7 @@ def op_value(t, op, args: list):
         c, x, y = args
         return t.builder.select(c, *(convert(t, v, k, d) for v, k in zip((x, y), kinds[1:])))
     if name == "from_bits":  # a 16-bit float from the raw bits a load left in a uint16
-        from .cuda_intrinsics import widen
-
-        return widen(t.builder, args[0], d)
+        return t.from_bits(args[0], d)
     c = compute_dtype(d)
     args = [convert(t, a, k, c) if compute_dtype(k) is not c else a for a, k in zip(args, kinds)]
     fast = t.fast(op, args)
