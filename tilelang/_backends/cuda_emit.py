@@ -13,30 +13,23 @@ then optimizes the module (``-opt=3``) and links libdevice.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 
 from llvmlite import ir
 
 from .._lower.swizzled import MODE
 from .._lower.thread_ir import (
-    ArrayParam,
     AsyncCopy,
     AsyncWait,
-    Atomic,
     Imm,
     LdMatrix,
-    Load,
     Loop,
     Mbarriers,
     MbarrierWait,
     Mma,
     Op,
     Reg,
-    SharedLoad,
-    SharedStore,
     Shuffle,
-    Store,
     ThreadProgram,
     TmaLoad,
     Wgmma,
@@ -54,9 +47,10 @@ from ..dtypes import int64 as INT64
 from ..errors import TileCompilerError
 from . import cuda_intrinsics as memory
 from .cuda_arith import div_rn_f32, floor_divmod, instruction_f32
-from .cuda_mma import asm_statement, ldmatrix, mma, pack, tf32_bits, wgmma, wgmma_desc, wgmma_wait
+from .cuda_mma import asm_statement, ldmatrix, mma, wgmma, wgmma_desc, wgmma_wait
 from .cuda_tma import mbarrier_op, mbarrier_try_wait, tma_load
-from .llvm_values import constant, convert, op_value, register_type
+from .llvm_emit import ThreadEmitter, param_regs, param_type
+from .llvm_values import convert, register_type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -66,11 +60,6 @@ DATA_LAYOUT = (
 )
 STATIC_SHARED_LIMIT = 48 * 1024  # bytes a kernel may declare statically
 _SREG = {"thread_id": "tid", "block_id": "ctaid", "num_blocks": "nctaid"}
-
-
-def param_type(d):
-    """A scalar parameter's LLVM type (a bool travels as a byte)."""
-    return I8 if d.is_bool else register_type(d)
 
 
 def dynamic_shared(program: ThreadProgram) -> dict:
@@ -85,24 +74,20 @@ def emit_module(program: ThreadProgram, ir_version: tuple, launch_bounds=None) -
     return str(KernelEmitter(program, ir_version, launch_bounds).module)
 
 
-class KernelEmitter:
+class KernelEmitter(ThreadEmitter):
+    TARGET = "CUDA"
+
     def __init__(self, program: ThreadProgram, ir_version: tuple, launch_bounds):
-        self.program = program
+        super().__init__(program)
         m = self.module = ir.Module(name=program.name)
         m.triple, m.data_layout = "nvptx64-nvidia-cuda", DATA_LAYOUT
-        regs = []
-        for p in program.params:
-            regs.extend(p.regs() if isinstance(p, ArrayParam) else [p.reg])
+        regs = param_regs(program)
         types = [param_type(r.dtype) for r in regs]
         fn = self.function = ir.Function(m, ir.FunctionType(ir.VoidType(), types), name=program.name)
         self.entry = fn.append_basic_block("entry")  # (allocas only; branches to the body at the end)
         self.builder = ir.IRBuilder(fn.append_basic_block("body"))
         body_start = self.builder.block
-        self.values: dict = {}
-        for r, arg in zip(regs, fn.args):
-            arg.name = r.name
-            self.values[r] = [self.builder.icmp_unsigned("!=", arg, ir.Constant(I8, 0)) if r.dtype.is_bool else arg]
-        self.arrays = {p.name: p for p in program.params if isinstance(p, ArrayParam)}
+        self.bind_params(regs, fn.args)
         self.shared = self._shared_buffers()
         # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
         # kernels divide floats without div.rn.f32's (cuda_arith.py)
@@ -148,23 +133,6 @@ class KernelEmitter:
         return out
 
     # ------------------------------------------------------------------ values
-
-    def get(self, x, r: int = 0, dtype=None):
-        """Slot ``r`` of a register or immediate (a one-slot register is the same at every
-        slot), converted to ``dtype`` if given."""
-        if isinstance(x, Imm):
-            v = constant(x)
-        else:
-            held = self.values[x]
-            v = held[r] if len(held) > 1 else held[0]
-        return v if dtype is None or dtype == x.dtype else convert(self, v, x.dtype, dtype)
-
-    def slots(self, x, n: int) -> list:
-        return [self.get(x, r) for r in range(n)]
-
-    def element(self, buffer: str, index):
-        """A pointer to element ``index`` (an LLVM int) of a shared buffer."""
-        return self.builder.gep(self.shared[buffer], [index], inbounds=True)
 
     def address(self, buffer: str, index):
         """The 32-bit shared address of element ``index`` of a buffer (inline PTX takes these)."""
@@ -286,96 +254,11 @@ class KernelEmitter:
             raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
         method(s)
 
-    def _Op(self, s: Op):
-        self.values[s.dst] = [self.op_slot(s, r) for r in range(s.dst.slots)]
-
-    def op_slot(self, s: Op, r: int):
-        if s.op == "pick":
-            return self.get(s.args[0], s.attr(r))
-        if s.op == "slot":
-            return ir.Constant(I32, s.attr(r))
-        if s.op in _SREG:
-            axis = "xyz"[s.attr] if s.op != "thread_id" else "x"
-            name = f"llvm.nvvm.read.ptx.sreg.{_SREG[s.op]}.{axis}"
-            return self.builder.call(self.module.declare_intrinsic(name, fnty=ir.FunctionType(I32, [])), [])
-        if s.op == "pack16":
-            return pack(self.builder, s.attr.name, self.get(s.args[0], r), self.get(s.args[1], r))
-        if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
-            word = tf32_bits(self.builder, self.get(s.args[0], r))
-            return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
-        return op_value(self, s, [self.get(a, r) for a in s.args])
-
-    def _Load(self, s: Load):
-        b, array = self.builder, self.arrays[s.array]
-        ptr = self.get(array.reg("ptr"))
-        out = []
-        for g in range(s.dst.slots * s.pack // s.lanes):
-            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
-            if s.lanes == 1:
-                out.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g)))
-                continue
-            first, last, pad = self.get(s.first, g, INT32), self.get(s.last, g, INT32), self.get(s.pad, g)
-            if s.pack > 1:
-                out.extend(memory.load_words(b, s.lanes, ptr, offset, ok, first, last, pad))
-            else:
-                out.extend(memory.load_vector(b, s.dst.dtype, s.lanes, ptr, offset, ok, first, last, pad))
-        self.values[s.dst] = out
-
-    def _Store(self, s: Store):
-        b, array = self.builder, self.arrays[s.array]
-        ptr, d = self.get(array.reg("ptr")), array.dtype
-        for g in range(max(1, extent(s))):
-            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
-            if s.lanes == 1:
-                memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d))
-            else:
-                values = [self.get(s.values, g * s.lanes + i, d) for i in range(s.lanes)]
-                first, last = self.get(s.first, g, INT32), self.get(s.last, g, INT32)
-                memory.store_vector(b, d, s.lanes, ptr, offset, ok, first, last, values)
-
-    def _Atomic(self, s: Atomic):
-        array = self.arrays[s.array]
-        ptr, d = self.get(array.reg("ptr")), array.dtype
-        for r in range(extent(s)):
-            offset, value = self.get(s.offset, r, INT64), self.get(s.value, r, d)
-            with self.masked(s.mask, r) as on:
-                if on:
-                    memory.atomic(self.builder, s.op, d, ptr, offset, value)
-
-    @contextlib.contextmanager
-    def masked(self, mask, r):
-        """Within: where ``mask`` (slot ``r``) holds; yields False where it is a false immediate."""
-        if mask is None or isinstance(mask, Imm):
-            yield mask is None or bool(mask.value)
-            return
-        with self.builder.if_then(self.get(mask, r, BOOL)):
-            yield True
-
-    def _SharedLoad(self, s: SharedLoad):
-        b, out = self.builder, []
-        for g in range(s.dst.slots // s.lanes):
-            at = self.element(s.buffer, self.get(s.index, g))
-            if s.lanes > 1:
-                t = at.type.pointee
-                vector = b.load(b.bitcast(at, ir.VectorType(t, s.lanes).as_pointer(3)), align=s.lanes * 4)
-                out.extend(b.extract_element(vector, ir.Constant(I32, i)) for i in range(s.lanes))
-            else:
-                v = b.load(at)
-                out.append(b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if s.dst.dtype.is_bool else v)
-        self.values[s.dst] = out
-
-    def _SharedStore(self, s: SharedStore):
-        b = self.builder
-        d = self.program.shared[s.buffer][0]
-        for r in range(extent(s)):
-            at = self.element(s.buffer, self.get(s.index, r))
-            value = self.get(s.value, r)
-            value = b.zext(value, I8) if s.value.dtype.is_bool else convert(self, value, s.value.dtype, d)
-            with self.masked(s.mask, r) as on:
-                if on and s.add:
-                    b.atomic_rmw("add", at, value, "monotonic")
-                elif on:
-                    b.store(value, at)
+    def special(self, s: Op):
+        """A thread or block id, or the grid's size: the special registers."""
+        axis = "xyz"[s.attr] if s.op != "thread_id" else "x"
+        name = f"llvm.nvvm.read.ptx.sreg.{_SREG[s.op]}.{axis}"
+        return self.builder.call(self.module.declare_intrinsic(name, fnty=ir.FunctionType(I32, [])), [])
 
     def _Barrier(self, s):
         barrier = self.module.declare_intrinsic("llvm.nvvm.barrier0", fnty=ir.FunctionType(ir.VoidType(), []))
@@ -530,13 +413,11 @@ class KernelEmitter:
     # ------------------------------------------------------------------ loops
 
     def _Loop(self, s: Loop):
-        b = self.builder
-        start, stop, step = self.get(s.start), self.get(s.stop), self.get(s.step)
-        start, stop = (convert(self, v, x.dtype, s.index.dtype) for v, x in ((start, s.start), (stop, s.stop)))
-        step = convert(self, step, s.step.dtype, s.index.dtype)
         waits = self.exit_waits.get(id(s))
         if not waits:
-            return self._iterate(s, start, stop, step)
+            return super()._Loop(s)
+        b = self.builder
+        start, stop, step = (self.get(x, 0, s.index.dtype) for x in (s.start, s.stop, s.step))
         # dots left in flight: the loop under its own test, their waits first on its exit edge. ptxas
         # serializes every wgmma of the kernel (C7514) when any instruction comes between the loop's
         # end and the wait, and LLVM sinks values computed before the loop (used after it) to the top
@@ -568,51 +449,6 @@ class KernelEmitter:
                 joined.append(phi)
             self.values[x] = joined
 
-    def _more(self, i, stop, step, d):
-        """Whether ``range`` goes on from ``i``: a zero step (which cannot raise on the GPU) never does."""
-        b = self.builder
-        cmp = b.icmp_signed if d.kind == "i" else b.icmp_unsigned
-        if isinstance(step, ir.Constant):
-            if step.constant == 0:
-                return ir.Constant(I1, 0)
-            return cmp("<" if step.constant > 0 else ">", i, stop)
-        zero = ir.Constant(step.type, 0)
-        up = b.and_(b.icmp_signed(">", step, zero), cmp("<", i, stop))
-        return b.or_(up, b.and_(b.icmp_signed("<", step, zero), cmp(">", i, stop)))
-
-    def _iterate(self, s: Loop, start, stop, step):
-        """The loop: its index and carried registers phi nodes of the header, which after the
-        loop hold the final values."""
-        b = self.builder
-        inits = [(p, self.slots(v, p.slots)) for p, v in zip(s.params, s.inits)]
-        entry = b.block
-        header, body, done = (b.append_basic_block(f"loop_{what}") for what in ("header", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        index = b.phi(start.type, name=s.index.name)
-        index.add_incoming(start, entry)
-        phis = {}
-        for p, values in inits:
-            phis[p] = [b.phi(v.type) for v in values]
-            for phi, v in zip(phis[p], values):
-                phi.add_incoming(v, entry)
-        b.cbranch(self._more(index, stop, step, s.index.dtype), body, done)
-        b.position_at_end(body)
-        outside = dict(self.values)
-        self.values[s.index] = [index]
-        for p in s.params:
-            self.values[p] = phis[p]
-        self.statements(s.body)
-        results = [self.slots(v, p.slots) for p, v in zip(s.params, s.results)]
-        index.add_incoming(b.add(index, step), b.block)
-        for p, values in zip(s.params, results):
-            for phi, v in zip(phis[p], values):
-                phi.add_incoming(v, b.block)
-        b.branch(header)
-        b.position_at_end(done)
-        self.values = outside
-        for p in s.params:
-            self.values[p] = phis[p]
 
 
 def _rounded_to_16_bits(stmts) -> set:

@@ -141,36 +141,37 @@ def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
     return builder.and_(builder.and_(ok, inside), aligned)
 
 
-def _load_element(builder, ptr, offset, i, slot, d: DType):
+def _load_element(builder, ptr, offset, i, slot, d: DType, space: int):
     at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-    builder.store(widen(builder, builder.load(_address(builder, ptr, at, d), align=d.itemsize), d), slot)
+    builder.store(widen(builder, builder.load(_address(builder, ptr, at, d, 1, space), align=d.itemsize), d), slot)
 
 
-def load(builder, d: DType, ptr, offset, ok, pad):
-    """The element ``ptr[offset]`` of dtype ``d``, or ``pad`` where not ``ok``."""
+def load(builder, d: DType, ptr, offset, ok, pad, space=1):
+    """The element ``ptr[offset]`` of dtype ``d``, or ``pad`` where not ``ok`` (``space``: the
+    address space of global memory, 1 on the GPU, 0 on the host)."""
     slot = local(builder, pad)
     with builder.if_then(ok):
-        _load_element(builder, ptr, offset, 0, slot, d)
+        _load_element(builder, ptr, offset, 0, slot, d, space)
     return builder.load(slot)
 
 
-def load_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, pad) -> list:
+def load_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, pad, space=1) -> list:
     """Lanes ``ptr[offset + i]``, each loaded where ``ok and first <= i < last`` (else
     ``pad``): in one access when all are and the address is aligned to the group's bytes."""
     slots = [local(builder, pad) for _ in range(lanes)]
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
         with whole:
-            raw = builder.load(_address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+            raw = builder.load(_address(builder, ptr, offset, d, lanes, space), align=d.itemsize * lanes)
             for slot, item in zip(slots, _elements(builder, raw, d, lanes)):
                 builder.store(widen(builder, item, d), slot)
         with lanewise:
             for i, slot in enumerate(slots):
                 with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                    _load_element(builder, ptr, offset, i, slot, d)
+                    _load_element(builder, ptr, offset, i, slot, d, space)
     return [builder.load(slot) for slot in slots]
 
 
-def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad) -> list:
+def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad, space=1) -> list:
     """:func:`load_vector` of a 16-bit dtype as raw bits, two lanes to a uint32 word (the first
     in the low half), ``pad`` the bits of one element (an i16). Nothing is cut out of the
     words here, so a thread's loads of several groups are all in flight before any of their
@@ -180,14 +181,14 @@ def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad) -> list:
     slots = [local(builder, builder.or_(pad32, builder.shl(pad32, ir.Constant(I32, 16)))) for _ in range(words)]
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, dtypes.uint16, lanes)) as (whole, lanewise):
         with whole:
-            raw = builder.load(_address(builder, ptr, offset, dtypes.uint16, lanes), align=2 * lanes)
+            raw = builder.load(_address(builder, ptr, offset, dtypes.uint16, lanes, space), align=2 * lanes)
             for w, slot in enumerate(slots):
                 builder.store(builder.extract_element(raw, ir.Constant(I32, w)), slot)
         with lanewise:
             for i in range(lanes):
                 with builder.if_then(_lane_ok(builder, ok, first, last, i)):
                     at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-                    bits = builder.zext(builder.load(_address(builder, ptr, at, dtypes.uint16), align=2), I32)
+                    bits = builder.zext(builder.load(_address(builder, ptr, at, dtypes.uint16, 1, space), align=2), I32)
                     keep = ir.Constant(I32, 0xFFFF0000 if i % 2 == 0 else 0xFFFF)
                     word = builder.and_(builder.load(slots[i // 2]), keep)
                     shifted = builder.shl(bits, ir.Constant(I32, 16)) if i % 2 else bits
@@ -195,27 +196,27 @@ def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad) -> list:
     return [builder.load(slot) for slot in slots]
 
 
-def _store_element(builder, ptr, offset, i, value, d: DType):
+def _store_element(builder, ptr, offset, i, value, d: DType, space: int):
     at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-    builder.store(narrow(builder, value, d), _address(builder, ptr, at, d), align=d.itemsize)
+    builder.store(narrow(builder, value, d), _address(builder, ptr, at, d, 1, space), align=d.itemsize)
 
 
-def store(builder, d: DType, ptr, offset, ok, value):
+def store(builder, d: DType, ptr, offset, ok, value, space=1):
     """``ptr[offset] = value`` where ``ok``."""
     with builder.if_then(ok):
-        _store_element(builder, ptr, offset, 0, value, d)
+        _store_element(builder, ptr, offset, 0, value, d, space)
 
 
-def store_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, values):
+def store_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, values, space=1):
     """The lanes of ``values`` stored as :func:`load_vector` loads them."""
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
         with whole:
             value = _words(builder, [narrow(builder, x, d) for x in values], d, lanes)
-            builder.store(value, _address(builder, ptr, offset, d, lanes), align=d.itemsize * lanes)
+            builder.store(value, _address(builder, ptr, offset, d, lanes, space), align=d.itemsize * lanes)
         with lanewise:
             for i, item in enumerate(values):
                 with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                    _store_element(builder, ptr, offset, i, item, d)
+                    _store_element(builder, ptr, offset, i, item, d, space)
 
 
 def _copy_source(builder, ptr, base, offset, itemsize: int):
@@ -322,12 +323,14 @@ def float32_odd(builder, x, d: DType):
     return builder.call(_odd_asm(ptx_type, "l" if d.bits == 64 else "r", "cvt.rzi", "ne"), [x])
 
 
-def _combined(builder, op: str, d: DType, old, value):
+def _combined(builder, op: str, d: DType, old, value, host):
     """NumPy's add, maximum or minimum of two registers of dtype ``d``: integers wrap, a
     NaN wins, 16-bit floats are rounded once."""
     if d.is_float and op == "add":
         total = builder.fadd(old, value)
-        return rounded(builder, total, d) if d.bits == 16 else total
+        if d.bits != 16:
+            return total
+        return host.rounded(total, d) if host else rounded(builder, total, d)
     if d.is_float:
         takes = builder.or_(builder.fcmp_ordered(">" if op == "max" else "<", value, old), _is_nan(builder, value))
         return builder.select(builder.and_(takes, builder.not_(_is_nan(builder, old))), value, old)
@@ -341,7 +344,7 @@ def _is_nan(builder, x):
     return builder.fcmp_unordered("uno", x, x)
 
 
-def _compare_and_swap_loop(builder, word, update):
+def _compare_and_swap_loop(builder, word, update, host):
     """``*word = update(*word)`` atomically: retried until no other write came between the
     read and the compare-and-swap."""
     entry = builder.block
@@ -351,7 +354,7 @@ def _compare_and_swap_loop(builder, word, update):
     builder.position_at_end(loop)
     seen = builder.phi(word.type.pointee)
     seen.add_incoming(first, entry)
-    if word.type.pointee == I16:  # (NVVM's cmpxchg takes 32- and 64-bit words only)
+    if word.type.pointee == I16 and not host:  # (NVVM's cmpxchg takes 32- and 64-bit words only)
         fn = ir.FunctionType(I16, [I64, I16, I16])
         asm = ir.InlineAsm(fn, "atom.cas.b16 $0, [$1], $2, $3;", "=h,l,h,h,~{memory}", side_effect=True)
         old = builder.call(asm, [builder.ptrtoint(word, I64), seen, update(seen)])
@@ -368,12 +371,13 @@ _ATOMIC_ADD_FLOAT = {"float32": ("llvm.nvvm.atomic.load.add.f32.p0f32", F32),
                      "float64": ("llvm.nvvm.atomic.load.add.f64.p0f64", F64)}  # fmt: skip
 
 
-def atomic(builder, op: str, d: DType, ptr, offset, value):
+def atomic(builder, op: str, d: DType, ptr, offset, value, host=None):
     """``ptr[offset] = op(ptr[offset], value)`` atomically, for ``op`` add, max or min: the
     hardware's atomics for 32- and 64-bit integers and float add; compare-and-swap loops for
     float max/min (a NaN wins), 16-bit types (``atom.cas.b16``, the element alone) and 8-bit
     ones (no 8-bit atomics: on the aligned 32-bit word holding the element, whose other bytes
-    it leaves as they are)."""
+    it leaves as they are). On the host (``host``: its target, for 16-bit rounding) no NVVM
+    intrinsic nor PTX: float add and 16-bit words by the loop too."""
     address = _address(builder, ptr, offset, d, addrspace=0)
     if d.itemsize == 1:
         byte = builder.ptrtoint(address, I64)
@@ -383,17 +387,17 @@ def atomic(builder, op: str, d: DType, ptr, offset, value):
 
         def update(old):
             element = widen(builder, builder.trunc(builder.lshr(old, shift), ir.IntType(d.bits)), d)
-            new = builder.zext(narrow(builder, _combined(builder, op, d, element, value), d), I32)
+            new = builder.zext(narrow(builder, _combined(builder, op, d, element, value, host), d), I32)
             return builder.or_(builder.and_(old, builder.not_(field)), builder.shl(new, shift))
 
-        _compare_and_swap_loop(builder, word, update)
+        _compare_and_swap_loop(builder, word, update, host)
     elif d.itemsize == 2:
 
         def update(old):
-            return narrow(builder, _combined(builder, op, d, widen(builder, old, d), value), d)
+            return narrow(builder, _combined(builder, op, d, widen(builder, old, d), value, host), d)
 
-        _compare_and_swap_loop(builder, builder.bitcast(address, I16.as_pointer()), update)
-    elif d.is_float and op == "add":
+        _compare_and_swap_loop(builder, builder.bitcast(address, I16.as_pointer()), update, host)
+    elif d.is_float and op == "add" and not host:
         name, t = _ATOMIC_ADD_FLOAT[d.name]
         fn = builder.module.globals.get(name)
         builder.call(fn or ir.Function(builder.module, ir.FunctionType(t, [t.as_pointer(), t]), name), [address, value])
@@ -401,8 +405,8 @@ def atomic(builder, op: str, d: DType, ptr, offset, value):
         bits = ir.IntType(d.bits)
 
         def update(old):
-            return builder.bitcast(_combined(builder, op, d, builder.bitcast(old, value.type), value), bits)
+            return builder.bitcast(_combined(builder, op, d, builder.bitcast(old, value.type), value, host), bits)
 
-        _compare_and_swap_loop(builder, builder.bitcast(address, bits.as_pointer()), update)
+        _compare_and_swap_loop(builder, builder.bitcast(address, bits.as_pointer()), update, host)
     else:
         builder.atomic_rmw(op if d.kind == "i" or op == "add" else "u" + op, address, value, "monotonic")

@@ -1,0 +1,240 @@
+"""Thread-IR statements as LLVM IR: what the CUDA and CPU backends build alike.
+
+:class:`ThreadEmitter` holds each register as a Python list of LLVM values, one per slot
+(a statement over ``n`` slots is built ``n`` times), and builds operations (through
+``llvm_values.op_value``), global loads, stores and atomics (through ``cuda_intrinsics``:
+16-byte vectors with their lane-by-lane fallback), shared-memory accesses and loops (an
+LLVM loop whose carried registers are phi nodes). A target subclass sets ``module``,
+``builder`` and ``shared`` (buffer name -> a pointer to its first element), says how it
+reads thread and block ids (``special``) and gives the hooks ``op_value`` asks for; it may
+keep registers elsewhere by overriding ``get``/``define``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from llvmlite import ir
+
+from .._lower.thread_ir import Atomic, Imm, Load, Loop, Op, SharedLoad, SharedStore, Store, ThreadProgram, extent
+from ..dtypes import bool_ as BOOL
+from ..dtypes import int32 as INT32
+from ..dtypes import int64 as INT64
+from ..errors import TileCompilerError
+from . import cuda_intrinsics as memory
+from .cuda_mma import pack, tf32_bits
+from .llvm_values import constant, convert, op_value, register_type
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+F32 = ir.FloatType()
+
+
+def param_regs(program: ThreadProgram) -> list:
+    """The kernel's parameters as registers: each array's pointer, shape and strides, then scalars."""
+    regs = []
+    for p in program.params:
+        regs.extend(p.regs() if hasattr(p, "ndim") else [p.reg])
+    return regs
+
+
+def param_type(d):
+    """A parameter's LLVM type (a bool travels as a byte)."""
+    return I8 if d.is_bool else register_type(d)
+
+
+class ThreadEmitter:
+    SPACE = 1  # the address space of global memory (NVPTX's global; 0 on the host)
+    SHARED_SPACE = 3
+    host = None  # the host target (host_llvm.HostTarget) where the code runs on the CPU
+
+    def __init__(self, program: ThreadProgram):
+        self.program = program
+        self.values: dict = {}
+        self.arrays = {p.name: p for p in program.params if hasattr(p, "ndim")}
+
+    # ------------------------------------------------------------------ values
+
+    def get(self, x, r: int = 0, dtype=None):
+        """Slot ``r`` of a register or immediate (a one-slot register is the same at every
+        slot), converted to ``dtype`` if given."""
+        if isinstance(x, Imm):
+            v = constant(x)
+        else:
+            held = self.held(x)
+            v = held[r] if len(held) > 1 else held[0]
+        return v if dtype is None or dtype == x.dtype else convert(self, v, x.dtype, dtype)
+
+    def slots(self, x, n: int) -> list:
+        return [self.get(x, r) for r in range(n)]
+
+    def element(self, buffer: str, index):
+        """A pointer to element ``index`` (an LLVM int) of a shared buffer."""
+        return self.builder.gep(self.shared[buffer], [index], inbounds=True)
+
+    def bind_params(self, regs, args):
+        for r, arg in zip(regs, args):
+            arg.name = r.name
+            self.values[r] = [self.builder.icmp_unsigned("!=", arg, ir.Constant(I8, 0)) if r.dtype.is_bool else arg]
+
+    def held(self, x) -> list:
+        return self.values[x]
+
+    def define(self, x, values: list):
+        self.values[x] = values
+
+    # ------------------------------------------------------------------ statements
+
+    def statements(self, stmts):
+        for s in stmts:
+            self.statement(s)
+
+    def statement(self, s):
+        method = getattr(self, f"_{type(s).__name__}", None)
+        if method is None:
+            raise TileCompilerError(f"the {self.TARGET} backend cannot emit {type(s).__name__}")
+        method(s)
+
+    def _Op(self, s: Op):
+        self.define(s.dst, [self.op_slot(s, r) for r in range(s.dst.slots)])
+
+    def op_slot(self, s: Op, r: int):
+        if s.op == "pick":
+            return self.get(s.args[0], s.attr(r))
+        if s.op == "slot":
+            return ir.Constant(I32, s.attr(r))
+        if s.op in ("thread_id", "block_id", "num_blocks"):
+            return self.special(s)
+        if s.op == "pack16":
+            return pack(self.builder, s.attr.name, self.get(s.args[0], r), self.get(s.args[1], r))
+        if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
+            word = tf32_bits(self.builder, self.get(s.args[0], r))
+            return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
+        return op_value(self, s, [self.get(a, r) for a in s.args])
+
+    def _Load(self, s: Load):
+        b, array = self.builder, self.arrays[s.array]
+        ptr = self.get(array.reg("ptr"))
+        out = []
+        for g in range(s.dst.slots * s.pack // s.lanes):
+            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+            if s.lanes == 1:
+                out.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g), space=self.SPACE))
+                continue
+            first, last, pad = self.get(s.first, g, INT32), self.get(s.last, g, INT32), self.get(s.pad, g)
+            if s.pack > 1:
+                out.extend(memory.load_words(b, s.lanes, ptr, offset, ok, first, last, pad, space=self.SPACE))
+            else:
+                out.extend(memory.load_vector(b, s.dst.dtype, s.lanes, ptr, offset, ok, first, last, pad, self.SPACE))
+        self.define(s.dst, out)
+
+    def _Store(self, s: Store):
+        b, array = self.builder, self.arrays[s.array]
+        ptr, d = self.get(array.reg("ptr")), array.dtype
+        for g in range(max(1, extent(s))):
+            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+            if s.lanes == 1:
+                memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d), space=self.SPACE)
+            else:
+                values = [self.get(s.values, g * s.lanes + i, d) for i in range(s.lanes)]
+                first, last = self.get(s.first, g, INT32), self.get(s.last, g, INT32)
+                memory.store_vector(b, d, s.lanes, ptr, offset, ok, first, last, values, space=self.SPACE)
+
+    def _Atomic(self, s: Atomic):
+        array = self.arrays[s.array]
+        ptr, d = self.get(array.reg("ptr")), array.dtype
+        for r in range(extent(s)):
+            offset, value = self.get(s.offset, r, INT64), self.get(s.value, r, d)
+            with self.masked(s.mask, r) as on:
+                if on:
+                    memory.atomic(self.builder, s.op, d, ptr, offset, value, self.host)
+
+    @contextlib.contextmanager
+    def masked(self, mask, r):
+        """Within: where ``mask`` (slot ``r``) holds; yields False where it is a false immediate."""
+        if mask is None or isinstance(mask, Imm):
+            yield mask is None or bool(mask.value)
+            return
+        with self.builder.if_then(self.get(mask, r, BOOL)):
+            yield True
+
+    def _SharedLoad(self, s: SharedLoad):
+        b, out = self.builder, []
+        for g in range(s.dst.slots // s.lanes):
+            at = self.element(s.buffer, self.get(s.index, g))
+            if s.lanes > 1:
+                vector_type = ir.VectorType(at.type.pointee, s.lanes).as_pointer(self.SHARED_SPACE)
+                vector = b.load(b.bitcast(at, vector_type), align=s.lanes * 4)
+                out.extend(b.extract_element(vector, ir.Constant(I32, i)) for i in range(s.lanes))
+            else:
+                v = b.load(at)
+                out.append(b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if s.dst.dtype.is_bool else v)
+        self.define(s.dst, out)
+
+    def _SharedStore(self, s: SharedStore):
+        b = self.builder
+        d = self.program.shared[s.buffer][0]
+        for r in range(extent(s)):
+            at = self.element(s.buffer, self.get(s.index, r))
+            value = self.get(s.value, r)
+            value = b.zext(value, I8) if s.value.dtype.is_bool else convert(self, value, s.value.dtype, d)
+            with self.masked(s.mask, r) as on:
+                if on and s.add:
+                    b.atomic_rmw("add", at, value, "monotonic")
+                elif on:
+                    b.store(value, at)
+
+    def _Loop(self, s: Loop):
+        start, stop, step = (self.get(x, 0, s.index.dtype) for x in (s.start, s.stop, s.step))
+        self.check_step(s, step)
+        self._iterate(s, start, stop, step)
+
+    def check_step(self, s: Loop, step):
+        """What a zero step does before the loop (on the GPU: nothing; the loop runs no iterations)."""
+
+    def _more(self, i, stop, step, d):
+        """Whether ``range`` goes on from ``i``: a zero step (which cannot raise on the GPU) never does."""
+        b = self.builder
+        cmp = b.icmp_signed if d.kind == "i" else b.icmp_unsigned
+        if isinstance(step, ir.Constant):
+            if step.constant == 0:
+                return ir.Constant(I1, 0)
+            return cmp("<" if step.constant > 0 else ">", i, stop)
+        zero = ir.Constant(step.type, 0)
+        up = b.and_(b.icmp_signed(">", step, zero), cmp("<", i, stop))
+        return b.or_(up, b.and_(b.icmp_signed("<", step, zero), cmp(">", i, stop)))
+
+    def _iterate(self, s: Loop, start, stop, step):
+        """The loop: its index and carried registers phi nodes of the header, which after the
+        loop hold the final values."""
+        b = self.builder
+        inits = [(p, self.slots(v, p.slots)) for p, v in zip(s.params, s.inits)]
+        entry = b.block
+        header, body, done = (b.append_basic_block(f"loop_{what}") for what in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        index = b.phi(start.type, name=s.index.name)
+        index.add_incoming(start, entry)
+        phis = {}
+        for p, values in inits:
+            phis[p] = [b.phi(v.type) for v in values]
+            for phi, v in zip(phis[p], values):
+                phi.add_incoming(v, entry)
+        b.cbranch(self._more(index, stop, step, s.index.dtype), body, done)
+        b.position_at_end(body)
+        outside = dict(self.values)
+        self.values[s.index] = [index]
+        for p in s.params:
+            self.values[p] = phis[p]
+        self.statements(s.body)
+        results = [self.slots(v, p.slots) for p, v in zip(s.params, s.results)]
+        index.add_incoming(b.add(index, step), b.block)
+        for p, values in zip(s.params, results):
+            for phi, v in zip(phis[p], values):
+                phi.add_incoming(v, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+        self.values = outside
+        for p in s.params:
+            self.define(p, phis[p])
+
+
