@@ -4,14 +4,14 @@
 
 For every kernel and backend a child process (empty TILELANG_CACHE_DIR, and an empty
 TRITON_CACHE_DIR for Triton) compiles one specialization and reports seconds per stage:
-tilelang's own (trace, simplify, layouts, lower, emit: the LLVM IR on ``cuda``, numba
-source on ``cpu``) from ``CompiledKernel.timings``; on ``cuda`` NVVM, the nvJitLink step to
-a cubin and, with a GPU, loading it (the CUDA context is made before the clock starts); on
-``cpu`` numba's njit compile (the first launch on tiny arrays, less a second launch). Without a GPU the cuda
+tilelang's own (trace, simplify, layouts, lower, emit: the LLVM IR) from
+``CompiledKernel.timings``; on ``cuda`` NVVM, the nvJitLink step to a cubin and, with a GPU,
+loading it (the CUDA context is made before the clock starts); on ``cpu`` MCJIT's compile
+to machine code (the first launch on tiny arrays, less a second launch). Without a GPU the cuda
 column stops at the cubin (PTX for sm_90). Triton's figure is its first launch in a
 fresh process (compile and launcher included), where Triton and a GPU are present.
 "warm s" is a second fresh process on the cache the first one filled: tracing and lowering
-again (milliseconds), then the cubin (or numba's CPU cache) read from disk.
+again, then the cubin read from disk (cpu: compiled again, nothing is cached on disk).
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _child(name: str, backend: str) -> dict:
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
         kernel[grid](*args, backend=backend, **constants)
-        times["numba"] = first - (time.perf_counter() - t0)
+        times["jit"] = first - (time.perf_counter() - t0)
         resources = {}
     times["total"] = time.perf_counter() - start
     source = compiled.stages.get("llvm_ir") or compiled.stages.get("cpu_source", "")
@@ -194,7 +194,7 @@ def _run_child(name, backend):
     return {**runs[0], "warm": runs[1]["times"]["total"]}
 
 
-STAGES = ["trace", "simplify", "layouts", "lower", "emit", "numba", "nvvm", "link", "load"]
+STAGES = ["trace", "simplify", "layouts", "lower", "emit", "nvvm", "link", "load", "jit"]
 
 
 def _row(name, backend, result, triton):

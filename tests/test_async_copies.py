@@ -87,7 +87,7 @@ def test_a_copy_claimed_aligned_that_is_not_is_caught_on_the_cpu():
     """The CUDA kernel copies a window claimed aligned 16 bytes a group without looking: the
     CPU backend checks the claim (the lowering's), so a wrong one fails the CPU tests."""
     _run(_program(wait=0, aligned=True))  # offsets 8 t: the claim holds
-    with pytest.raises(AssertionError, match="claimed aligned"):
+    with pytest.raises(tl.TileCompilerError, match="claimed aligned"):
         _run(_program(wait=0, shift=1, aligned=True))
 
 

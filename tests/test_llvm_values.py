@@ -25,7 +25,7 @@ from hypothesis.extra import numpy as hnp
 from llvmlite import ir  # noqa: I001 - (after tilelang: its import sets nothing up for llvmlite)
 
 from tilelang import dtypes as D
-from tilelang._backends.host_llvm import HostTarget, host_module, jit
+from tilelang._backends.host_llvm import HostTarget, host_module, jit, unique_name
 from tilelang._backends.llvm_values import op_value
 from tilelang._ir.core import PRIMITIVES
 from tilelang._ir.primitives import BINARY, COMPARE, UNARY
@@ -55,7 +55,7 @@ def compiled(name: str, ins: tuple, out, attr=None):
         return _COMPILED[key]
     module = host_module(f"op_{len(_COMPILED)}")
     types = [_memory(d)[0].as_pointer() for d in (*ins, out)]
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [*types, ir.IntType(64)]), "f")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [*types, ir.IntType(64)]), unique_name("op"))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     i64 = ir.IntType(64)
     start = b.block
@@ -77,7 +77,7 @@ def compiled(name: str, ins: tuple, out, attr=None):
     b.branch(loop)
     b.position_at_end(done)
     b.ret_void()
-    address = jit(module, "f")
+    address = jit(module, fn.name)
     c_types = [ctypes.c_void_p] * (len(ins) + 1) + [ctypes.c_int64]
     _COMPILED[key] = ctypes.CFUNCTYPE(None, *c_types)(address)
     return _COMPILED[key]

@@ -28,7 +28,7 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
-from _blocks import padded_blocks, tiled_matmul
+from _blocks import padded_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -965,28 +965,3 @@ def test_vectors_are_reloaded_and_conversions_leave_loops(write_s):
 
     outputs = ("out", "total", "s") if write_s else ("out", "total")
     check(scale_rows, tl.cdiv(37, 16), make, reference, outputs, rtol=1e-5, atol=1e-4, BM=16, BN=16, WRITE_S=write_s)
-
-
-def test_the_lean_numba_pipeline_changes_no_instruction(monkeypatch):
-    """The passes tilelang drops from numba's pipeline (numba_pipeline.py) only cost time: the
-    CPU backend's kernel with a loop and a dot compiles to the same LLVM IR without them."""
-    import numba
-
-    from tilelang._backends import numba_pipeline
-    from tilelang._backends.numba_pipeline import LeanCompiler
-
-    a = np.ones((40, 24), np.float32)
-    kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=64)
-    kernel[2, 2](a, a.T.copy(), np.zeros((40, 40), np.float32), BM=32, BN=32, BK=16, backend="cpu")
-    compiled = next(iter(kernel._compiled.values()))
-    dispatcher = compiled.backend_kernel.function(parallel=False)
-    signature = dispatcher.signatures[0]
-
-    def llvm():
-        fresh = numba.njit(pipeline_class=LeanCompiler, error_model="numpy")(dispatcher.py_func)
-        fresh.compile(signature)
-        return re.sub(r"B\d+v\d+B|\b\d{2,}\b", "", fresh.inspect_llvm(signature))  # (numba numbers each compile)
-
-    lean = llvm()
-    monkeypatch.setattr(numba_pipeline, "DROPPED", frozenset())
-    assert llvm() == lean

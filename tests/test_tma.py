@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tilelang as tl
-from tilelang._backends.cpu_intrinsics import INVALID, mbarrier_wait
+from tilelang import dtypes as D
 from tilelang._backends.cuda_driver import launcher_module
 from tilelang._lower.thread_ir import format_thread_program, tensor_map_ok
 
@@ -114,19 +114,44 @@ def test_which_arrays_a_tensor_map_takes(pointer, shape, strides, ok):
     assert tensor_map_ok(pointer, shape, strides, 2) == ok
 
 
-def test_a_wait_on_a_phase_no_copy_completes_is_caught_on_the_cpu():
+@pytest.mark.parametrize("count, parity, valid, caught", [
+    (0, 0, True, True),  # phase 0 not completed
+    (1, 0, True, False),  # completed
+    (1, 1, True, True),  # phase 1 not yet
+    (1, 1, False, True),  # an invalid mbarrier
+])  # fmt: skip
+def test_a_wait_on_a_phase_no_copy_completes_is_caught_on_the_cpu(count, parity, valid, caught):
     """On the GPU the wait would never end: on the CPU, where a box lands as it is issued
-    (one completed phase per count), it raises."""
-    bars = np.zeros(2, np.uint64)
-    with pytest.raises(AssertionError, match="mbarrier wait"):
-        mbarrier_wait(bars, 0, 0)  # phase 0 not completed
-    bars[0] = 1
-    mbarrier_wait(bars, 0, 0)  # completed
-    with pytest.raises(AssertionError, match="mbarrier wait"):
-        mbarrier_wait(bars, 0, 1)  # phase 1 not yet
-    bars[1] = INVALID
-    with pytest.raises(AssertionError, match="mbarrier wait"):
-        mbarrier_wait(bars, 1, 1)  # an invalid mbarrier
+    (one completed phase per count), it raises. Thread 0 arms the mbarrier ``count`` times
+    (a box of ``x`` each), then every thread waits on ``parity``."""
+    from tilelang._backends.cpu import CpuKernel
+    from tilelang._lower.thread_ir import (
+        ArrayParam,
+        Barrier,
+        Imm,
+        Mbarriers,
+        MbarrierWait,
+        TensorMap,
+        ThreadProgram,
+        TmaLoad,
+    )
+
+    i32 = D.int32
+    body = [Mbarriers("bars", 1, True), Barrier()]
+    for _ in range(count):
+        body.append(TmaLoad(("tile",), [Imm(0, i32)], (0,), (2,), [Imm(0, i32), Imm(0, i32)], "bars", Imm(0, i32), 128,
+                            Imm(True, D.bool_)))  # fmt: skip
+    body += [] if valid else [Barrier(), Mbarriers("bars", 1, False), Barrier()]
+    body.append(MbarrierWait("bars", Imm(0, i32), Imm(parity, i32)))
+    shared = {"bars": (D.uint64, 1), "tile": (D.uint32, 256)}
+    program = ThreadProgram("waits", [ArrayParam("x", D.float16, 2)], 32, shared, body,
+                            tensor_maps=[TensorMap("x", (8, 8), 128)])  # fmt: skip
+    x = np.zeros((64, 64), np.float16)
+    if caught:
+        with pytest.raises(tl.TileCompilerError, match="mbarrier wait"):
+            CpuKernel(program)((1,), [x])
+    else:
+        CpuKernel(program)((1,), [x])
 
 
 _ENCODE = ctypes.CFUNCTYPE(

@@ -413,11 +413,10 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     Backend = CpuKernel if backend == "cpu" else CudaKernel
     # arrays a tensor map cannot describe (misaligned) run the kernel lowered without TMA, built when first needed
     without_tma = (lambda: Backend(thread_program(tma=False))) if threads.tensor_maps else None
-    backend_kernel = lap("emit", Backend(threads, without_tma))  # numba source (cpu), LLVM IR (cuda)
-    if backend == "cpu":  # compiled with numba.njit
-        stages["cpu_source"] = backend_kernel.source
+    backend_kernel = lap("emit", Backend(threads, without_tma))  # its LLVM IR
+    stages["llvm_ir"] = backend_kernel.ir  # what NVVM (cuda) or MCJIT (cpu) compiles
+    if backend == "cpu":
         return CompiledKernel(stages, program, runner(HostRunner(program, backend_kernel)), backend_kernel, lap)
-    stages["llvm_ir"] = backend_kernel.ir  # the kernel NVVM compiles
     return CompiledKernel(stages, program, runner(CudaRunner(program, backend_kernel)), backend_kernel, lap)
 
 

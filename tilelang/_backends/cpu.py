@@ -1,59 +1,73 @@
-"""The CPU backend: the same thread program the GPU runs, compiled with ``numba.njit``.
+"""The CPU backend: the thread program the GPU runs, built as LLVM IR for the host and compiled
+with llvmlite's MCJIT.
 
 A block's threads run as loops: the statements between two barriers (or around a warp
-shuffle) become one ``for t in range(THREADS)`` loop, a *phase*. A register used in one
-phase only is a plain local; one that lives across phases is an array indexed by thread.
-Shuffles read the source array at ``t ^ xor``; shared memory is a per-block array; loops
-whose bodies synchronise run at block level with their phases inside. Blocks run in
-parallel (``prange``) unless the kernel has atomics. So the CPU executes exactly what
-the GPU would, barriers and shuffles included, and hypothesis can test the lowering.
+shuffle or collective) become one ``for t in range(THREADS)`` loop, a *phase*. A register
+read only in the phase defining it is a value of that loop's body, one per slot (as on the
+GPU, ``llvm_emit.ThreadEmitter``); one living across phases, or read by a shuffle or a warp
+collective, lives in a per-thread table (a row per slot, one table per register type).
+Shuffles read the source's row of thread ``t ^ xor``; shared memory is a per-block buffer;
+loops whose bodies synchronise run at block level with their phases inside. Tensor-core
+collectives (mma, ldmatrix, wgmma) are numba-compiled helpers the kernel calls by address
+(``cpu_intrinsics.py``, computing from the PTX ISA's fragment tables); each asynchronous
+copy is held aside and lands at the wait covering it, so a missing wait reads stale data;
+a TMA box lands as it is issued. The kernel runs blocks ``[begin, end)``: blocks run in
+parallel (threads over chunks of blocks) unless the kernel has atomics. So the CPU executes
+exactly what the GPU would, barriers and shuffles included, and hypothesis can test the
+lowering.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
+import concurrent.futures
+import ctypes
 import os
-import sys
-import threading
 
-import numba
 import numpy as np
+from llvmlite import ir
 
 from .._lower.thread_ir import (
     ArrayParam,
-    AsyncCommit,
     AsyncCopy,
     AsyncWait,
     Atomic,
     Barrier,
     Imm,
     LdMatrix,
-    Load,
     Loop,
     Mbarriers,
     MbarrierWait,
     Mma,
-    ProxyFence,
     Reg,
-    SharedLoad,
-    SharedStore,
     Shuffle,
-    Store,
     ThreadProgram,
     TmaLoad,
     Wgmma,
-    WgmmaWait,
     array_reg,
     box_coords,
+    extent,
     registers,
     tensor_map_ok,
     walk_statements,
 )
+from ..dtypes import bool_ as BOOL
+from ..dtypes import int32 as INT32
+from ..dtypes import int64 as INT64
 from ..errors import TileCompilerError, TileValueError
-from .cpu_intrinsics import INVALID, ZeroStep
-from .cuda import cache_dir
-from .numba_source import SourceWriter, code_type_name, lane_slot
+from . import cpu_intrinsics as helpers
+from .cuda_intrinsics import local
+from .host_llvm import HostTarget, host_module, jit, unique_name
+from .llvm_emit import ThreadEmitter, param_regs, param_type
+from .llvm_values import convert, register_type
+
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+INVALID = helpers.INVALID
+# what a kernel returns: 0, a loop's ZeroStep number + 1, or a broken promise of the lowering
+MISALIGNED_COPY, DEAD_WAIT = -1, -2
+_ERRORS = {
+    MISALIGNED_COPY: "an AsyncCopy claimed aligned moves a partial or misaligned group",
+    DEAD_WAIT: "an mbarrier wait on a phase no TMA copy completes",
+}
 
 
 def _synchronises(s) -> bool:
@@ -94,27 +108,48 @@ def _registers(stmts):
             yield from _registers(s.body)
 
 
-def _ints(*values) -> str:
-    """Arguments of the warp-collective helpers typed int64, not literals: numba compiled a
-    helper once per literal value (63 specializations of wgmma_m64 in a test run)."""
-    return ", ".join(f"int64({int(v) if isinstance(v, bool) else v})" for v in values)
+def _table_type(d):
+    return I8 if d.is_bool else register_type(d)
 
 
-class CpuWriter(SourceWriter):
-    FMOD = "np.fmod"  # numba has no math.fmod on the CPU
+class CpuEmitter(ThreadEmitter):
+    TARGET = "CPU"
+    SHARED_SPACE = 0
 
-    def __init__(self, program: ThreadProgram, parallel: bool):
+    def __init__(self, program: ThreadProgram):
         super().__init__(program)
-        self.parallel = parallel
+        self.module = host_module(program.name)
+        regs = param_regs(program)
+        scratch_type = I8.as_pointer().as_pointer()
+        types = [I64] * 5 + [scratch_type] + [param_type(r.dtype) for r in regs]
+        self.function = fn = ir.Function(self.module, ir.FunctionType(I32, types), unique_name(program.name))
+        entry = fn.append_basic_block("entry")
+        self.builder = b = ir.IRBuilder(fn.append_basic_block("body"))
+        body = b.block
+        self.host = HostTarget(b)
+        self.bind_params(regs, fn.args[6:])
+        self.t = None  # the thread a phase is at (an i32)
         self.loops: list = []  # loops with a runtime step, in ZeroStep numbering
-        self.uniform: set = set()  # indices of block-level loops: plain scalars
-        self.thread = "t"  # the thread whose registers code refers to
+        self._tables(program.body, set(regs))
         self.async_buffers = sorted({s.buffer for s in walk_statements(program.body) if isinstance(s, AsyncCopy)})
-        self._classify(program.body)
+        self.scratch = self._scratch_layout()
+        pointers = {}
+        for i, (name, dtype, _) in enumerate(self.scratch):
+            raw = b.load(b.gep(fn.args[5], [ir.Constant(I32, i)]))
+            pointers[name] = b.bitcast(raw, _np_type(dtype).as_pointer())
+        self.pointers = pointers
+        self.shared = {name: pointers[name] for name in program.shared}
+        self._blocks(fn.args[:5])
+        b.ret(ir.Constant(I32, 0))
+        b.position_at_end(entry)
+        b.branch(body)
 
-    def _classify(self, stmts):
-        seen: dict = {}
-        shared = set()  # one-slot registers living across phases
+    # ------------------------------------------------------------------ layout
+
+    def _tables(self, stmts, params):
+        """Registers living across phases or read by shuffles, collectives and block-level loops:
+        rows of a (threads, rows) table per register type; the rest are values of one phase."""
+        seen, tabled, uniform = {}, set(), set()
         counter = iter(range(10**9))
 
         def visit(stmts):
@@ -125,127 +160,286 @@ class CpuWriter(SourceWriter):
                         if isinstance(r, Reg):
                             seen.setdefault(r, set()).add(phase)
                 elif kind == "shuffle":
-                    shared.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
+                    tabled.update(r for s in item for r in (s.dst, s.src) if isinstance(r, Reg))
                 elif kind == "warp":
-                    shared.update(x for x in registers(item, item.DEFS + item.USES) if isinstance(x, Reg))
+                    tabled.update(x for x in registers(item, item.DEFS + item.USES) if isinstance(x, Reg))
                 else:
-                    self.uniform.add(item.index)
-                    shared.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
-                    shared.update(item.params)
-                    shared.update(r for r in (*item.inits, *item.results) if isinstance(r, Reg))
+                    uniform.add(item.index)
+                    tabled.update(r for r in (item.start, item.stop, item.step) if isinstance(r, Reg))
+                    tabled.update(item.params)
+                    tabled.update(r for r in (*item.inits, *item.results) if isinstance(r, Reg))
                     visit(item.body)
 
         visit(stmts)
-        params = {r for p in self.program.params for r in (p.regs() if isinstance(p, ArrayParam) else [p.reg])}
-        shared.update(r for r, phases in seen.items() if len(phases) > 1)
-        shared.update(r for r in seen if r.slots > 1)
-        shared -= params | self.uniform | self.local
-        # register arrays and registers living across phases: rows of a (threads, rows) table per type
-        self.rows: dict = {}
-        for r in sorted(shared, key=lambda r: r.name):
-            table = self.rows.setdefault(code_type_name(r.dtype), {})
-            table[r] = sum(x.slots for x in table)
+        tabled.update(r for r, phases in seen.items() if len(phases) > 1)
+        tabled -= params | uniform
+        self.rows: dict = {}  # table type name -> rows
+        self.tables: dict = {}  # register -> (table type name, first row)
+        for r in sorted(tabled, key=lambda r: r.name):
+            name = str(_table_type(r.dtype))
+            self.tables[r] = (name, self.rows.get(name, 0))
+            self.rows[name] = self.rows.get(name, 0) + r.slots
 
-    def ref(self, x, at=None) -> str:
-        if isinstance(x, Reg) and x in self.rows.get(code_type_name(x.dtype), ()):
-            name = code_type_name(x.dtype)
-            base = self.rows[name][x]
-            at = self.at if at is None else at
-            row = base if x.slots == 1 else (base + at if isinstance(at, int) else f"{base} + {at}")
-            return f"regs_{name}[{self.thread}, {row}]"
-        return super().ref(x, at)
-
-    # -- rendering with per-thread registers -------------------------------------
-
-    def source(self) -> str:
-        p = self.program
-        parallel = self.parallel
-        self.header("njit, prange, get_thread_id", "cpu_intrinsics")
-        self.emit(f"@njit(parallel={parallel}, error_model='numpy', cache=True, pipeline_class=LeanCompiler)", 0)
-        args = ["grid_x", "grid_y", "grid_z"]
-        for q in p.params:
-            if isinstance(q, ArrayParam):
-                args += [f"{q.name}__buf", f"{q.name}__origin"]
-        args += self.signature() + [f"{name}__all" for name, _, _ in self.scratch()]
-        self.emit(f"def {p.name}({', '.join(args)}):", 0)
-        self.emit(f"for block in {'prange' if parallel else 'range'}(grid_x * grid_y * grid_z):", 4)
-        self.emit("bx = int32(block % grid_x)", 8)
-        self.emit("by = int32((block // grid_x) % grid_y)", 8)
-        self.emit("bz = int32(block // (grid_x * grid_y))", 8)
-        self.emit(f"worker = {'get_thread_id()' if parallel else '0'}", 8)
-        for name, _, _ in self.scratch():
-            self.emit(f"{name} = {name}__all[worker]", 8)
-        for name in self.async_buffers:  # no copy in flight yet
-            self.emit(f"{name}__group[:] = -1", 8)
-        if self.async_buffers:
-            self.emit("async_groups[:] = 0", 8)
-        self.phases(p.body, 8)
-        return self.module()
-
-    def scratch(self) -> list:
-        """``(name, NumPy dtype, shape)`` of each block's shared buffers and register tables: the
-        caller passes one per worker thread (allocating them in the kernel made numba compile
-        np.zeros for every dtype and rank, ~0.1 s each)."""
-        out = []
-        for name, (d, size) in self.program.shared.items():
-            out.append((name, np.dtype(code_type_name(d).replace("boolean", "bool")), (size,)))
-        for name, table in self.rows.items():
-            shape = (self.program.num_threads, sum(x.slots for x in table))
-            out.append((f"regs_{name}", np.dtype(name.replace("boolean", "bool")), shape))
+    def _scratch_layout(self) -> list:
+        """``(name, NumPy dtype, shape)`` of each block's shared buffers, register tables and
+        copies in flight: the caller passes one set per worker thread."""
+        threads = self.program.num_threads
+        out = [(name, _np_dtype(_table_type(d)), (size,)) for name, (d, size) in self.program.shared.items()]
+        out += [(f"regs_{name}", _np_dtype(_LLVM_TYPES[name]), (threads, rows)) for name, rows in self.rows.items()]
         for name in self.async_buffers:  # the words in flight, their group and the thread copying
-            size = self.program.shared[name][1]
-            words = np.dtype(code_type_name(self.program.shared[name][0]))  # (uint32, or float32 for float32s)
-            out += [(f"{name}__pending", words, (size,)), (f"{name}__group", np.dtype("int64"), (size,))]
-            out.append((f"{name}__owner", np.dtype("int64"), (size,)))
+            d, size = self.program.shared[name]
+            out += [(f"{name}__pending", _np_dtype(_table_type(d)), (size,))]
+            out += [(f"{name}__group", np.dtype(np.int64), (size,)), (f"{name}__owner", np.dtype(np.int64), (size,))]
         if self.async_buffers:
-            out.append(("async_groups", np.dtype("int64"), (self.program.num_threads,)))
+            out.append(("async_groups", np.dtype(np.int64), (threads,)))
         return out
 
-    def phases(self, stmts, indent):
-        threads = self.program.num_threads
+    # ------------------------------------------------------------------ registers
+
+    def row(self, x: Reg, r: int, t):
+        """A pointer to slot ``r`` of table register ``x`` of thread ``t`` (an i32)."""
+        name, first = self.tables[x]
+        b = self.builder
+        at = b.add(b.mul(b.zext(t, I64), ir.Constant(I64, self.rows[name])), ir.Constant(I64, first + r))
+        return b.gep(self.pointers[f"regs_{name}"], [at])
+
+    def load_row(self, x: Reg, r: int, t):
+        v = self.builder.load(self.row(x, r, t))
+        return self.builder.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if x.dtype.is_bool else v
+
+    def store_row(self, x: Reg, r: int, t, value):
+        value = self.builder.zext(value, I8) if x.dtype.is_bool else value
+        self.builder.store(value, self.row(x, r, t))
+
+    def get(self, x, r: int = 0, dtype=None):
+        if isinstance(x, Reg) and x not in self.values and x in self.tables:
+            v = self.load_row(x, r if x.slots > 1 else 0, self.t)
+            return v if dtype is None or dtype == x.dtype else convert(self, v, x.dtype, dtype)
+        return super().get(x, r, dtype)
+
+    def define(self, x, values: list):
+        self.values[x] = values
+        if x in self.tables:
+            for r, v in enumerate(values):
+                self.store_row(x, r, self.t, v)
+
+    def uniform(self, x):
+        """A value the same in every thread (a block-level loop's bounds): thread 0's."""
+        t, self.t = self.t, ir.Constant(I32, 0)
+        try:
+            return self.get(x)
+        finally:
+            self.t = t
+
+    # target hooks of llvm_values.op_value: the host's
+
+    def math(self, name, *args):
+        return self.host.math(name, *args)
+
+    def rounded(self, x, d):
+        return self.host.rounded(x, d)
+
+    def from_bits(self, h, d):
+        return self.host.from_bits(h, d)
+
+    def float32_odd(self, x, d):
+        return self.host.float32_odd(x, d)
+
+    def pack16(self, d, lo, hi):
+        return self.host.pack16(d, lo, hi)
+
+    def tf32_bits(self, x):
+        return self.host.tf32_bits(x)
+
+    def floor_divmod(self, x, y, signed):
+        return self.host.floor_divmod(x, y, signed)
+
+    def fast(self, op, args):
+        return None
+
+    def special(self, s):
+        if s.op == "thread_id":
+            return self.t
+        if s.op == "block_id":
+            return self.block_ids[s.attr]
+        return self.builder.trunc(self.grid[s.attr], I32)
+
+    # ------------------------------------------------------------------ control
+
+    def counted(self, n, body, name="i"):
+        """``for i in range(n): body(i)`` (``n`` an i64 or i32 value or int), ``i`` of n's type."""
+        b = self.builder
+        n = n if isinstance(n, ir.Value) else ir.Constant(I64, n)
+        before = b.block
+        header, inside, done = (b.append_basic_block(f"{name}_{x}") for x in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(n.type, name=name)
+        i.add_incoming(ir.Constant(n.type, 0), before)
+        b.cbranch(b.icmp_signed("<", i, n), inside, done)
+        b.position_at_end(inside)
+        body(i)
+        i.add_incoming(b.add(i, ir.Constant(n.type, 1)), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
+    def fail(self, condition, code: int):
+        """Return ``code`` from the kernel where ``condition`` holds."""
+        with self.builder.if_then(condition, likely=False):
+            self.builder.ret(ir.Constant(I32, code))
+
+    def _blocks(self, args):
+        begin, end, *grid = args
+        self.grid = grid
+        b = self.builder
+        gx, gy = grid[0], grid[1]
+
+        def block(i):
+            bx = b.srem(i, gx)
+            by = b.srem(b.sdiv(i, gx), gy)
+            bz = b.sdiv(i, b.mul(gx, gy))
+            self.block_ids = [b.trunc(v, I32) for v in (bx, by, bz)]
+            for name in self.async_buffers:  # no copy in flight yet
+                size = self.program.shared[name][1]
+                group = self.pointers[f"{name}__group"]
+                self.counted(size, lambda w, group=group: b.store(ir.Constant(I64, -1), b.gep(group, [w])))
+            if self.async_buffers:
+                groups = self.pointers["async_groups"]
+                self.counted(self.program.num_threads, lambda t: b.store(ir.Constant(I64, 0), b.gep(groups, [t])))
+            self.block_values = dict(self.values)
+            self.phases(self.program.body)
+
+        before = b.block
+        header, inside, done = (b.append_basic_block(f"block_{x}") for x in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        i = b.phi(I64, name="block")
+        i.add_incoming(begin, before)
+        b.cbranch(b.icmp_signed("<", i, end), inside, done)
+        b.position_at_end(inside)
+        block(i)
+        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
+    def threads(self, body):
+        """One phase: ``body()`` for each thread ``self.t``, its own values dropped after it."""
+
+        def each(t):
+            self.t, self.values = t, dict(self.block_values)
+            body()
+
+        self.counted(ir.Constant(I32, self.program.num_threads), each, "t")
+        self.t, self.values = None, dict(self.block_values)
+
+    def phases(self, stmts):
         for kind, item in _split(stmts):
             if kind == "threads":
-                self.emit(f"for t in range({threads}):", indent)
-                self.body(item, indent + 4)
+                self.threads(lambda item=item: self.statements(item))
             elif kind == "shuffle":
-                self.emit(f"for t in range({threads}):", indent)
-                for s in item:
-                    inner = indent + 4
-                    if s.dst.slots > 1:
-                        self.emit(f"for r in range({s.dst.slots}):", inner)
-                        self.at, inner = "r", inner + 8 - 4
-                    self.thread = f"t ^ {s.xor}"
-                    source = self.ref(s.src)
-                    self.thread = "t"
-                    self.emit(f"{self.ref(s.dst)} = {source}", inner)
-                    self.at = 0
-            elif kind == "warp":  # mma or ldmatrix: all lanes' registers at once
-                self.collective(item, indent)
+                self.threads(lambda item=item: self.shuffles(item))
+            elif kind == "warp":
+                self.collective(item)
             else:
-                self.loop(item, indent)
+                self.block_loop(item)
 
-    def collective(self, s, indent):
-        def row(x):
-            return self.rows[code_type_name(x.dtype)][x]
+    def shuffles(self, group):
+        b = self.builder
+        for s in group:
+            partner = b.xor(self.t, ir.Constant(I32, s.xor))
+            for r in range(s.dst.slots):
+                value = self.load_row(s.src, r if s.src.slots > 1 else 0, partner)
+                self.store_row(s.dst, r, self.t, value)
 
-        threads = self.program.num_threads
-        if isinstance(s, Wgmma):
-            return self.wgmma(s, indent, row)
+    def block_loop(self, s: Loop):
+        """A loop whose body synchronises: its index the same in every thread, its carried
+        registers in the tables (copied from the inits before, from the results each time round)."""
+        b = self.builder
+        if s.params:
+            self.threads(lambda: self.copy(s.params, s.inits))
+        start, stop, step = (convert(self, self.uniform(x), x.dtype, s.index.dtype) for x in (s.start, s.stop, s.step))
+        self.check_step(s, step)
+        before = b.block
+        header, inside, done = (b.append_basic_block(f"loop_{x}") for x in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        index = b.phi(start.type, name=s.index.name)
+        index.add_incoming(start, before)
+        b.cbranch(self._more(index, stop, step, s.index.dtype), inside, done)
+        b.position_at_end(inside)
+        outer = self.block_values
+        self.block_values = {**outer, s.index: [index]}
+        self.values = dict(self.block_values)
+        self.phases(s.body)
+        if s.params:
+            self.threads(lambda: self.copy(s.params, s.results))
+        self.block_values = outer
+        self.values = dict(outer)
+        index.add_incoming(b.add(index, step), b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
+    def copy(self, targets, sources):
+        """``targets = sources`` at once (a source may be another target)."""
+        values = [self.slots(v, t.slots) for t, v in zip(targets, sources)]
+        for t, v in zip(targets, values):
+            self.define(t, v)
+
+    def check_step(self, s: Loop, step):
+        if isinstance(s.step, Imm):
+            return
+        self.loops.append(s)
+        self.fail(self.builder.icmp_unsigned("==", step, ir.Constant(step.type, 0)), len(self.loops))
+
+    # ------------------------------------------------------------------ collectives
+
+    def _table_args(self, name):
+        """(pointer as i8*, rows) of a register table, or a null pointer and 0."""
+        b = self.builder
+        if name not in self.rows:
+            return [ir.Constant(I8.as_pointer(), None), ir.Constant(I64, 0)]
+        return [b.bitcast(self.pointers[f"regs_{name}"], I8.as_pointer()), ir.Constant(I64, self.rows[name])]
+
+    def _row_of(self, x):
+        return ir.Constant(I64, self.tables[x][1])
+
+    def call(self, helper, args):
+        """Call a numba-compiled helper (``cpu_intrinsics``) by its address."""
+        fn_type = ir.FunctionType(ir.VoidType(), [a.type for a in args])
+        address = ir.Constant(I64, helper.address)
+        self.builder.call(self.builder.inttoptr(address, fn_type.as_pointer()), args)
+
+    def buffer_args(self, buffer):
+        b = self.builder
+        if buffer is None:
+            return [ir.Constant(I8.as_pointer(), None), ir.Constant(I64, 0)]
+        return [b.bitcast(self.shared[buffer], I8.as_pointer()), ir.Constant(I64, self.program.shared[buffer][1])]
+
+    def collective(self, s):
+        threads = ir.Constant(I64, self.program.num_threads)
+        ints = _i64
         if isinstance(s, Mma):
-            rows = _ints(row(s.a), row(s.b))
-            args = f"regs_uint32, {rows}, regs_float32, {_ints(row(s.c), row(s.dst), threads)}"
             kind = ("float16", "bfloat16", "float32").index(s.dtype.name)  # (float32: TF32 words)
-            self.emit(f"mma_m16n8({args}, {_ints(*s.shape, kind)})", indent)
-        else:
+            rows = [self._row_of(x) for x in (s.a, s.b)]
+            c = self._row_of(s.c) if isinstance(s.c, Reg) else None
+            if c is None:
+                raise TileCompilerError("the CPU backend needs the accumulator of an Mma in registers")
+            args = [*self._table_args("i32"), *rows, *self._table_args("float"), c, self._row_of(s.dst), threads]
+            self.call(helpers.callback("mma"), args + [ints(v) for v in (*s.shape, kind)])
+        elif isinstance(s, LdMatrix):
             groups = s.dst.slots // 4
-            args = f"regs_uint32, {_ints(row(s.dst))}, {s.buffer}, regs_int32, {_ints(row(s.index), groups, threads)}"
-            self.emit(f"ldmatrix_x4({args}, {_ints(s.trans)})", indent)
+            args = [*self._table_args("i32"), self._row_of(s.dst), *self.buffer_args(s.buffer)]
+            args += [*self._table_args("i32"), self._row_of(s.index), ints(groups), threads, ints(s.trans)]
+            self.call(helpers.callback("ldmatrix"), args)
+        else:
+            self.wgmma(s)
 
-    def wgmma(self, s: Wgmma, indent, row):
+    def wgmma(self, s: Wgmma):
         """Each warpgroup's instructions from its descriptors' fields (cpu_intrinsics.wgmma_m64)."""
         mb, nb, n, ks = s.shape
+        ints = _i64
         for g in range(self.program.num_threads // 128):
-            self.thread = str(128 * g)  # (the operands' indices are uniform in a warpgroup)
+            t0 = ir.Constant(I32, 128 * g)  # (the operands' indices are uniform in a warpgroup)
             operands = []
             for buffer, index, tile, k_major, blocks, size in (
                 (s.a_buffer, s.a_index, s.a_tile, s.a_k_major, mb, 64),
@@ -257,235 +451,230 @@ class CpuWriter(SourceWriter):
                     for i in range(blocks)
                     for kk in range(ks)
                 ]
-                # a module-level array (numba freezes it): one compile of wgmma_m64 for any count
-                steps = self.constants.setdefault(f"np.array({steps}, np.int64)", f"steps_{len(self.constants)}")
-                if in_registers:  # (a_buf unused: the words come as the last argument)
-                    none = self.constants.setdefault("np.zeros(0, np.uint32)", "no_buffer")
-                    operands.append(f"{none}, {_ints(row(s.a_regs))}, {steps}, {_ints(0, 0, 16, True)}")
+                steps_array = self.constant_array(steps)
+                if in_registers:
+                    operands += [*self.buffer_args(None), self._row_of(s.a_regs), steps_array]
+                    operands += [ints(v) for v in (0, 0, 16, 1)]
                 else:
+                    t, self.t = self.t, t0
+                    start = self.builder.mul(self.builder.sext(self.get(index, 0, INT32), I64), ir.Constant(I64, 4))
+                    self.t = t
                     lbo, sbo = tile.strides(k_major)
-                    operands.append(f"{buffer}, 4 * {self.ref(index)}, {steps}, {_ints(lbo, sbo, tile.width, k_major)}")
-            self.thread = "t"
-            rows = f"regs_float32, {_ints(-1 if s.c is None else row(s.c), row(s.dst), 128 * g)}"
-            words = (
-                "regs_uint32"
-                if s.a_regs is not None
-                else self.constants.setdefault("np.zeros((0, 0), np.uint32)", "no_words")
-            )
-            flags = _ints(mb, nb, n, ks, s.dtype.name == "bfloat16")
-            self.emit(f"wgmma_m64({rows}, {', '.join(operands)}, {flags}, {words})", indent)
+                    operands += [*self.buffer_args(buffer), start, steps_array]
+                    operands += [ints(v) for v in (lbo, sbo, tile.width, k_major)]
+            c = ir.Constant(I64, -1) if s.c is None else self._row_of(s.c)
+            words = self._table_args("i32") if s.a_regs is not None else [ir.Constant(I8.as_pointer(), None), ints(0)]
+            flags = [ints(v) for v in (mb, nb, n, ks, s.dtype.name == "bfloat16")]
+            args = [*self._table_args("float"), c, self._row_of(s.dst), ints(128 * g), *operands, *flags, *words]
+            self.call(helpers.callback("wgmma"), args + [ir.Constant(I64, self.program.num_threads)])
 
-    def loop(self, s: Loop, indent):
-        threads = self.program.num_threads
-        if s.params:
-            self.emit(f"for t in range({threads}):", indent)
-            self.copy(s.params, s.inits, indent + 4)
-        bounds = ", ".join(self.uniform_ref(x) for x in (s.start, s.stop, s.step))
-        self.before_loop(s, indent, self.uniform_ref)
-        self.emit(f"for {s.index.name} in range({bounds}):", indent)
-        self.phases(s.body, indent + 4)
-        if s.params:
-            self.emit(f"for t in range({threads}):", indent + 4)
-            self.copy(s.params, s.results, indent + 8)
+    def constant_array(self, values):
+        """A pointer (i8*) to a constant array of int64s in the module."""
+        array_type = ir.ArrayType(I64, len(values))
+        g = ir.GlobalVariable(self.module, array_type, f"steps_{len(self.module.global_values)}")
+        g.global_constant, g.initializer, g.linkage = True, ir.Constant(array_type, list(values)), "internal"
+        return self.builder.bitcast(g, I8.as_pointer())
 
-    def before_loop(self, loop: Loop, indent, ref=None):
-        """A zero step raises ``ZeroStep(i)``, ``i`` naming the loop (numba raises constants only)."""
-        if not isinstance(loop.step, Imm):
-            self.loops.append(loop)
-            self.emit(f"if {(ref or self.ref)(loop.step)} == 0:", indent)
-            self.emit(f"raise ZeroStep({len(self.loops) - 1})", indent + 4)
+    # ------------------------------------------------------------------ copies, TMA
 
-    def uniform_ref(self, x):
-        self.thread = "0"
-        try:
-            return self.ref(x)
-        finally:
-            self.thread = "t"
+    def _AsyncCopy(self, s: AsyncCopy):
+        """Into the words in flight, tagged with the thread and its group: moved to the buffer
+        at the wait covering them. Where the window is ``aligned`` each group must be aligned and
+        whole or empty (the CUDA kernel copies it so, without looking: a failure is the lowering's)."""
+        b = self.builder
+        d = self.arrays[s.array].dtype
+        lanes = 16 // d.itemsize
+        ptr = self.get(array_reg(s.array, "ptr"))
+        pending, group = self.pointers[f"{s.buffer}__pending"], self.pointers[f"{s.buffer}__group"]
+        owner = self.pointers[f"{s.buffer}__owner"]
+        tag = b.load(b.gep(self.pointers["async_groups"], [self.t]))
+        for r in range(extent(s)):
+            offset = b.add(self.get(s.base, 0, INT64), self.get(s.offset, r, INT64))
+            ok, first, last = self.get(s.mask, r, BOOL), self.get(s.first, r, INT32), self.get(s.last, r, INT32)
+            if not (isinstance(s.aligned, Imm) and not s.aligned.value):
 
-    def special(self, op):
-        if op.op == "thread_id":
-            return "int32(t)"
-        if op.op == "block_id":
-            return ("bx", "by", "bz")[op.attr]
-        if op.op == "num_blocks":
-            return f"int32({('grid_x', 'grid_y', 'grid_z')[op.attr]})"
-        return super().special(op)
+                def partial(x):
+                    inside = b.icmp_signed("<", x, ir.Constant(I32, lanes))
+                    return b.and_(b.icmp_signed(">", x, ir.Constant(I32, 0)), inside)
 
-    def memory(self, array, offset, i=0):
-        """The element ``offset + i`` of an array argument (not :meth:`element`, a register's slot)."""
-        return f"{array}__buf[{array}__origin + {self.ref(offset)}{f' + {i}' if i else ''}]"
+                odd = b.icmp_unsigned("!=", b.and_(offset, ir.Constant(I64, lanes - 1)), ir.Constant(I64, 0))
+                broken = b.or_(odd, b.or_(partial(first), partial(last)))
+                self.fail(b.and_(self.get(s.aligned, r, BOOL), broken), MISALIGNED_COPY)
+            at = b.sext(self.get(s.index, r, INT32), I64)
+            words = []
+            for i in range(lanes):
+                lane = ir.Constant(I32, i)
+                inside = b.and_(ok, b.and_(b.icmp_signed("<=", first, lane), b.icmp_signed("<", lane, last)))
+                memory_type = I16 if d.itemsize == 2 else pending.type.pointee
+                value = _masked_load(b, ptr, b.add(offset, ir.Constant(I64, i)), d.itemsize, memory_type, inside)
+                words.append(value)
+            if d.itemsize == 2:  # two raw 16-bit lanes a word, the first low
+                words = [b.or_(b.zext(words[2 * w], I32), b.shl(b.zext(words[2 * w + 1], I32), ir.Constant(I32, 16)))
+                         for w in range(4)]  # fmt: skip
+            for w, word in enumerate(words):
+                where = b.add(at, ir.Constant(I64, w))
+                b.store(word, b.gep(pending, [where]))
+                b.store(tag, b.gep(group, [where]))
+                b.store(b.zext(self.t, I64), b.gep(owner, [where]))
 
-    def statement(self, s, indent):
-        if isinstance(s, (Load, Store)):
-            d = self.arrays[s.array].dtype
-            lane = "i" if s.lanes > 1 else 0
-            ok = (
-                self.ref(s.mask)
-                if s.lanes == 1
-                else f"{self.ref(s.mask)} and {self.ref(s.first)} <= i < {self.ref(s.last)}"
-            )
-            target = self.memory(s.array, s.offset, lane)
-            if isinstance(s, Load) and s.pack > 1:  # raw 16-bit bits, two lanes to a uint32 word
-                self.emit(f"for w in range({s.lanes // 2}):", indent)
-                for half in (0, 1):
-                    self.emit(f"i = 2 * w + {half}", indent + 4)
-                    self.emit(f"h{half}_ = uint32({target} if {ok} else {self.ref(s.pad)})", indent + 4)
-                self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes // 2, 'w'))} = h0_ | (h1_ << 16)", indent + 4)
-                return
-            if s.lanes > 1:
-                self.emit(f"for i in range({s.lanes}):", indent)
-                indent += 4
-            if isinstance(s, Load):  # (into uint16 registers: a 16-bit float's raw bits)
-                value = f"{_from_memory(s.dst.dtype, target)} if {ok} else {self.ref(s.pad)}"
-                self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes, lane))} = {value}", indent)
-            else:
-                value = _to_memory(d, self.ref(s.values, lane_slot(self.at, s.lanes, lane)))
-                self.emit(f"if {ok}:", indent)
-                self.emit(f"{target} = {value}", indent + 4)
-        elif isinstance(s, Atomic):
-            d = self.arrays[s.array].dtype
-            target, v = self.memory(s.array, s.offset), self.ref(s.value)
-            current = _from_memory(d, target)
-            combined = {"add": f"{current} + {v}", "max": f"max({current}, {v})", "min": f"min({current}, {v})"}[s.op]
-            if s.op != "add" and d.is_float:
-                cmp = ">" if s.op == "max" else "<"
-                combined = f"{v} if ({v} {cmp} {current} or {v} != {v}) else {current}"
-            value = f"{code_type_name(d)}({combined})"
-            if d.is_float and d.bits == 16:
-                value = f"round_{d.name}({value})"
-            self.masked(s.mask, f"{target} = {_to_memory(d, value)}", indent)
-        elif isinstance(s, AsyncCopy):  # into the words in flight: moved to the buffer at the wait
-            b, array = s.buffer, s.array
-            offset = f"wrapping_add({self.ref(s.base)}, {self.ref(s.offset)})"
-            lanes = ", ".join([offset, *(self.ref(x) for x in (s.mask, s.first, s.last, s.aligned))])
-            copy = "async_copy" if self.arrays[array].dtype.itemsize == 2 else "async_copy_words"
-            self.emit(f"{copy}({b}__pending, {b}__group, {b}__owner, {self.ref(s.index)}, {array}__buf, "
-                      f"{array}__origin, {lanes}, async_groups[t], t)", indent)  # fmt: skip
-        elif isinstance(s, AsyncCommit):
-            self.emit("async_groups[t] += 1", indent)
-        elif isinstance(s, AsyncWait):  # this thread's copies of the groups done land in shared memory
-            for b in self.async_buffers:
-                self.emit(f"async_land({b}, {b}__pending, {b}__group, {b}__owner, t, async_groups[t] - {s.pending})",
-                          indent)  # fmt: skip
-        elif isinstance(s, Mbarriers):
-            self.emit("if t == 0:", indent)
-            self.emit(f"{s.buffer}[:{s.count}] = {0 if s.valid else INVALID}", indent + 4)
-        elif isinstance(s, TmaLoad):  # lands now, completing the stage's phase (cpu_intrinsics.tma_box)
-            self.emit(f"if t == 0 and {self.ref(s.pred)}:", indent)
-            stage = self.ref(s.stage)
-            self.emit(f"{s.barriers}[{stage}] += 1", indent + 4)
+    def _AsyncCommit(self, s):
+        b = self.builder
+        at = b.gep(self.pointers["async_groups"], [self.t])
+        b.store(b.add(b.load(at), ir.Constant(I64, 1)), at)
+
+    def _AsyncWait(self, s: AsyncWait):
+        """This thread's copies of the groups done land in shared memory."""
+        b = self.builder
+        done = b.sub(b.load(b.gep(self.pointers["async_groups"], [self.t])), ir.Constant(I64, s.pending))
+        me = b.zext(self.t, I64)
+        for name in self.async_buffers:
+            buffer, pending = self.shared[name], self.pointers[f"{name}__pending"]
+            group, owner = self.pointers[f"{name}__group"], self.pointers[f"{name}__owner"]
+
+            def land(w, buffer=buffer, pending=pending, group=group, owner=owner):
+                tag = b.load(b.gep(group, [w]))
+                mine = b.icmp_signed("==", b.load(b.gep(owner, [w])), me)
+                started = b.icmp_signed(">=", tag, ir.Constant(I64, 0))
+                landed = b.and_(mine, b.and_(started, b.icmp_signed("<", tag, done)))
+                with b.if_then(landed):
+                    b.store(b.load(b.gep(pending, [w])), b.gep(buffer, [w]))
+                    b.store(ir.Constant(I64, -1), b.gep(group, [w]))
+
+            self.counted(self.program.shared[name][1], land, "w")
+
+    def _ProxyFence(self, s):  # (one proxy)
+        pass
+
+    def _WgmmaWait(self, s):  # (a wgmma is done when issued)
+        pass
+
+    def _Mbarriers(self, s: Mbarriers):
+        b = self.builder
+        bars = self.shared[s.buffer]
+        with b.if_then(b.icmp_unsigned("==", self.t, ir.Constant(I32, 0))):
+            for i in range(s.count):
+                b.store(ir.Constant(I64, 0 if s.valid else INVALID), b.gep(bars, [ir.Constant(I32, i)]))
+
+    def _MbarrierWait(self, s: MbarrierWait):
+        """A TmaLoad completes its phase as it is issued (one phase per count): the phase of
+        ``parity`` must have completed, the wait on the GPU would never end otherwise."""
+        b = self.builder
+        word = b.load(b.gep(self.shared[s.barriers], [self.get(s.stage)]))
+        parity = b.zext(self.get(s.parity, 0, INT32), I64)
+        invalid = b.icmp_unsigned(">=", word, ir.Constant(I64, INVALID))
+        self.fail(b.or_(invalid, b.icmp_unsigned("==", b.and_(word, ir.Constant(I64, 1)), parity)), DEAD_WAIT)
+
+    def _TmaLoad(self, s: TmaLoad):
+        """Thread 0 lands each box now (zeros where out of bounds) into its swizzled tile and
+        completes the stage's phase."""
+        b = self.builder
+        with b.if_then(b.and_(b.icmp_unsigned("==", self.t, ir.Constant(I32, 0)), self.get(s.pred, 0, BOOL))):
+            bar = b.gep(self.shared[s.barriers], [self.get(s.stage)])
+            b.store(b.add(b.load(bar), ir.Constant(I64, 1)), bar)
             for buffer, at, m, coords in zip(s.buffers, s.indices, s.maps, box_coords(s)):
-                tmap = self.program.tensor_maps[m]
-                axes = range(len(tmap.box) - 1, -1, -1)  # innermost first
-                shape, strides = ([self.ref(array_reg(tmap.array, w, d)) for d in axes] for w in ("shape", "stride"))
-                args = [f"({', '.join(xs)},)" for xs in (shape, strides, [self.ref(x) for x in coords])]
-                box = f"({', '.join(str(tmap.box[d]) for d in axes)},)"
-                self.emit(f"tma_box({buffer}, {self.ref(at)}, {tmap.array}__buf, {tmap.array}__origin, "
-                          f"{', '.join(args)}, {box}, {tmap.swizzle})", indent + 4)  # fmt: skip
-        elif isinstance(s, MbarrierWait):  # (a TmaLoad completed it as it was issued)
-            self.emit(f"mbarrier_wait({s.barriers}, {self.ref(s.stage)}, {self.ref(s.parity)})", indent)
-        elif isinstance(s, (ProxyFence, WgmmaWait)):  # (one proxy; a wgmma is done when issued)
-            self.emit("pass", indent)
-        elif isinstance(s, SharedLoad) and s.lanes > 1:
-            self.emit(f"at_ = {self.ref(s.index)}", indent)  # (an inlined index is rendered once)
-            for i in range(s.lanes):
-                self.emit(f"{self.ref(s.dst, lane_slot(self.at, s.lanes, i))} = {s.buffer}[at_ + {i}]", indent)
-        elif isinstance(s, SharedLoad):
-            value = f"{s.buffer}[{self.ref(s.index)}]"
-            self.emit(
-                f"{self.ref(s.dst)} = {value} != 0" if s.dst.dtype.is_bool else f"{self.ref(s.dst)} = {value}", indent
-            )
-        elif isinstance(s, SharedStore):  # (a phase runs its threads one after another: += is atomic)
-            eq = "+=" if s.add else "="
-            self.masked(s.mask, f"{s.buffer}[{self.ref(s.index)}] {eq} {self.ref(s.value)}", indent)
-        else:
-            raise TileCompilerError(f"the CPU backend cannot emit {type(s).__name__} inside a phase")
+                self.tma_box(buffer, self.get(at, 0, INT64), self.program.tensor_maps[m], coords)
+
+    def tma_box(self, buffer, at, tmap, coords):
+        b = self.builder
+        axes = range(len(tmap.box) - 1, -1, -1)  # innermost first
+        shape = [self.get(array_reg(tmap.array, "shape", d)) for d in axes]
+        strides = [self.get(array_reg(tmap.array, "stride", d)) for d in axes]
+        coords = [self.get(c, 0, INT64) for c in coords]
+        box = [tmap.box[d] for d in axes]
+        ptr = self.get(array_reg(tmap.array, "ptr"))
+        zero = ir.Constant(I64, 0)
+        inside, corner = ir.Constant(I1, 1), zero
+        for d in range(2, len(shape)):
+            ok = b.and_(b.icmp_signed(">=", coords[d], zero), b.icmp_signed("<", coords[d], shape[d]))
+            inside, corner = b.and_(inside, ok), b.add(corner, b.mul(coords[d], strides[d]))
+        words, width = self.shared[buffer], tmap.swizzle
+
+        def row(r):
+            y = b.add(coords[1], r)
+
+            def column(c):
+                x = b.add(coords[0], c)
+                ok = b.and_(inside, b.and_(b.icmp_signed(">=", y, zero), b.icmp_signed("<", y, shape[1])))
+                ok = b.and_(ok, b.and_(b.icmp_signed(">=", x, zero), b.icmp_signed("<", x, shape[0])))
+                element = b.add(corner, b.add(b.mul(y, strides[1]), b.mul(x, strides[0])))
+                bits = b.zext(_masked_load(b, ptr, element, 2, I16, ok), I32)
+                byte = b.add(b.mul(at, ir.Constant(I64, 4)), b.mul(r, ir.Constant(I64, width)))
+                byte = b.add(byte, b.mul(c, ir.Constant(I64, 2)))
+                swizzle = b.and_(b.lshr(byte, ir.Constant(I64, 7)), ir.Constant(I64, width // 16 - 1))
+                byte = b.xor(byte, b.shl(swizzle, ir.Constant(I64, 4)))
+                half = b.and_(b.lshr(byte, ir.Constant(I64, 1)), ir.Constant(I64, 1))
+                shift = b.trunc(b.shl(half, ir.Constant(I64, 4)), I32)
+                word = b.gep(words, [b.lshr(byte, ir.Constant(I64, 2))])
+                kept = b.and_(b.load(word), b.not_(b.shl(ir.Constant(I32, 0xFFFF), shift)))
+                b.store(b.or_(kept, b.shl(bits, shift)), word)
+
+            self.counted(box[0], column, "c")
+
+        self.counted(box[1], row, "r")
 
 
-_MODULES_LOCK = threading.Lock()
+def _i64(v):
+    return ir.Constant(I64, int(v))
 
 
-def write_module(source: str, prefix: str):
-    """Write ``source`` to ``<cache>/<prefix>_<hash>.py`` and import it (once per process,
-    whichever threads ask at the same time; a module that fails to import is not kept)."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
-    name = f"tilelang_{prefix}_{digest}"
-    with _MODULES_LOCK:
-        if name in sys.modules:
-            return sys.modules[name]
-        path = os.path.join(cache_dir(), name + ".py")
-        if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)  # atomic: concurrent writers leave one complete file
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-        return module
+def _masked_load(b, ptr, element, itemsize, memory_type, ok):
+    """``ptr[element]`` (an element of ``itemsize`` bytes, read as ``memory_type``), or 0 where not ``ok``."""
+    address = b.inttoptr(b.add(ptr, b.mul(element, ir.Constant(I64, itemsize))), memory_type.as_pointer())
+    slot = local(b, ir.Constant(memory_type, None))
+    with b.if_then(ok):
+        b.store(b.load(address), slot)
+    return b.load(slot)
 
 
-def _from_memory(d, text):
-    if d.is_float and d.bits == 16:
-        return f"{d.name}_value({text})"
-    return text
+_LLVM_TYPES = {"i8": I8, "i16": I16, "i32": I32, "i64": I64, "float": ir.FloatType(), "double": ir.DoubleType()}
 
 
-def _to_memory(d, text):
-    if d.is_float and d.bits == 16:
-        return f"{d.name}_bits({text})"
-    return text
+def _np_dtype(t) -> np.dtype:
+    return {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "float": np.float32,
+            "double": np.float64}[str(t)]  # fmt: skip
 
 
-class _Owner:
-    """Exposes an array's memory from its lowest addressed element (negative strides too)."""
+def _np_type(dtype):
+    return {np.dtype(np.int8): I8, np.dtype(np.int16): I16, np.dtype(np.int32): I32, np.dtype(np.int64): I64,
+            np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}[np.dtype(dtype)]  # fmt: skip
 
-    def __init__(self, array):
-        self.array = array
-        itemsize = array.itemsize
-        strides = [s // itemsize for s in array.strides]
-        low = sum(min(0, (n - 1) * s) for n, s in zip(array.shape, strides)) if array.size else 0
-        high = sum(max(0, (n - 1) * s) for n, s in zip(array.shape, strides)) if array.size else 0
-        self.origin = -low
-        ptr = array.__array_interface__["data"][0] + low * itemsize
-        self.__array_interface__ = {
-            "data": (ptr, False),
-            "shape": ((high - low + 1) * itemsize,),
-            "typestr": "|u1",
-            "version": 3,
-        }
+
+_C_TYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+            "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+            "uint64": ctypes.c_uint64, "float16": ctypes.c_float, "bfloat16": ctypes.c_float,
+            "float32": ctypes.c_float, "float64": ctypes.c_double}  # fmt: skip
 
 
 class CpuKernel:
-    """Blocks run one after another for small grids, in parallel (``prange``) for large ones
-    when the kernel has no atomics; each variant is compiled when first needed (numba's
-    parallel compile takes about twice as long)."""
+    """The thread program compiled for the host; blocks run in parallel over worker threads
+    for grids of many blocks when the kernel has no atomics."""
 
-    PARALLEL_BLOCKS = 1024  # below this, starting the thread pool costs more than it saves
+    PARALLEL_BLOCKS = 64  # below this, one thread runs every block
 
     def __init__(self, program: ThreadProgram, without_tma=None):
         self.program = program
         self._without_tma = without_tma  # makes the kernel lowered without TMA (kernel.py), then is it
-        writer = CpuWriter(program, parallel=False)
-        self.source = writer.source()
-        self.scratch = writer.scratch()
-        self.loop_locs = [loop.loc for loop in writer.loops]
+        emitter = CpuEmitter(program)
+        self.module, self.entry = emitter.module, emitter.function.name
+        self.ir = str(emitter.module)
+        self.scratch = emitter.scratch
+        self.loop_locs = [loop.loc for loop in emitter.loops]
         self.can_parallel = not any(isinstance(s, Atomic) for s in walk_statements(program.body))
-        self._functions = {}
+        self._function = None
+        self._argtypes = [_C_TYPES[r.dtype.name] for r in param_regs(program)]
 
     def without_tma(self) -> CpuKernel:
-        """The version for arrays no tensor map takes: the program lowered without TMA."""
         if not isinstance(self._without_tma, CpuKernel):
             self._without_tma = self._without_tma()
         return self._without_tma
 
-    def function(self, parallel: bool):
-        if parallel not in self._functions:
-            source = self.source if not parallel else CpuWriter(self.program, parallel=True).source()
-            module = write_module(source, f"cpu_{self.program.name}")
-            self._functions[parallel] = getattr(module, self.program.name)
-        return self._functions[parallel]
+    def function(self):
+        """The compiled kernel (MCJIT, on first use)."""
+        if self._function is None:
+            address = jit(self.module, self.entry)
+            argtypes = [ctypes.c_int64] * 5 + [ctypes.c_void_p] + self._argtypes
+            self._function = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(address)
+        return self._function
 
     def __call__(self, grid, args):
         grid = tuple(grid) + (1,) * (3 - len(grid))
@@ -493,22 +682,33 @@ class CpuKernel:
             return
         if not tensor_maps_ok(self.program, args):  # (what the CUDA launcher decides, by the same rules)
             return self.without_tma()(grid, args)
-        views, rest = [], []
+        flat = []
         for p, value in zip(self.program.params, args):
             if isinstance(p, ArrayParam):
-                flat, origin, base = _array_view(value)
-                views += [flat, np.int64(origin)]
-                rest += [np.uint64(base), *map(np.int64, value.shape)]
-                rest += [np.int64(s // value.itemsize) for s in value.strides]
+                flat += [value.__array_interface__["data"][0], *value.shape]
+                flat += [s // value.itemsize for s in value.strides]
             else:
-                rest.append(value)
-        parallel = self.can_parallel and grid[0] * grid[1] * grid[2] >= self.PARALLEL_BLOCKS
-        workers = numba.get_num_threads() if parallel else 1
-        scratch = [np.empty((workers, *shape), dtype) for _, dtype, shape in self.scratch]
-        try:
-            self.function(parallel)(*map(np.int64, grid), *views, *rest, *scratch)
-        except ZeroStep as err:
-            raise TileValueError("tl.range: step must not be zero", self.loop_locs[err.args[0]]) from None
+                flat.append(value.item() if hasattr(value, "item") else value)
+        blocks = grid[0] * grid[1] * grid[2]
+        workers = min(os.cpu_count() or 1, blocks // 16) if self.can_parallel and blocks >= self.PARALLEL_BLOCKS else 1
+        function = self.function()
+        chunks = np.linspace(0, blocks, max(workers, 1) + 1).astype(np.int64)
+
+        def run(k):
+            scratch = [np.empty(shape, dtype) for _, dtype, shape in self.scratch]
+            pointers = (ctypes.c_void_p * max(len(scratch), 1))(*[a.ctypes.data for a in scratch])
+            return function(int(chunks[k]), int(chunks[k + 1]), *grid, ctypes.cast(pointers, ctypes.c_void_p), *flat)
+
+        if workers <= 1:
+            codes = [run(0)]
+        else:
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                codes = list(pool.map(run, range(workers)))
+        for code in codes:
+            if code > 0:
+                raise TileValueError("tl.range: step must not be zero", self.loop_locs[code - 1])
+            if code < 0:
+                raise TileCompilerError(f"tilelang: {_ERRORS[code]}")
 
 
 def tensor_maps_ok(program: ThreadProgram, args) -> bool:
@@ -521,11 +721,3 @@ def tensor_maps_ok(program: ThreadProgram, args) -> bool:
         if not tensor_map_ok(a.__array_interface__["data"][0], a.shape, strides, a.itemsize):
             return False
     return True
-
-
-def _array_view(array: np.ndarray):
-    """A flat typed view of the memory ``array`` spans, the index of its element 0 in it,
-    and its data pointer. 16-bit floats are viewed as their bits (numba has no such type)."""
-    owner = _Owner(array)
-    dtype = np.dtype(np.uint16) if array.dtype.name in ("float16", "bfloat16") else array.dtype
-    return np.asarray(owner).view(dtype), owner.origin, array.__array_interface__["data"][0]

@@ -1,29 +1,18 @@
-"""Helpers the CPU backend's generated code calls: 16-bit float conversions in integer
-arithmetic (numba has no float16 or bfloat16 on the CPU), bit for bit what the GPU's
-``cvt.rn`` instructions do: round to nearest, ties to even, with subnormals, inf and NaN.
+"""The CPU backend's warp collectives, compiled with numba: mma.sync, ldmatrix and wgmma over
+the kernel's register tables and shared buffers, computing from the PTX ISA's fragment
+tables (not from the compiler's own layout objects, so a wrong layout is a wrong CPU
+result). The kernel (cpu.py) calls each by its address (:func:`callback`), with raw pointers
+and sizes the helper views as arrays.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, cfunc, njit, types
 from numba.core.extending import intrinsic
-
-from .numba_pipeline import LeanCompiler  # noqa: F401 - the generated kernels' pipeline_class
-from .numba_source import WRAPPING, llvm_math_intrinsic, select_intrinsic, wrapping_intrinsic
-
-
-class ZeroStep(Exception):
-    """Raised by a CPU kernel whose tl.range loop has a zero step; the argument numbers the loop."""
-
-
-@intrinsic
-def f32_bits(typingctx, x):
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.uint32(types.float32), codegen
 
 
 @intrinsic
@@ -35,33 +24,8 @@ def f32_from_bits(typingctx, u):
 
 
 @njit(cache=True)
-def bfloat16_bits(x):
-    u = f32_bits(np.float32(x))
-    if (u & 0x7FFFFFFF) > 0x7F800000:  # NaN stays NaN (quiet)
-        return np.uint16((u >> 16) | 0x40)
-    u = u + np.uint32(0x7FFF) + ((u >> 16) & 1)
-    return np.uint16(u >> 16)
-
-
-@njit(cache=True)
 def bfloat16_value(h):
     return f32_from_bits(np.uint32(h) << 16)
-
-
-@njit(cache=True)
-def float16_bits(x):
-    u = f32_bits(np.float32(x))
-    sign = np.uint32((u >> 16) & 0x8000)
-    a = u & np.uint32(0x7FFFFFFF)
-    if a >= 0x7F800000:
-        return np.uint16(sign | (0x7E00 if a > 0x7F800000 else 0x7C00))
-    if a >= 0x477FF000:  # 65520 and up round to infinity
-        return np.uint16(sign | 0x7C00)
-    if a < 0x38800000:  # below the smallest normal float16: a subnormal (or zero)
-        scaled = f32_from_bits(a) * np.float32(16777216.0)  # exact: times 2**24
-        return np.uint16(sign | np.uint32(np.rint(scaled)))
-    a = a + np.uint32(0xFFF) + ((a >> 13) & 1)
-    return np.uint16(sign | ((a - np.uint32(0x38000000)) >> 13))
 
 
 @njit(cache=True)
@@ -76,64 +40,6 @@ def float16_value(h):
     if e == 31:
         return f32_from_bits(sign | np.uint32(0x7F800000) | (m << 13))
     return f32_from_bits(sign | ((e + 112) << 23) | (m << 13))
-
-
-@njit(cache=True)
-def float32_odd_float(x):
-    """float64 → float32 rounded to odd (toward zero, the last bit set if inexact): then rounding
-    that to a 16-bit float is correctly rounded, once (float32 keeps 2 bits more than needed)."""
-    r = np.float32(x)
-    back = np.float64(r)
-    if back != x and x == x:
-        u = f32_bits(r)
-        if abs(back) > abs(x):  # rounded away from zero: step back
-            u -= np.uint32(1)
-        r = f32_from_bits(u | np.uint32(1))
-    return r
-
-
-@njit(cache=True)
-def float32_odd_int(x):
-    """An integer of 32 or 64 bits → float32 rounded to odd (as :func:`float32_odd_float`)."""
-    hi = (x >> 11) << 11  # x = hi + lo, both exact in float64
-    lo = x - hi
-    r = np.float32(x)  # rounded once, to nearest
-    diff = (np.float64(r) - np.float64(hi)) - np.float64(lo)  # r - x, exact
-    if diff != 0:
-        u = f32_bits(r)
-        if (diff > 0) == (r > 0):
-            u -= np.uint32(1)
-        r = f32_from_bits(u | np.uint32(1))
-    return r
-
-
-@njit(cache=True)
-def round_float16(x):
-    return float16_value(float16_bits(x))
-
-
-@njit(cache=True)
-def round_bfloat16(x):
-    return bfloat16_value(bfloat16_bits(x))
-
-
-@njit(cache=True)
-def pack_float16(lo, hi):
-    return np.uint32(float16_bits(lo)) | (np.uint32(float16_bits(hi)) << np.uint32(16))
-
-
-@njit(cache=True)
-def pack_bfloat16(lo, hi):
-    return np.uint32(bfloat16_bits(lo)) | (np.uint32(bfloat16_bits(hi)) << np.uint32(16))
-
-
-@njit(cache=True)
-def tf32_bits(x):
-    """A float32 rounded to TF32 as ``cvt.rna.tf32.f32`` does (``primitives.tf32``): its bits."""
-    bits = f32_bits(np.float32(x))
-    if x != x:
-        return bits
-    return (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
 
 
 @njit(cache=True)
@@ -288,78 +194,62 @@ def ldmatrix_x4(words, dst_row, buffer, index, index_row, groups, threads, trans
                     words[32 * warp + lane, dst_row + 4 * grp + q] = word
 
 
-@njit(cache=True)
-def async_copy(pending, group, owner, at, memory, origin, offset, ok, first, last, aligned, tag, t):
-    """Thread ``t``'s ``AsyncCopy`` of one group: the 8 16-bit lanes at ``offset`` (where ``ok
-    and first <= i < last``, else 0) into words ``at`` to ``+ 3`` of ``pending``, tagged with
-    the thread and its group ``tag``: they reach the buffer at the wait covering it. Where
-    the window is ``aligned`` the group must be 8-element aligned and whole or empty: the
-    CUDA kernel copies it so, without looking (an error here is the lowering's)."""
-    if aligned and ((offset & 7) != 0 or 0 < first < 8 or 0 < last < 8):
-        raise AssertionError("tilelang: an AsyncCopy claimed aligned moves a partial or misaligned group")
-    for w in range(4):
-        word = np.uint32(0)
-        for i in range(2 * w, 2 * w + 2):
-            if ok and first <= i < last:
-                word |= np.uint32(memory[origin + offset + i]) << np.uint32(16 * (i & 1))
-        pending[at + w], group[at + w], owner[at + w] = word, tag, t
-
-
-@njit(cache=True)
-def async_copy_words(pending, group, owner, at, memory, origin, offset, ok, first, last, aligned, tag, t):
-    """:func:`async_copy` of a group of 4 32-bit lanes, one to a word."""
-    if aligned and ((offset & 3) != 0 or 0 < first < 4 or 0 < last < 4):
-        raise AssertionError("tilelang: an AsyncCopy claimed aligned moves a partial or misaligned group")
-    for i in range(4):
-        value = memory[origin + offset + i] if ok and first <= i < last else 0
-        pending[at + i], group[at + i], owner[at + i] = value, tag, t
-
-
-@njit(cache=True)
-def async_land(buffer, pending, group, owner, t, done):
-    """Thread ``t``'s copies of the groups before ``done`` move into ``buffer``."""
-    for w in range(buffer.size):
-        if owner[w] == t and 0 <= group[w] < done:
-            buffer[w], group[w] = pending[w], -1
-
-
 INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
 
-
-@njit(cache=True)
-def tma_box(buffer, at, memory, origin, shape, strides, coords, box, width):
-    """A ``TmaLoad`` box, landed now: the ``box[1] x box[0]`` elements at ``coords``
-    (innermost first, like ``shape``, ``strides`` and ``box``; the box's outer extents 1),
-    zeros where out of bounds, into the swizzled tile rows ``width`` bytes apart from word
-    ``at`` of ``buffer`` (its start a whole swizzle period: the XOR reads the offset)."""
-    inside, corner = True, origin
-    for d in range(2, len(shape)):
-        inside = inside and 0 <= coords[d] < shape[d]
-        corner += coords[d] * strides[d]
-    for r in range(box[1]):
-        row = coords[1] + r
-        for c in range(box[0]):
-            col = coords[0] + c
-            bits = np.uint32(0)
-            if inside and 0 <= row < shape[1] and 0 <= col < shape[0]:
-                bits = np.uint32(memory[corner + row * strides[1] + col * strides[0]])
-            byte = 4 * at + r * width + 2 * c
-            byte ^= ((byte >> 7) & (width // 16 - 1)) << 4
-            shift = np.uint32(16 * ((byte >> 1) & 1))
-            word = byte >> 2
-            buffer[word] = (buffer[word] & ~(np.uint32(0xFFFF) << shift)) | (bits << shift)
+_I8P, i64 = types.voidptr, types.int64
+_SIGNATURES = {
+    "mma": types.void(_I8P, i64, i64, i64, _I8P, i64, i64, i64, i64, i64, i64, i64, i64),
+    "ldmatrix": types.void(_I8P, i64, i64, _I8P, i64, _I8P, i64, i64, i64, i64, i64),
+    "wgmma": types.void(_I8P, i64, i64, i64, i64, _I8P, i64, i64, _I8P, i64, i64, i64, i64,
+                        _I8P, i64, i64, _I8P, i64, i64, i64, i64, i64, i64, i64, i64, i64, _I8P, i64, i64),
+}  # fmt: skip
 
 
-@njit(cache=True)
-def mbarrier_wait(bars, i, parity):
-    """An ``MbarrierWait`` on the CPU, where a ``TmaLoad`` completes its phase as it is
-    issued (one phase per count): the phase of ``parity`` must have completed, the wait on
-    the GPU would never end otherwise (an error here is the lowering's)."""
-    if bars[i] >= INVALID or (bars[i] & 1) == parity:
-        raise AssertionError("tilelang: an mbarrier wait on a phase no TMA copy completes")
+@functools.cache
+def callback(name: str):
+    """The C callback of helper ``name`` (compiled on first use, then cached on disk by numba)."""
+    return cfunc(_SIGNATURES[name], cache=True)(_CALLS[name])
 
 
-select = intrinsic(select_intrinsic)
-floor = intrinsic(llvm_math_intrinsic("floor"))
-ceil = intrinsic(llvm_math_intrinsic("ceil"))
-globals().update({f"wrapping_{name}": intrinsic(wrapping_intrinsic(name)) for name in WRAPPING})
+def _mma_call(words, word_rows, a_row, b_row, accs, acc_rows, c_row, d_row, threads, mi, ni, ki, kind):
+    mma_m16n8(carray(words, (threads, word_rows), np.uint32), a_row, b_row,
+              carray(accs, (threads, acc_rows), np.float32), c_row, d_row, threads, mi, ni, ki, kind)  # fmt: skip
+
+
+def _ldmatrix_call(words, word_rows, dst_row, buffer, size, index, index_rows, index_row, groups, threads, trans):
+    ldmatrix_x4(carray(words, (threads, word_rows), np.uint32), dst_row, carray(buffer, (size,), np.uint32),
+                carray(index, (threads, index_rows), np.int32), index_row, groups, threads, trans)  # fmt: skip
+
+
+def _wgmma_call(accs, acc_rows, c_row, d_row, t0, a_buf, a_size, a_start, a_steps, a_lbo, a_sbo, a_width, a_k_major,
+                b_buf, b_size, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16, words,
+                word_rows, threads):  # fmt: skip
+    wgmma_m64(
+        carray(accs, (threads, acc_rows), np.float32),
+        c_row,
+        d_row,
+        t0,
+        carray(a_buf, (a_size,), np.uint32),
+        a_start,
+        carray(a_steps, (mb * ks,), np.int64),
+        a_lbo,
+        a_sbo,
+        a_width,
+        a_k_major,
+        carray(b_buf, (b_size,), np.uint32),
+        b_start,
+        carray(b_steps, (nb * ks,), np.int64),
+        b_lbo,
+        b_sbo,
+        b_width,
+        b_k_major,
+        mb,
+        nb,
+        n,
+        ks,
+        bf16,
+        carray(words, (threads if word_rows else 0, word_rows), np.uint32),
+    )  # (none: a from shared memory)
+
+
+_CALLS = {"mma": _mma_call, "ldmatrix": _ldmatrix_call, "wgmma": _wgmma_call}

@@ -47,7 +47,7 @@ from ..dtypes import int64 as INT64
 from ..errors import TileCompilerError
 from . import cuda_intrinsics as memory
 from .cuda_arith import div_rn_f32, floor_divmod, instruction_f32
-from .cuda_mma import asm_statement, ldmatrix, mma, wgmma, wgmma_desc, wgmma_wait
+from .cuda_mma import asm_statement, ldmatrix, mma, pack, tf32_bits, wgmma, wgmma_desc, wgmma_wait
 from .cuda_tma import mbarrier_op, mbarrier_try_wait, tma_load
 from .llvm_emit import ThreadEmitter, param_regs, param_type
 from .llvm_values import convert, register_type
@@ -152,6 +152,12 @@ class KernelEmitter(ThreadEmitter):
 
     def rounded(self, x, d):
         return memory.rounded(self.builder, x, d)
+
+    def pack16(self, d, lo, hi):
+        return pack(self.builder, d.name, lo, hi)
+
+    def tf32_bits(self, x):
+        return tf32_bits(self.builder, x)
 
     def from_bits(self, h, d):
         return memory.widen(self.builder, h, d)
@@ -448,7 +454,6 @@ class KernelEmitter(ThreadEmitter):
                 phi.add_incoming(c, ran)
                 joined.append(phi)
             self.values[x] = joined
-
 
 
 def _rounded_to_16_bits(stmts) -> set:

@@ -84,8 +84,11 @@ def _words(builder, elements, d: DType, lanes: int):
     return value
 
 
-def widen(builder, raw, d: DType):
-    """Memory value → register value."""
+def widen(builder, raw, d: DType, host=None):
+    """Memory value → register value (``host``: the host target, which converts float16 in
+    integer arithmetic: no host instruction does everywhere)."""
+    if d.name == "float16" and host:
+        return host.from_bits(raw, d)
     if d.name == "float16":
         return builder.fpext(builder.bitcast(raw, ir.HalfType()), F32)
     if d.name == "bfloat16":
@@ -95,8 +98,10 @@ def widen(builder, raw, d: DType):
     return raw
 
 
-def narrow(builder, value, d: DType):
+def narrow(builder, value, d: DType, host=None):
     """Register value → memory value (exact: 16-bit float registers are representable)."""
+    if d.name == "float16" and host:
+        return host.bits16(value, d)
     if d.name == "float16":
         return builder.bitcast(builder.fptrunc(value, ir.HalfType()), I16)
     if d.name == "bfloat16":
@@ -141,37 +146,43 @@ def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
     return builder.and_(builder.and_(ok, inside), aligned)
 
 
-def _load_element(builder, ptr, offset, i, slot, d: DType, space: int):
+def _load_element(builder, ptr, offset, i, slot, d: DType, host):
     at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-    builder.store(widen(builder, builder.load(_address(builder, ptr, at, d, 1, space), align=d.itemsize), d), slot)
+    raw = builder.load(_address(builder, ptr, at, d, 1, _space(host)), align=d.itemsize)
+    builder.store(widen(builder, raw, d, host), slot)
 
 
-def load(builder, d: DType, ptr, offset, ok, pad, space=1):
-    """The element ``ptr[offset]`` of dtype ``d``, or ``pad`` where not ``ok`` (``space``: the
-    address space of global memory, 1 on the GPU, 0 on the host)."""
+def _space(host) -> int:
+    """Global memory's address space: NVPTX's global (1), or the host's only one."""
+    return 0 if host else 1
+
+
+def load(builder, d: DType, ptr, offset, ok, pad, host=None):
+    """The element ``ptr[offset]`` of dtype ``d``, or ``pad`` where not ``ok`` (``host``: the
+    host target where the code runs on the CPU)."""
     slot = local(builder, pad)
     with builder.if_then(ok):
-        _load_element(builder, ptr, offset, 0, slot, d, space)
+        _load_element(builder, ptr, offset, 0, slot, d, host)
     return builder.load(slot)
 
 
-def load_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, pad, space=1) -> list:
+def load_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, pad, host=None) -> list:
     """Lanes ``ptr[offset + i]``, each loaded where ``ok and first <= i < last`` (else
     ``pad``): in one access when all are and the address is aligned to the group's bytes."""
     slots = [local(builder, pad) for _ in range(lanes)]
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
         with whole:
-            raw = builder.load(_address(builder, ptr, offset, d, lanes, space), align=d.itemsize * lanes)
+            raw = builder.load(_address(builder, ptr, offset, d, lanes, _space(host)), align=d.itemsize * lanes)
             for slot, item in zip(slots, _elements(builder, raw, d, lanes)):
-                builder.store(widen(builder, item, d), slot)
+                builder.store(widen(builder, item, d, host), slot)
         with lanewise:
             for i, slot in enumerate(slots):
                 with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                    _load_element(builder, ptr, offset, i, slot, d, space)
+                    _load_element(builder, ptr, offset, i, slot, d, host)
     return [builder.load(slot) for slot in slots]
 
 
-def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad, space=1) -> list:
+def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad, host=None) -> list:
     """:func:`load_vector` of a 16-bit dtype as raw bits, two lanes to a uint32 word (the first
     in the low half), ``pad`` the bits of one element (an i16). Nothing is cut out of the
     words here, so a thread's loads of several groups are all in flight before any of their
@@ -181,14 +192,15 @@ def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad, space=1) 
     slots = [local(builder, builder.or_(pad32, builder.shl(pad32, ir.Constant(I32, 16)))) for _ in range(words)]
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, dtypes.uint16, lanes)) as (whole, lanewise):
         with whole:
-            raw = builder.load(_address(builder, ptr, offset, dtypes.uint16, lanes, space), align=2 * lanes)
+            raw = builder.load(_address(builder, ptr, offset, dtypes.uint16, lanes, _space(host)), align=2 * lanes)
             for w, slot in enumerate(slots):
                 builder.store(builder.extract_element(raw, ir.Constant(I32, w)), slot)
         with lanewise:
             for i in range(lanes):
                 with builder.if_then(_lane_ok(builder, ok, first, last, i)):
                     at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-                    bits = builder.zext(builder.load(_address(builder, ptr, at, dtypes.uint16, 1, space), align=2), I32)
+                    raw = builder.load(_address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
+                    bits = builder.zext(raw, I32)
                     keep = ir.Constant(I32, 0xFFFF0000 if i % 2 == 0 else 0xFFFF)
                     word = builder.and_(builder.load(slots[i // 2]), keep)
                     shifted = builder.shl(bits, ir.Constant(I32, 16)) if i % 2 else bits
@@ -196,27 +208,28 @@ def load_words(builder, lanes: int, ptr, offset, ok, first, last, pad, space=1) 
     return [builder.load(slot) for slot in slots]
 
 
-def _store_element(builder, ptr, offset, i, value, d: DType, space: int):
+def _store_element(builder, ptr, offset, i, value, d: DType, host):
     at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-    builder.store(narrow(builder, value, d), _address(builder, ptr, at, d, 1, space), align=d.itemsize)
+    address = _address(builder, ptr, at, d, 1, _space(host))
+    builder.store(narrow(builder, value, d, host), address, align=d.itemsize)
 
 
-def store(builder, d: DType, ptr, offset, ok, value, space=1):
+def store(builder, d: DType, ptr, offset, ok, value, host=None):
     """``ptr[offset] = value`` where ``ok``."""
     with builder.if_then(ok):
-        _store_element(builder, ptr, offset, 0, value, d, space)
+        _store_element(builder, ptr, offset, 0, value, d, host)
 
 
-def store_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, values, space=1):
+def store_vector(builder, d: DType, lanes: int, ptr, offset, ok, first, last, values, host=None):
     """The lanes of ``values`` stored as :func:`load_vector` loads them."""
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
         with whole:
-            value = _words(builder, [narrow(builder, x, d) for x in values], d, lanes)
-            builder.store(value, _address(builder, ptr, offset, d, lanes, space), align=d.itemsize * lanes)
+            value = _words(builder, [narrow(builder, x, d, host) for x in values], d, lanes)
+            builder.store(value, _address(builder, ptr, offset, d, lanes, _space(host)), align=d.itemsize * lanes)
         with lanewise:
             for i, item in enumerate(values):
                 with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                    _store_element(builder, ptr, offset, i, item, d, space)
+                    _store_element(builder, ptr, offset, i, item, d, host)
 
 
 def _copy_source(builder, ptr, base, offset, itemsize: int):
@@ -386,15 +399,15 @@ def atomic(builder, op: str, d: DType, ptr, offset, value, host=None):
         field = builder.shl(ir.Constant(I32, (1 << d.bits) - 1), shift)
 
         def update(old):
-            element = widen(builder, builder.trunc(builder.lshr(old, shift), ir.IntType(d.bits)), d)
-            new = builder.zext(narrow(builder, _combined(builder, op, d, element, value, host), d), I32)
+            element = widen(builder, builder.trunc(builder.lshr(old, shift), ir.IntType(d.bits)), d, host)
+            new = builder.zext(narrow(builder, _combined(builder, op, d, element, value, host), d, host), I32)
             return builder.or_(builder.and_(old, builder.not_(field)), builder.shl(new, shift))
 
         _compare_and_swap_loop(builder, word, update, host)
     elif d.itemsize == 2:
 
         def update(old):
-            return narrow(builder, _combined(builder, op, d, widen(builder, old, d), value, host), d)
+            return narrow(builder, _combined(builder, op, d, widen(builder, old, d, host), value, host), d, host)
 
         _compare_and_swap_loop(builder, builder.bitcast(address, I16.as_pointer()), update, host)
     elif d.is_float and op == "add" and not host:

@@ -14,6 +14,7 @@ one does; tests/test_llvm_values.py runs the expression table through them.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 
 from llvmlite import binding as llvm
@@ -93,6 +94,19 @@ class HostTarget:
         wide = b.bitcast(b.select(b.icmp_unsigned("==", e, _const(I32, 31)), top, normal), F32)
         return b.select(b.icmp_unsigned("==", e, _const(I32, 0)), subnormal, wide)
 
+    def pack16(self, d: DType, lo, hi):
+        """Two float32s holding 16-bit ``d`` values → a uint32 of their bits, ``lo`` low."""
+        b = self.builder
+        words = [b.zext(self.bits16(x, d), I32) for x in (lo, hi)]
+        return b.or_(words[0], b.shl(words[1], _const(I32, 16)))
+
+    def tf32_bits(self, x):
+        """A float32 rounded to TF32 as ``cvt.rna.tf32.f32`` does (ties away; NaN kept): its bits."""
+        b = self.builder
+        u = b.bitcast(x, I32)
+        rounded = b.and_(b.add(u, _const(I32, 0x1000)), _const(I32, 0xFFFFE000 - (1 << 32)))
+        return b.select(b.fcmp_unordered("uno", x, x), u, rounded)
+
     def float32_odd(self, x, d: DType):
         """A float64 or a 32- or 64-bit integer → float32 rounded to odd (toward zero, the last
         bit set where inexact; a NaN stays NaN)."""
@@ -134,6 +148,14 @@ def _engine():
     llvm.initialize_native_asmprinter()
     machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
     return llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine), machine
+
+
+_NAMES = itertools.count()
+
+
+def unique_name(prefix: str) -> str:
+    """A symbol no other module of the process defines (MCJIT resolves names process-wide)."""
+    return f"{prefix}_{next(_NAMES)}"
 
 
 def host_module(name: str) -> ir.Module:

@@ -22,7 +22,6 @@ from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
 from ..errors import TileCompilerError
 from . import cuda_intrinsics as memory
-from .cuda_mma import pack, tf32_bits
 from .llvm_values import constant, convert, op_value, register_type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -43,7 +42,6 @@ def param_type(d):
 
 
 class ThreadEmitter:
-    SPACE = 1  # the address space of global memory (NVPTX's global; 0 on the host)
     SHARED_SPACE = 3
     host = None  # the host target (host_llvm.HostTarget) where the code runs on the CPU
 
@@ -105,9 +103,9 @@ class ThreadEmitter:
         if s.op in ("thread_id", "block_id", "num_blocks"):
             return self.special(s)
         if s.op == "pack16":
-            return pack(self.builder, s.attr.name, self.get(s.args[0], r), self.get(s.args[1], r))
+            return self.pack16(s.attr, self.get(s.args[0], r), self.get(s.args[1], r))
         if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
-            word = tf32_bits(self.builder, self.get(s.args[0], r))
+            word = self.tf32_bits(self.get(s.args[0], r))
             return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
         return op_value(self, s, [self.get(a, r) for a in s.args])
 
@@ -118,13 +116,13 @@ class ThreadEmitter:
         for g in range(s.dst.slots * s.pack // s.lanes):
             offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
             if s.lanes == 1:
-                out.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g), space=self.SPACE))
+                out.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g), host=self.host))
                 continue
             first, last, pad = self.get(s.first, g, INT32), self.get(s.last, g, INT32), self.get(s.pad, g)
             if s.pack > 1:
-                out.extend(memory.load_words(b, s.lanes, ptr, offset, ok, first, last, pad, space=self.SPACE))
+                out.extend(memory.load_words(b, s.lanes, ptr, offset, ok, first, last, pad, host=self.host))
             else:
-                out.extend(memory.load_vector(b, s.dst.dtype, s.lanes, ptr, offset, ok, first, last, pad, self.SPACE))
+                out.extend(memory.load_vector(b, s.dst.dtype, s.lanes, ptr, offset, ok, first, last, pad, self.host))
         self.define(s.dst, out)
 
     def _Store(self, s: Store):
@@ -133,11 +131,11 @@ class ThreadEmitter:
         for g in range(max(1, extent(s))):
             offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
             if s.lanes == 1:
-                memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d), space=self.SPACE)
+                memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d), host=self.host)
             else:
                 values = [self.get(s.values, g * s.lanes + i, d) for i in range(s.lanes)]
                 first, last = self.get(s.first, g, INT32), self.get(s.last, g, INT32)
-                memory.store_vector(b, d, s.lanes, ptr, offset, ok, first, last, values, space=self.SPACE)
+                memory.store_vector(b, d, s.lanes, ptr, offset, ok, first, last, values, host=self.host)
 
     def _Atomic(self, s: Atomic):
         array = self.arrays[s.array]
@@ -236,5 +234,3 @@ class ThreadEmitter:
         self.values = outside
         for p in s.params:
             self.define(p, phis[p])
-
-
