@@ -171,7 +171,7 @@ def _child(name: str, backend: str) -> dict:
         times["jit"] = first - (time.perf_counter() - t0)
         resources = {}
     times["total"] = time.perf_counter() - start
-    source = compiled.stages.get("llvm_ir") or compiled.stages.get("cpu_source", "")
+    source = compiled.stages["llvm_ir"]
     return {"times": times, "lines": source.count("\n"), "resources": resources}
 
 

@@ -422,7 +422,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
 
 class _Laps(dict):
     """Seconds per compile stage: ``lap(name, value)`` charges the time since the last lap to
-    ``name`` and returns ``value`` (numba's own compile comes later, at the first launch)."""
+    ``name`` and returns ``value`` (NVVM or MCJIT compiles later, at the first launch)."""
 
     def __init__(self):
         super().__init__()
