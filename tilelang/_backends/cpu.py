@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import os
 
 import numpy as np
@@ -270,18 +271,9 @@ class CpuEmitter(ThreadEmitter):
         """``for i in range(n): body(i)`` (``n`` an i64 or i32 value or int), ``i`` of n's type."""
         b = self.builder
         n = n if isinstance(n, ir.Value) else ir.Constant(I64, n)
-        before = b.block
-        header, inside, done = (b.append_basic_block(f"{name}_{x}") for x in ("header", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        i = b.phi(n.type, name=name)
-        i.add_incoming(ir.Constant(n.type, 0), before)
-        b.cbranch(b.icmp_signed("<", i, n), inside, done)
-        b.position_at_end(inside)
-        body(i)
-        i.add_incoming(b.add(i, ir.Constant(n.type, 1)), b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        zero, one = ir.Constant(n.type, 0), ir.Constant(n.type, 1)
+        with self.loop(zero, one, lambda i: b.icmp_signed("<", i, n), name) as state:
+            body(state.index)
 
     def fail(self, condition, code: int):
         """Return ``code`` from the kernel where ``condition`` holds."""
@@ -309,18 +301,8 @@ class CpuEmitter(ThreadEmitter):
             self.block_values = dict(self.values)
             self.phases(self.program.body)
 
-        before = b.block
-        header, inside, done = (b.append_basic_block(f"block_{x}") for x in ("header", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        i = b.phi(I64, name="block")
-        i.add_incoming(begin, before)
-        b.cbranch(b.icmp_signed("<", i, end), inside, done)
-        b.position_at_end(inside)
-        block(i)
-        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        with self.loop(begin, ir.Constant(I64, 1), lambda i: b.icmp_signed("<", i, end), "block") as state:
+            block(state.index)
 
     def threads(self, body):
         """One phase: ``body()`` for each thread ``self.t``, its own values dropped after it."""
@@ -354,30 +336,20 @@ class CpuEmitter(ThreadEmitter):
     def block_loop(self, s: Loop):
         """A loop whose body synchronises: its index the same in every thread, its carried
         registers in the tables (copied from the inits before, from the results each time round)."""
-        b = self.builder
         if s.params:
             self.threads(lambda: self.copy(s.params, s.inits))
         start, stop, step = (convert(self, self.uniform(x), x.dtype, s.index.dtype) for x in (s.start, s.stop, s.step))
         self.check_step(s, step)
-        before = b.block
-        header, inside, done = (b.append_basic_block(f"loop_{x}") for x in ("header", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        index = b.phi(start.type, name=s.index.name)
-        index.add_incoming(start, before)
-        b.cbranch(self._more(index, stop, step, s.index.dtype), inside, done)
-        b.position_at_end(inside)
-        outer = self.block_values
-        self.block_values = {**outer, s.index: [index]}
-        self.values = dict(self.block_values)
-        self.phases(s.body)
-        if s.params:
-            self.threads(lambda: self.copy(s.params, s.results))
-        self.block_values = outer
-        self.values = dict(outer)
-        index.add_incoming(b.add(index, step), b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        more = functools.partial(self._more, stop=stop, step=step, d=s.index.dtype)
+        with self.loop(start, step, more, s.index.name) as state:
+            outer = self.block_values
+            self.block_values = {**outer, s.index: [state.index]}
+            self.values = dict(self.block_values)
+            self.phases(s.body)
+            if s.params:
+                self.threads(lambda: self.copy(s.params, s.results))
+            self.block_values = outer
+            self.values = dict(outer)
 
     def copy(self, targets, sources):
         """``targets = sources`` at once (a source may be another target)."""

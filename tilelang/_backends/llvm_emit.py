@@ -13,6 +13,8 @@ keep registers elsewhere by overriding ``get``/``define``.
 from __future__ import annotations
 
 import contextlib
+import functools
+import types
 
 from llvmlite import ir
 
@@ -201,36 +203,45 @@ class ThreadEmitter:
         up = b.and_(b.icmp_signed(">", step, zero), cmp("<", i, stop))
         return b.or_(up, b.and_(b.icmp_signed("<", step, zero), cmp(">", i, stop)))
 
+    @contextlib.contextmanager
+    def loop(self, start, step, more, name: str, carried=()):
+        """An LLVM loop, its body built within: ``index`` from ``start`` by ``step`` while
+        ``more(index)``, and phis starting at ``carried``; yields the state, whose ``next``
+        the body sets to the phis' values for the next time round."""
+        b = self.builder
+        entry = b.block
+        header, body, done = (b.append_basic_block(f"{name}_{what}") for what in ("header", "body", "done"))
+        b.branch(header)
+        b.position_at_end(header)
+        index = b.phi(start.type, name=name)
+        index.add_incoming(start, entry)
+        phis = [b.phi(v.type) for v in carried]
+        for phi, v in zip(phis, carried):
+            phi.add_incoming(v, entry)
+        b.cbranch(more(index), body, done)
+        b.position_at_end(body)
+        state = types.SimpleNamespace(index=index, phis=phis, next=phis)
+        yield state
+        index.add_incoming(b.add(index, step), b.block)
+        for phi, v in zip(phis, state.next):
+            phi.add_incoming(v, b.block)
+        b.branch(header)
+        b.position_at_end(done)
+
     def _iterate(self, s: Loop, start, stop, step):
         """The loop: its index and carried registers phi nodes of the header, which after the
         loop hold the final values."""
-        b = self.builder
-        inits = [(p, self.slots(v, p.slots)) for p, v in zip(s.params, s.inits)]
-        entry = b.block
-        header, body, done = (b.append_basic_block(f"loop_{what}") for what in ("header", "body", "done"))
-        b.branch(header)
-        b.position_at_end(header)
-        index = b.phi(start.type, name=s.index.name)
-        index.add_incoming(start, entry)
-        phis = {}
-        for p, values in inits:
-            phis[p] = [b.phi(v.type) for v in values]
-            for phi, v in zip(phis[p], values):
-                phi.add_incoming(v, entry)
-        b.cbranch(self._more(index, stop, step, s.index.dtype), body, done)
-        b.position_at_end(body)
+        inits = [self.slots(v, p.slots) for p, v in zip(s.params, s.inits)]
+        more = functools.partial(self._more, stop=stop, step=step, d=s.index.dtype)
         outside = dict(self.values)
-        self.values[s.index] = [index]
-        for p in s.params:
-            self.values[p] = phis[p]
-        self.statements(s.body)
-        results = [self.slots(v, p.slots) for p, v in zip(s.params, s.results)]
-        index.add_incoming(b.add(index, step), b.block)
-        for p, values in zip(s.params, results):
-            for phi, v in zip(phis[p], values):
-                phi.add_incoming(v, b.block)
-        b.branch(header)
-        b.position_at_end(done)
+        with self.loop(start, step, more, s.index.name, [v for values in inits for v in values]) as state:
+            phis, at = {}, 0
+            for p in s.params:
+                phis[p], at = state.phis[at : at + p.slots], at + p.slots
+            self.values[s.index] = [state.index]
+            self.values.update(phis)
+            self.statements(s.body)
+            state.next = [v for p, r in zip(s.params, s.results) for v in self.slots(r, p.slots)]
         self.values = outside
         for p in s.params:
             self.define(p, phis[p])
