@@ -55,14 +55,13 @@ from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
 from ..errors import TileCompilerError, TileValueError
-from . import cpu_intrinsics as helpers
 from .cuda_intrinsics import local
 from .host_llvm import HostTarget, host_module, jit, unique_name
 from .llvm_emit import ThreadEmitter, param_regs, param_type
 from .llvm_values import convert, register_type
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
-INVALID = helpers.INVALID
+INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
 # what a kernel returns: 0, a loop's ZeroStep number + 1, or a broken promise of the lowering
 MISALIGNED_COPY, DEAD_WAIT = -1, -2
 _ERRORS = {
@@ -375,10 +374,13 @@ class CpuEmitter(ThreadEmitter):
     def _row_of(self, x):
         return ir.Constant(I64, self.tables[x][1])
 
-    def call(self, helper, args):
-        """Call a numba-compiled helper (``cpu_intrinsics``) by its address."""
+    def call(self, name: str, args):
+        """Call the numba-compiled helper ``name`` (``cpu_intrinsics``: imported, so numba is,
+        only by kernels with tensor-core collectives) by its address."""
+        from .cpu_intrinsics import callback
+
         fn_type = ir.FunctionType(ir.VoidType(), [a.type for a in args])
-        address = ir.Constant(I64, helper.address)
+        address = ir.Constant(I64, callback(name).address)
         self.builder.call(self.builder.inttoptr(address, fn_type.as_pointer()), args)
 
     def buffer_args(self, buffer):
@@ -397,12 +399,12 @@ class CpuEmitter(ThreadEmitter):
             if c is None:
                 raise TileCompilerError("the CPU backend needs the accumulator of an Mma in registers")
             args = [*self._table_args("i32"), *rows, *self._table_args("float"), c, self._row_of(s.dst), threads]
-            self.call(helpers.callback("mma"), args + [ints(v) for v in (*s.shape, kind)])
+            self.call("mma", args + [ints(v) for v in (*s.shape, kind)])
         elif isinstance(s, LdMatrix):
             groups = s.dst.slots // 4
             args = [*self._table_args("i32"), self._row_of(s.dst), *self.buffer_args(s.buffer)]
             args += [*self._table_args("i32"), self._row_of(s.index), ints(groups), threads, ints(s.trans)]
-            self.call(helpers.callback("ldmatrix"), args)
+            self.call("ldmatrix", args)
         else:
             self.wgmma(s)
 
@@ -438,7 +440,7 @@ class CpuEmitter(ThreadEmitter):
             words = self._table_args("i32") if s.a_regs is not None else [ir.Constant(I8.as_pointer(), None), ints(0)]
             flags = [ints(v) for v in (mb, nb, n, ks, s.dtype.name == "bfloat16")]
             args = [*self._table_args("float"), c, self._row_of(s.dst), ints(128 * g), *operands, *flags, *words]
-            self.call(helpers.callback("wgmma"), args + [ir.Constant(I64, self.program.num_threads)])
+            self.call("wgmma", args + [ir.Constant(I64, self.program.num_threads)])
 
     def constant_array(self, values):
         """A pointer (i8*) to a constant array of int64s in the module."""

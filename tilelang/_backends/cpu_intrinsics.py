@@ -194,8 +194,6 @@ def ldmatrix_x4(words, dst_row, buffer, index, index_row, groups, threads, trans
                     words[32 * warp + lane, dst_row + 4 * grp + q] = word
 
 
-INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
-
 _I8P, i64 = types.voidptr, types.int64
 _SIGNATURES = {
     "mma": types.void(_I8P, i64, i64, i64, _I8P, i64, i64, i64, i64, i64, i64, i64, i64),
