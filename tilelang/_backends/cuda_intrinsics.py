@@ -1,6 +1,7 @@
-"""Memory accesses of the CUDA backend as LLVM IR: masked global loads and stores through raw
-pointers (scalar and 16-byte vector, with their lane-by-lane fallback), atomics,
-asynchronous copies to shared memory and 16-bit float conversions.
+"""Memory accesses as LLVM IR: masked global loads and stores through raw pointers (scalar
+and 16-byte vector, with their lane-by-lane fallback) and atomics, for both backends (given
+the ``host`` target on the CPU: address space 0, no NVVM intrinsic or PTX); and for the GPU,
+asynchronous copies to shared memory and 16-bit float rounding (``cvt``).
 
 Each function takes an ``llvmlite`` IR builder and the LLVM values of its operands
 (pointers ``i64``, element offsets ``i64``, masks ``i1``, a group's first and last lanes

@@ -48,12 +48,6 @@ def tf32_bits(builder, x):
     return builder.call(_TF32, [x])
 
 
-def shared_address(builder, pointer):
-    """The 32-bit shared-memory address of a shared-memory pointer (a cast LLVM can hoist and
-    fold, where a ``cvta`` inside each instruction's asm would be repeated)."""
-    return builder.ptrtoint(pointer, I32)
-
-
 def ldmatrix(builder, trans: bool, address) -> list:
     fn = ir.FunctionType(ir.LiteralStructType([I32] * 4), [I32])
     text = f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 {{$0,$1,$2,$3}}, [$4];"
