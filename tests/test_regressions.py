@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tilelang as tl
+import tilelang.testing as tlt
 
 
 @tl.tile_kernel
@@ -323,3 +324,34 @@ def test_int64_arithmetic_wraps(backend):
     wrapped_arithmetic[1](x, rem, total, backend=backend)
     np.testing.assert_array_equal(rem, want_rem)
     np.testing.assert_array_equal(total, want_total)
+
+
+@tl.tile_kernel(num_threads=32)
+def count_iterations(out, start, stop, step):
+    acc = tl.zeros((1,), tl.int32)
+    for _ in tl.range(start, stop, step):
+        acc = acc + 1
+    tl.store(out, acc, index=(0,))
+
+
+@pytest.mark.parametrize("dtype, start, stop, step, count", [
+    (np.int32, 2**31 - 8, 2**31 - 1, 5, 2),  # the index would pass INT32_MAX: it looped forever
+    (np.int8, 100, 127, 10, 3),
+    (np.int8, -100, -128, -10, 3),
+    (np.int64, -(2**63), 2**63 - 1, 2**62, 4),
+    (np.uint32, 10, 0, 2**32 - 1, 0),  # an unsigned step counts up, however large (it was read as -1)
+    (np.uint32, 0, 10, 2**31 + 1, 1),
+    (np.int32, 0, 10, 0, None),  # a zero step raises on the CPU (no iterations on the GPU)
+])  # fmt: skip
+def test_a_range_counts_its_iterations_as_python_does(dtype, start, stop, step, count):
+    """Loops test a trip count computed once, so the index never overflows the test, and an
+    unsigned step counts up (the loops compared the index with the stop after adding the step)."""
+    out = np.zeros(1, np.int32)
+    args = (out, dtype(start), dtype(stop), dtype(step))
+    if count is None:
+        with pytest.raises(tl.TileValueError, match="step must not be zero"):
+            count_iterations[1](*args, backend="cpu")
+        return
+    for backend in tlt.available_backends():
+        count_iterations[1](*args, backend=backend)
+        assert out[0] == count == len(range(start, stop, step)), backend

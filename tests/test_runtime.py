@@ -650,3 +650,44 @@ def test_a_numba_arrays_gpu_is_asked_of_the_driver_once_per_memory(monkeypatch):
     x.gpu_data = Memory(8192)  # another allocation: asked again
     assert array_info(x).device == 1 and asked == [4096, 8192]
     assert array_info(FakeNumbaArray((8,), ptr=64)).device == 1  # memory that cannot be remembered: asked each time
+
+
+THREADS_COMPILING = textwrap.dedent(
+    """
+    import threading
+    import numpy as np
+    import tilelang as tl
+
+    @tl.tile_kernel(backend="cpu", num_threads=32)
+    def shifted(x, out, C: tl.Constant):
+        tl.store(out, tl.exp(tl.load(x, index=(0,), shape=(64,))) + C, index=(0,))
+
+    errors = []
+
+    def work(t):
+        try:
+            for j in range(6):
+                x, out = np.zeros(64, np.float32), np.zeros(64, np.float32)
+                shifted[1](x, out, C=float(100 * t + j))
+                assert np.all(out == 1 + 100 * t + j), (t, j, out[:3])
+        except Exception as e:
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    print("errors", errors)
+    """
+)
+
+
+def test_threads_compiling_cpu_kernels_at_once_share_one_jit(cache):
+    """Eight threads of a fresh process compile and run CPU kernels at the same time: one MCJIT
+    engine is made (two would leave dangling code: aborts and segfaults), LLVM's context used
+    by one thread at a time."""
+    env = dict(os.environ, TILELANG_CACHE_DIR=str(cache))
+    command = [sys.executable, "-c", THREADS_COMPILING]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "errors []", done.stderr[-2000:]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
-import functools
 import os
 
 import numpy as np
@@ -268,10 +267,8 @@ class CpuEmitter(ThreadEmitter):
 
     def counted(self, n, body, name="i"):
         """``for i in range(n): body(i)`` (``n`` an i64 or i32 value or int), ``i`` of n's type."""
-        b = self.builder
         n = n if isinstance(n, ir.Value) else ir.Constant(I64, n)
-        zero, one = ir.Constant(n.type, 0), ir.Constant(n.type, 1)
-        with self.loop(zero, one, lambda i: b.icmp_signed("<", i, n), name) as state:
+        with self.loop(ir.Constant(n.type, 0), ir.Constant(n.type, 1), n, name) as state:
             body(state.index)
 
     def fail(self, condition, code: int):
@@ -300,7 +297,7 @@ class CpuEmitter(ThreadEmitter):
             self.block_values = dict(self.values)
             self.phases(self.program.body)
 
-        with self.loop(begin, ir.Constant(I64, 1), lambda i: b.icmp_signed("<", i, end), "block") as state:
+        with self.loop(begin, ir.Constant(I64, 1), b.sub(end, begin), "block") as state:
             block(state.index)
 
     def threads(self, body):
@@ -339,8 +336,7 @@ class CpuEmitter(ThreadEmitter):
             self.threads(lambda: self.copy(s.params, s.inits))
         start, stop, step = (convert(self, self.uniform(x), x.dtype, s.index.dtype) for x in (s.start, s.stop, s.step))
         self.check_step(s, step)
-        more = functools.partial(self._more, stop=stop, step=step, d=s.index.dtype)
-        with self.loop(start, step, more, s.index.name) as state:
+        with self.loop(start, step, self.trip_count(start, stop, step, s.index.dtype), s.index.name) as state:
             outer = self.block_values
             self.block_values = {**outer, s.index: [state.index]}
             self.values = dict(self.block_values)

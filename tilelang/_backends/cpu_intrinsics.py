@@ -7,7 +7,7 @@ and sizes the helper views as arrays.
 
 from __future__ import annotations
 
-import functools
+import threading
 
 import numpy as np
 from llvmlite import ir
@@ -203,10 +203,17 @@ _SIGNATURES = {
 }  # fmt: skip
 
 
-@functools.cache
+_CALLBACKS: dict = {}
+_LOCK = threading.Lock()
+
+
 def callback(name: str):
-    """The C callback of helper ``name`` (compiled on first use, then cached on disk by numba)."""
-    return cfunc(_SIGNATURES[name], cache=True)(_CALLS[name])
+    """The C callback of helper ``name`` (compiled on first use, once per process whichever
+    threads ask: the kernels hold its address; then cached on disk by numba)."""
+    with _LOCK:
+        if name not in _CALLBACKS:
+            _CALLBACKS[name] = cfunc(_SIGNATURES[name], cache=True)(_CALLS[name])
+        return _CALLBACKS[name]
 
 
 def _mma_call(words, word_rows, a_row, b_row, accs, acc_rows, c_row, d_row, threads, mi, ni, ki, kind):

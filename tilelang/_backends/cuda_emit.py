@@ -208,17 +208,26 @@ class KernelEmitter(ThreadEmitter):
             for s in run:
                 self.copy(s, whole=False) if isinstance(s, AsyncCopy) else self.statement(s)
             return
-        # one-slot ops first (the tests read some); the others in each version, as NVVM keeps
-        # their values alive no longer than the copies that read them
+        # one-slot ops reading nothing else the run defines first (the tests read some); the
+        # others in each version, as NVVM keeps their values alive no longer than the copies
+        early, later = [], set()
         for s in run:
-            if isinstance(s, Op) and s.dst.slots == 1:
-                self.statement(s)
+            if isinstance(s, Op) and s.dst.slots == 1 and not later & set(s.args):
+                early.append(s)
+            elif isinstance(s, Op):
+                later.add(s.dst)
+        if any(s.aligned in later for s in copies):  # (a test not computed before the versions: the general one)
+            for s in run:
+                self.copy(s, whole=False) if isinstance(s, AsyncCopy) else self.statement(s)
+            return
+        for s in early:
+            self.statement(s)
         b = self.builder
         tests = [self.get(s.aligned, 0, BOOL) for s in copies]
         for name in sorted({s.array for s in copies}):
             ptr = self.get(self.arrays[name].reg("ptr"))
             tests.append(b.icmp_unsigned("==", b.and_(ptr, ir.Constant(I64, 15)), ir.Constant(I64, 0)))
-        rest = [s for s in run if not (isinstance(s, Op) and s.dst.slots == 1)]
+        rest = [s for s in run if not any(s is e for e in early)]
         before, versions = dict(self.values), []
         with b.if_else(functools.reduce(b.and_, tests)) as (whole, general):
             for arm, is_whole in ((whole, True), (general, False)):
@@ -429,12 +438,13 @@ class KernelEmitter(ThreadEmitter):
         # end and the wait, and LLVM sinks values computed before the loop (used after it) to the top
         # of the block after it: under the test, they land after it
         before = dict(self.values)
-        runs = self._more(start, stop, step, s.index.dtype)
+        count = self.trip_count(start, stop, step, s.index.dtype)
+        runs = b.icmp_unsigned("!=", count, ir.Constant(count.type, 0))
         entry = b.block
         loop, merge = b.append_basic_block("guarded_loop"), b.append_basic_block("guarded_done")
         b.cbranch(runs, loop, merge)
         b.position_at_end(loop)
-        self._iterate(s, start, stop, step)
+        self._iterate(s, start, step, count)
         for w in waits:
             self.wait(w.acc)
         b.branch(merge)

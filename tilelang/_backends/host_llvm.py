@@ -13,7 +13,6 @@ one does; tests/test_llvm_values.py runs the expression table through them.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import threading
 
@@ -139,15 +138,20 @@ class HostTarget:
         return None
 
 
-_JIT_LOCK = threading.Lock()
+_JIT_LOCK = threading.RLock()  # LLVM's global context and the one engine: one thread at a time
+_ENGINE: list = []
 
 
-@functools.cache
 def _engine():
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
-    return llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine), machine
+    """The process's one MCJIT engine and its target machine (made once, under the lock:
+    functions compiled by an engine made twice would dangle)."""
+    with _JIT_LOCK:
+        if not _ENGINE:
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            machine = llvm.Target.from_default_triple().create_target_machine(opt=2)
+            _ENGINE.append((llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine), machine))
+        return _ENGINE[0]
 
 
 _NAMES = itertools.count()
@@ -171,10 +175,11 @@ def jit(module: ir.Module, function: str) -> int:
     No IR optimization pipeline runs before the machine code (-O2): on the unrolled kernels of
     the test suites it cost more than it saved (the elementwise and reduction suites, 2 cores:
     35 s without, over 180 s with LLVM's O1 pipeline, 2026-12-03)."""
-    parsed = llvm.parse_assembly(str(module))
-    parsed.verify()
-    engine, _ = _engine()
+    text = str(module)
     with _JIT_LOCK:
+        parsed = llvm.parse_assembly(text)
+        parsed.verify()
+        engine, _ = _engine()
         engine.add_module(parsed)
         engine.finalize_object()
         return engine.get_function_address(function)

@@ -13,7 +13,6 @@ keep registers elsewhere by overriding ``get``/``define``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import types
 
 from llvmlite import ir
@@ -186,28 +185,47 @@ class ThreadEmitter:
     def _Loop(self, s: Loop):
         start, stop, step = (self.get(x, 0, s.index.dtype) for x in (s.start, s.stop, s.step))
         self.check_step(s, step)
-        self._iterate(s, start, stop, step)
+        self._iterate(s, start, step, self.trip_count(start, stop, step, s.index.dtype))
 
     def check_step(self, s: Loop, step):
         """What a zero step does before the loop (on the GPU: nothing; the loop runs no iterations)."""
 
-    def _more(self, i, stop, step, d):
-        """Whether ``range`` goes on from ``i``: a zero step (which cannot raise on the GPU) never does."""
+    def trip_count(self, start, stop, step, d):
+        """How many times ``range(start, stop, step)`` runs, of the index's width read unsigned
+        (as Python counts: no index past ``stop`` is tested, so nothing overflows; an unsigned
+        step counts up; a zero step never runs, which cannot raise on the GPU)."""
         b = self.builder
-        cmp = b.icmp_signed if d.kind == "i" else b.icmp_unsigned
-        if isinstance(step, ir.Constant):
-            if step.constant == 0:
-                return ir.Constant(I1, 0)
-            return cmp("<" if step.constant > 0 else ">", i, stop)
-        zero = ir.Constant(step.type, 0)
-        up = b.and_(b.icmp_signed(">", step, zero), cmp("<", i, stop))
-        return b.or_(up, b.and_(b.icmp_signed("<", step, zero), cmp(">", i, stop)))
+        zero, one = ir.Constant(start.type, 0), ir.Constant(start.type, 1)
+        if isinstance(step, ir.Constant):  # (the usual case: a division LLVM multiplies out, or none)
+            bits = start.type.width
+            value = step.constant & ((1 << bits) - 1)
+            if value == 0:
+                return zero
+            negative = d.kind == "i" and value >> (bits - 1)
+            size = (1 << bits) - value if negative else value
+            runs = (b.icmp_signed if d.kind == "i" else b.icmp_unsigned)(">" if negative else "<", start, stop)
+            span = b.sub(start, stop) if negative else b.sub(stop, start)
+            count = b.add(b.udiv(b.sub(span, one), ir.Constant(start.type, size)), one) if size != 1 else span
+            return b.select(runs, count, zero)
+        if d.kind == "i":
+            up = b.and_(b.icmp_signed(">", step, zero), b.icmp_signed("<", start, stop))
+            down = b.and_(b.icmp_signed("<", step, zero), b.icmp_signed(">", start, stop))
+            span = b.select(up, b.sub(stop, start), b.sub(start, stop))  # (wrapping: read unsigned, it is exact)
+            size = b.select(b.icmp_signed("<", step, zero), b.sub(zero, step), step)
+        else:
+            up = b.and_(b.icmp_unsigned("!=", step, zero), b.icmp_unsigned("<", start, stop))
+            down, span, size = ir.Constant(I1, 0), b.sub(stop, start), step
+        runs = b.or_(up, down)
+        span = b.select(runs, span, one)
+        size = b.select(b.icmp_unsigned("==", size, zero), one, size)
+        count = b.add(self.floor_divmod(b.sub(span, one), size, False)[0], one)
+        return b.select(runs, count, zero)
 
     @contextlib.contextmanager
-    def loop(self, start, step, more, name: str, carried=()):
-        """An LLVM loop, its body built within: ``index`` from ``start`` by ``step`` while
-        ``more(index)``, and phis starting at ``carried``; yields the state, whose ``next``
-        the body sets to the phis' values for the next time round."""
+    def loop(self, start, step, count, name: str, carried=()):
+        """An LLVM loop run ``count`` times (unsigned), its body built within: ``index`` from
+        ``start`` by ``step`` (wrapping), and phis starting at ``carried``; yields the state,
+        whose ``next`` the body sets to the phis' values for the next time round."""
         b = self.builder
         entry = b.block
         header, body, done = (b.append_basic_block(f"{name}_{what}") for what in ("header", "body", "done"))
@@ -215,26 +233,28 @@ class ThreadEmitter:
         b.position_at_end(header)
         index = b.phi(start.type, name=name)
         index.add_incoming(start, entry)
+        ran = b.phi(count.type, name=f"{name}_ran")
+        ran.add_incoming(ir.Constant(count.type, 0), entry)
         phis = [b.phi(v.type) for v in carried]
         for phi, v in zip(phis, carried):
             phi.add_incoming(v, entry)
-        b.cbranch(more(index), body, done)
+        b.cbranch(b.icmp_unsigned("<", ran, count), body, done)
         b.position_at_end(body)
         state = types.SimpleNamespace(index=index, phis=phis, next=phis)
         yield state
         index.add_incoming(b.add(index, step), b.block)
+        ran.add_incoming(b.add(ran, ir.Constant(count.type, 1)), b.block)
         for phi, v in zip(phis, state.next):
             phi.add_incoming(v, b.block)
         b.branch(header)
         b.position_at_end(done)
 
-    def _iterate(self, s: Loop, start, stop, step):
+    def _iterate(self, s: Loop, start, step, count):
         """The loop: its index and carried registers phi nodes of the header, which after the
         loop hold the final values."""
         inits = [self.slots(v, p.slots) for p, v in zip(s.params, s.inits)]
-        more = functools.partial(self._more, stop=stop, step=step, d=s.index.dtype)
         outside = dict(self.values)
-        with self.loop(start, step, more, s.index.name, [v for values in inits for v in values]) as state:
+        with self.loop(start, step, count, s.index.name, [v for values in inits for v in values]) as state:
             phis, at = {}, 0
             for p in s.params:
                 phis[p], at = state.phis[at : at + p.slots], at + p.slots
