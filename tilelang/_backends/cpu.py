@@ -53,11 +53,12 @@ from .._lower.thread_ir import (
 from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
+from ..dtypes import uint16 as UINT16
 from ..errors import TileCompilerError, TileValueError
-from .cuda_intrinsics import local
+from . import cuda_intrinsics as memory
 from .host_llvm import HostTarget, host_module, jit, unique_name
-from .llvm_emit import ThreadEmitter, param_regs, param_type
-from .llvm_values import convert, register_type
+from .llvm_emit import ThreadEmitter, param_regs, stored_type
+from .llvm_values import convert
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
@@ -107,10 +108,6 @@ def _registers(stmts):
             yield from _registers(s.body)
 
 
-def _table_type(d):
-    return I8 if d.is_bool else register_type(d)
-
-
 class CpuEmitter(ThreadEmitter):
     TARGET = "CPU"
     SHARED_SPACE = 0
@@ -120,12 +117,12 @@ class CpuEmitter(ThreadEmitter):
         self.module = host_module(program.name)
         regs = param_regs(program)
         scratch_type = I8.as_pointer().as_pointer()
-        types = [I64] * 5 + [scratch_type] + [param_type(r.dtype) for r in regs]
+        types = [I64] * 5 + [scratch_type] + [stored_type(r.dtype) for r in regs]
         self.function = fn = ir.Function(self.module, ir.FunctionType(I32, types), unique_name(program.name))
         entry = fn.append_basic_block("entry")
         self.builder = b = ir.IRBuilder(fn.append_basic_block("body"))
         body = b.block
-        self.host = HostTarget(b)
+        self.target = self.host = HostTarget(b)
         self.bind_params(regs, fn.args[6:])
         self.t = None  # the thread a phase is at (an i32)
         self.loops: list = []  # loops with a runtime step, in ZeroStep numbering
@@ -133,9 +130,9 @@ class CpuEmitter(ThreadEmitter):
         self.async_buffers = sorted({s.buffer for s in walk_statements(program.body) if isinstance(s, AsyncCopy)})
         self.scratch = self._scratch_layout()
         pointers = {}
-        for i, (name, dtype, _) in enumerate(self.scratch):
+        for i, (name, t, _) in enumerate(self.scratch):
             raw = b.load(b.gep(fn.args[5], [ir.Constant(I32, i)]))
-            pointers[name] = b.bitcast(raw, _np_type(dtype).as_pointer())
+            pointers[name] = b.bitcast(raw, t.as_pointer())
         self.pointers = pointers
         self.shared = {name: pointers[name] for name in program.shared}
         self._blocks(fn.args[:5])
@@ -174,23 +171,25 @@ class CpuEmitter(ThreadEmitter):
         tabled -= params | uniform
         self.rows: dict = {}  # table type name -> rows
         self.tables: dict = {}  # register -> (table type name, first row)
+        self.table_types: dict = {}  # table type name -> the LLVM type
         for r in sorted(tabled, key=lambda r: r.name):
-            name = str(_table_type(r.dtype))
-            self.tables[r] = (name, self.rows.get(name, 0))
+            t = stored_type(r.dtype)
+            name = str(t)
+            self.tables[r], self.table_types[name] = (name, self.rows.get(name, 0)), t
             self.rows[name] = self.rows.get(name, 0) + r.slots
 
     def _scratch_layout(self) -> list:
-        """``(name, NumPy dtype, shape)`` of each block's shared buffers, register tables and
-        copies in flight: the caller passes one set per worker thread."""
+        """``(name, LLVM element type, shape)`` of each block's shared buffers, register tables
+        and copies in flight: the caller passes one set per worker thread."""
         threads = self.program.num_threads
-        out = [(name, _np_dtype(_table_type(d)), (size,)) for name, (d, size) in self.program.shared.items()]
-        out += [(f"regs_{name}", _np_dtype(_LLVM_TYPES[name]), (threads, rows)) for name, rows in self.rows.items()]
+        out = [(name, stored_type(d), (size,)) for name, (d, size) in self.program.shared.items()]
+        out += [(f"regs_{name}", self.table_types[name], (threads, rows)) for name, rows in self.rows.items()]
         for name in self.async_buffers:  # the words in flight, their group and the thread copying
             d, size = self.program.shared[name]
-            out += [(f"{name}__pending", _np_dtype(_table_type(d)), (size,))]
-            out += [(f"{name}__group", np.dtype(np.int64), (size,)), (f"{name}__owner", np.dtype(np.int64), (size,))]
+            out += [(f"{name}__pending", stored_type(d), (size,))]
+            out += [(f"{name}__group", I64, (size,)), (f"{name}__owner", I64, (size,))]
         if self.async_buffers:
-            out.append(("async_groups", np.dtype(np.int64), (threads,)))
+            out.append(("async_groups", I64, (threads,)))
         return out
 
     # ------------------------------------------------------------------ registers
@@ -213,7 +212,7 @@ class CpuEmitter(ThreadEmitter):
     def get(self, x, r: int = 0, dtype=None):
         if isinstance(x, Reg) and x not in self.values and x in self.tables:
             v = self.load_row(x, r if x.slots > 1 else 0, self.t)
-            return v if dtype is None or dtype == x.dtype else convert(self, v, x.dtype, dtype)
+            return v if dtype is None or dtype == x.dtype else convert(self.target, v, x.dtype, dtype)
         return super().get(x, r, dtype)
 
     def define(self, x, values: list):
@@ -222,39 +221,14 @@ class CpuEmitter(ThreadEmitter):
             for r, v in enumerate(values):
                 self.store_row(x, r, self.t, v)
 
-    def uniform(self, x):
-        """A value the same in every thread (a block-level loop's bounds): thread 0's."""
-        t, self.t = self.t, ir.Constant(I32, 0)
+    def of_thread(self, x, t: int, dtype=None):
+        """``x`` as thread ``t`` holds it, where every thread of a group holds the same (a
+        block-level loop's bounds, a warpgroup's wgmma operand index)."""
+        current, self.t = self.t, ir.Constant(I32, t)
         try:
-            return self.get(x)
+            return self.get(x, 0, dtype)
         finally:
-            self.t = t
-
-    # target hooks of llvm_values.op_value: the host's
-
-    def math(self, name, *args):
-        return self.host.math(name, *args)
-
-    def rounded(self, x, d):
-        return self.host.rounded(x, d)
-
-    def from_bits(self, h, d):
-        return self.host.from_bits(h, d)
-
-    def float32_odd(self, x, d):
-        return self.host.float32_odd(x, d)
-
-    def pack16(self, d, lo, hi):
-        return self.host.pack16(d, lo, hi)
-
-    def tf32_bits(self, x):
-        return self.host.tf32_bits(x)
-
-    def floor_divmod(self, x, y, signed):
-        return self.host.floor_divmod(x, y, signed)
-
-    def fast(self, op, args):
-        return None
+            self.t = current
 
     def special(self, s):
         if s.op == "thread_id":
@@ -334,7 +308,7 @@ class CpuEmitter(ThreadEmitter):
         registers in the tables (copied from the inits before, from the results each time round)."""
         if s.params:
             self.threads(lambda: self.copy(s.params, s.inits))
-        start, stop, step = (convert(self, self.uniform(x), x.dtype, s.index.dtype) for x in (s.start, s.stop, s.step))
+        start, stop, step = (self.of_thread(x, 0, s.index.dtype) for x in (s.start, s.stop, s.step))
         self.check_step(s, step)
         with self.loop(start, step, self.trip_count(start, stop, step, s.index.dtype), s.index.name) as state:
             outer = self.block_values
@@ -364,7 +338,7 @@ class CpuEmitter(ThreadEmitter):
         """(pointer as i8*, rows) of a register table, or a null pointer and 0."""
         b = self.builder
         if name not in self.rows:
-            return [ir.Constant(I8.as_pointer(), None), ir.Constant(I64, 0)]
+            return list(_NO_ARRAY)
         return [b.bitcast(self.pointers[f"regs_{name}"], I8.as_pointer()), ir.Constant(I64, self.rows[name])]
 
     def _row_of(self, x):
@@ -382,12 +356,11 @@ class CpuEmitter(ThreadEmitter):
     def buffer_args(self, buffer):
         b = self.builder
         if buffer is None:
-            return [ir.Constant(I8.as_pointer(), None), ir.Constant(I64, 0)]
+            return list(_NO_ARRAY)
         return [b.bitcast(self.shared[buffer], I8.as_pointer()), ir.Constant(I64, self.program.shared[buffer][1])]
 
     def collective(self, s):
         threads = ir.Constant(I64, self.program.num_threads)
-        ints = _i64
         if isinstance(s, Mma):
             kind = ("float16", "bfloat16", "float32").index(s.dtype.name)  # (float32: TF32 words)
             rows = [self._row_of(x) for x in (s.a, s.b)]
@@ -395,11 +368,11 @@ class CpuEmitter(ThreadEmitter):
             if c is None:
                 raise TileCompilerError("the CPU backend needs the accumulator of an Mma in registers")
             args = [*self._table_args("i32"), *rows, *self._table_args("float"), c, self._row_of(s.dst), threads]
-            self.call("mma", args + [ints(v) for v in (*s.shape, kind)])
+            self.call("mma", args + [_i64(v) for v in (*s.shape, kind)])
         elif isinstance(s, LdMatrix):
             groups = s.dst.slots // 4
             args = [*self._table_args("i32"), self._row_of(s.dst), *self.buffer_args(s.buffer)]
-            args += [*self._table_args("i32"), self._row_of(s.index), ints(groups), threads, ints(s.trans)]
+            args += [*self._table_args("i32"), self._row_of(s.index), _i64(groups), threads, _i64(s.trans)]
             self.call("ldmatrix", args)
         else:
             self.wgmma(s)
@@ -407,9 +380,7 @@ class CpuEmitter(ThreadEmitter):
     def wgmma(self, s: Wgmma):
         """Each warpgroup's instructions from its descriptors' fields (cpu_intrinsics.wgmma_m64)."""
         mb, nb, n, ks = s.shape
-        ints = _i64
         for g in range(self.program.num_threads // 128):
-            t0 = ir.Constant(I32, 128 * g)  # (the operands' indices are uniform in a warpgroup)
             operands = []
             for buffer, index, tile, k_major, blocks, size in (
                 (s.a_buffer, s.a_index, s.a_tile, s.a_k_major, mb, 64),
@@ -424,18 +395,17 @@ class CpuEmitter(ThreadEmitter):
                 steps_array = self.constant_array(steps)
                 if in_registers:
                     operands += [*self.buffer_args(None), self._row_of(s.a_regs), steps_array]
-                    operands += [ints(v) for v in (0, 0, 16, 1)]
+                    operands += [_i64(v) for v in (0, 0, 16, 1)]
                 else:
-                    t, self.t = self.t, t0
-                    start = self.builder.mul(self.builder.sext(self.get(index, 0, INT32), I64), ir.Constant(I64, 4))
-                    self.t = t
+                    index = self.of_thread(index, 128 * g, INT64)
+                    start = self.builder.mul(index, ir.Constant(I64, 4))
                     lbo, sbo = tile.strides(k_major)
                     operands += [*self.buffer_args(buffer), start, steps_array]
-                    operands += [ints(v) for v in (lbo, sbo, tile.width, k_major)]
+                    operands += [_i64(v) for v in (lbo, sbo, tile.width, k_major)]
             c = ir.Constant(I64, -1) if s.c is None else self._row_of(s.c)
-            words = self._table_args("i32") if s.a_regs is not None else [ir.Constant(I8.as_pointer(), None), ints(0)]
-            flags = [ints(v) for v in (mb, nb, n, ks, s.dtype.name == "bfloat16")]
-            args = [*self._table_args("float"), c, self._row_of(s.dst), ints(128 * g), *operands, *flags, *words]
+            words = self._table_args("i32") if s.a_regs is not None else list(_NO_ARRAY)
+            flags = [_i64(v) for v in (mb, nb, n, ks, s.dtype.name == "bfloat16")]
+            args = [*self._table_args("float"), c, self._row_of(s.dst), _i64(128 * g), *operands, *flags, *words]
             self.call("wgmma", args + [ir.Constant(I64, self.program.num_threads)])
 
     def constant_array(self, values):
@@ -458,6 +428,7 @@ class CpuEmitter(ThreadEmitter):
         pending, group = self.pointers[f"{s.buffer}__pending"], self.pointers[f"{s.buffer}__group"]
         owner = self.pointers[f"{s.buffer}__owner"]
         tag = b.load(b.gep(self.pointers["async_groups"], [self.t]))
+        raw = UINT16 if d.itemsize == 2 else self.program.shared[s.buffer][0]  # (what a lane's word holds)
         for r in range(extent(s)):
             offset = b.add(self.get(s.base, 0, INT64), self.get(s.offset, r, INT64))
             ok, first, last = self.get(s.mask, r, BOOL), self.get(s.first, r, INT32), self.get(s.last, r, INT32)
@@ -475,9 +446,8 @@ class CpuEmitter(ThreadEmitter):
             for i in range(lanes):
                 lane = ir.Constant(I32, i)
                 inside = b.and_(ok, b.and_(b.icmp_signed("<=", first, lane), b.icmp_signed("<", lane, last)))
-                memory_type = I16 if d.itemsize == 2 else pending.type.pointee
-                value = _masked_load(b, ptr, b.add(offset, ir.Constant(I64, i)), d.itemsize, memory_type, inside)
-                words.append(value)
+                at_lane = b.add(offset, ir.Constant(I64, i))
+                words.append(memory.load(b, raw, ptr, at_lane, inside, ir.Constant(stored_type(raw), 0), self.host))
             if d.itemsize == 2:  # two raw 16-bit lanes a word, the first low
                 words = [b.or_(b.zext(words[2 * w], I32), b.shl(b.zext(words[2 * w + 1], I32), ir.Constant(I32, 16)))
                          for w in range(4)]  # fmt: skip
@@ -567,7 +537,7 @@ class CpuEmitter(ThreadEmitter):
                 ok = b.and_(inside, b.and_(b.icmp_signed(">=", y, zero), b.icmp_signed("<", y, shape[1])))
                 ok = b.and_(ok, b.and_(b.icmp_signed(">=", x, zero), b.icmp_signed("<", x, shape[0])))
                 element = b.add(corner, b.add(b.mul(y, strides[1]), b.mul(x, strides[0])))
-                bits = b.zext(_masked_load(b, ptr, element, 2, I16, ok), I32)
+                bits = b.zext(memory.load(b, UINT16, ptr, element, ok, ir.Constant(I16, 0), self.host), I32)
                 byte = b.add(b.mul(at, ir.Constant(I64, 4)), b.mul(r, ir.Constant(I64, width)))
                 byte = b.add(byte, b.mul(c, ir.Constant(I64, 2)))
                 swizzle = b.and_(b.lshr(byte, ir.Constant(I64, 7)), ir.Constant(I64, width // 16 - 1))
@@ -583,30 +553,14 @@ class CpuEmitter(ThreadEmitter):
         self.counted(box[1], row, "r")
 
 
+_NO_ARRAY = (ir.Constant(I8.as_pointer(), None), ir.Constant(I64, 0))  # a helper's (pointer, size) of none
+
+
 def _i64(v):
     return ir.Constant(I64, int(v))
 
 
-def _masked_load(b, ptr, element, itemsize, memory_type, ok):
-    """``ptr[element]`` (an element of ``itemsize`` bytes, read as ``memory_type``), or 0 where not ``ok``."""
-    address = b.inttoptr(b.add(ptr, b.mul(element, ir.Constant(I64, itemsize))), memory_type.as_pointer())
-    slot = local(b, ir.Constant(memory_type, None))
-    with b.if_then(ok):
-        b.store(b.load(address), slot)
-    return b.load(slot)
-
-
-_LLVM_TYPES = {"i8": I8, "i16": I16, "i32": I32, "i64": I64, "float": ir.FloatType(), "double": ir.DoubleType()}
-
-
-def _np_dtype(t) -> np.dtype:
-    return {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "float": np.float32,
-            "double": np.float64}[str(t)]  # fmt: skip
-
-
-def _np_type(dtype):
-    return {np.dtype(np.int8): I8, np.dtype(np.int16): I16, np.dtype(np.int32): I32, np.dtype(np.int64): I64,
-            np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}[np.dtype(dtype)]  # fmt: skip
+_NUMPY = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "float": np.float32, "double": np.float64}
 
 
 _C_TYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
@@ -665,7 +619,7 @@ class CpuKernel:
         chunks = np.linspace(0, blocks, max(workers, 1) + 1).astype(np.int64)
 
         def run(k):
-            scratch = [np.empty(shape, dtype) for _, dtype, shape in self.scratch]
+            scratch = [np.empty(shape, _NUMPY[str(t)]) for _, t, shape in self.scratch]
             pointers = (ctypes.c_void_p * max(len(scratch), 1))(*[a.ctypes.data for a in scratch])
             return function(int(chunks[k]), int(chunks[k + 1]), *grid, ctypes.cast(pointers, ctypes.c_void_p), *flat)
 

@@ -121,15 +121,15 @@ class CudaKernel:
     def __init__(self, program: ThreadProgram, without_tma=None):
         self.program = program
         self._without_tma = without_tma  # makes the kernel lowered without TMA (kernel.py), then is it
-        self.launch_bounds = launch_bounds(program)
+        total = shared_offsets(program.shared)[1]
+        self.dynamic_shared = total if total > STATIC_SHARED_LIMIT else 0
+        self.launch_bounds = launch_bounds(program, self.dynamic_shared)
         self.ir = emit_module(program, nvvm_versions()[1], self.launch_bounds)
         # what the compiled code depends on: the IR (launch bounds included), the parameters'
         # struct codes (an int32 and a uint32 scalar give the same IR) and the toolchain
         key = [self.ir, param_codes(program), *toolchain_versions()]
         self.digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:32]
         self._ptx = {}
-        total = shared_offsets(program.shared)[1]
-        self.dynamic_shared = total if total > STATIC_SHARED_LIMIT else 0
         self.hopper = any(isinstance(s, Wgmma) for s in walk_statements(program.body))  # needs sm_90a
         self._loaded = {}  # device id -> its launcher (tilelang._launch.Launcher)
 
@@ -222,7 +222,7 @@ class CudaKernel:
         return self._ptx[cc]
 
 
-def launch_bounds(program: ThreadProgram):
+def launch_bounds(program: ThreadProgram, dynamic_shared: int):
     """``.maxntid`` (and ``.minnctapersm``) for the kernel, or None.
 
     Over 256 threads, .maxntid: ptxas keeps to the registers such a block may have (it spills
@@ -241,8 +241,7 @@ def launch_bounds(program: ThreadProgram):
     accumulators = _product_registers(body)
     if not accumulators and any(isinstance(s, AsyncCopy) for s in walk_statements(body)):
         accumulators = _carried_registers(body)
-    total = shared_offsets(program.shared)[1]
-    two_fit = 2 * ((total if total > STATIC_SHARED_LIMIT else 0) + RESERVED_SHARED) <= SHARED_PER_SM
+    two_fit = 2 * (dynamic_shared + RESERVED_SHARED) <= SHARED_PER_SM
     if threads > 256:
         return (threads,)
     return (threads, 2) if 0 < accumulators <= 64 and threads == 256 and two_fit else None

@@ -44,13 +44,12 @@ from .._lower.thread_ir import (
 from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
-from ..errors import TileCompilerError
 from . import cuda_intrinsics as memory
 from .cuda_arith import div_rn_f32, floor_divmod, instruction_f32
 from .cuda_mma import asm_statement, ldmatrix, mma, pack, tf32_bits, wgmma, wgmma_desc, wgmma_wait
 from .cuda_tma import mbarrier_op, mbarrier_try_wait, tma_load
-from .llvm_emit import ThreadEmitter, param_regs, param_type
-from .llvm_values import convert, register_type
+from .llvm_emit import ThreadEmitter, param_regs, stored_type
+from .llvm_values import convert
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -74,80 +73,22 @@ def emit_module(program: ThreadProgram, ir_version: tuple, launch_bounds=None) -
     return str(KernelEmitter(program, ir_version, launch_bounds).module)
 
 
-class KernelEmitter(ThreadEmitter):
-    TARGET = "CUDA"
+class CudaTarget:
+    """What ``llvm_values.op_value`` asks of a target, on the GPU: libdevice's math functions,
+    ``cvt`` instructions for 16-bit and TF32 rounding, division without subroutine calls
+    (cuda_arith.py) and the faster instructions of :meth:`fast`."""
 
-    def __init__(self, program: ThreadProgram, ir_version: tuple, launch_bounds):
-        super().__init__(program)
-        m = self.module = ir.Module(name=program.name)
-        m.triple, m.data_layout = "nvptx64-nvidia-cuda", DATA_LAYOUT
-        regs = param_regs(program)
-        types = [param_type(r.dtype) for r in regs]
-        fn = self.function = ir.Function(m, ir.FunctionType(ir.VoidType(), types), name=program.name)
-        self.entry = fn.append_basic_block("entry")  # (allocas only; branches to the body at the end)
-        self.builder = ir.IRBuilder(fn.append_basic_block("body"))
-        body_start = self.builder.block
-        self.bind_params(regs, fn.args)
-        self.shared = self._shared_buffers()
-        # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
-        # kernels divide floats without div.rn.f32's (cuda_arith.py)
-        self.no_calls = any(isinstance(s, Wgmma) for s in walk_statements(program.body))
-        self.rounded_to_16 = _rounded_to_16_bits(program.body)
-        self.exit_waits = _exit_waits(program.body)
-        self.moved_waits = {id(w) for waits in self.exit_waits.values() for w in waits}
-        self.statements(program.body)
-        self.builder.ret_void()
-        self.builder.position_at_end(self.entry)
-        self.builder.branch(body_start)
-        self._annotate(launch_bounds, ir_version)
-
-    # ------------------------------------------------------------------ module
-
-    def _annotate(self, launch_bounds, ir_version):
-        m = self.module
-        marks = [("kernel", 1)] + list(zip(("maxntidx", "minctasm"), launch_bounds or ()))
-        for key, value in marks:
-            mark = [self.function, ir.MetaDataString(m, key), ir.Constant(I32, value)]
-            m.add_named_metadata("nvvm.annotations", mark)
-        m.add_named_metadata("nvvmir.version", [ir.Constant(I32, v) for v in ir_version])
-
-    def _shared_buffers(self) -> dict:
-        """Buffer name -> a pointer to its first element in shared memory (addrspace 3): static
-        arrays, or places in one dynamic allocation past the static limit. Elements have their
-        register type (16-bit floats as float32, as the lowering sized them), bools a byte."""
-        starts, out = dynamic_shared(self.program), {}
-        base = None
-        for name, (d, size) in self.program.shared.items():
-            t = I8 if d.is_bool else register_type(d)
-            if starts:
-                if base is None:
-                    base = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "dynamic_shared", addrspace=3)
-                    base.linkage, base.align = "external", 1024
-                first = self.builder.bitcast(base, t.as_pointer(3))
-                out[name] = self.builder.gep(first, [ir.Constant(I64, starts[name] // d.itemsize)], inbounds=True)
-            else:
-                array = ir.GlobalVariable(self.module, ir.ArrayType(t, size), name, addrspace=3)
-                array.linkage, array.align = "internal", max(16, shared_alignment(name))
-                array.initializer = ir.Constant(array.value_type, ir.Undefined)
-                out[name] = self.builder.gep(array, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
-        return out
-
-    # ------------------------------------------------------------------ values
-
-    def address(self, buffer: str, index):
-        """The 32-bit shared address of element ``index`` of a buffer (inline PTX takes these)."""
-        return self.builder.ptrtoint(self.element(buffer, index), I32)
-
-    # target hooks of llvm_values.op_value
+    def __init__(self, builder: ir.IRBuilder, rounded_to_16: set, no_calls: bool):
+        self.builder, self.rounded_to_16, self.no_calls = builder, rounded_to_16, no_calls
 
     def math(self, name: str, *args):
         t = args[0].type
         if name in ("floor", "ceil"):
-            fn = self.module.declare_intrinsic(f"llvm.{name}", [t])
+            fn = self.builder.module.declare_intrinsic(f"llvm.{name}", [t])
         else:
             symbol = f"__nv_{name}{'f' if t == F32 else ''}"
-            fn = self.module.globals.get(symbol)
-            fn = fn or ir.Function(self.module, ir.FunctionType(t, [t] * len(args)), symbol)
+            fn = self.builder.module.globals.get(symbol)
+            fn = fn or ir.Function(self.builder.module, ir.FunctionType(t, [t] * len(args)), symbol)
         return self.builder.call(fn, list(args))
 
     def rounded(self, x, d):
@@ -184,6 +125,71 @@ class KernelEmitter(ThreadEmitter):
             if self.no_calls:
                 return div_rn_f32(self.builder, *args)
         return None
+
+
+class KernelEmitter(ThreadEmitter):
+    TARGET = "CUDA"
+
+    def __init__(self, program: ThreadProgram, ir_version: tuple, launch_bounds):
+        super().__init__(program)
+        m = self.module = ir.Module(name=program.name)
+        m.triple, m.data_layout = "nvptx64-nvidia-cuda", DATA_LAYOUT
+        regs = param_regs(program)
+        types = [stored_type(r.dtype) for r in regs]
+        fn = self.function = ir.Function(m, ir.FunctionType(ir.VoidType(), types), name=program.name)
+        self.entry = fn.append_basic_block("entry")  # (allocas only; branches to the body at the end)
+        self.builder = ir.IRBuilder(fn.append_basic_block("body"))
+        body_start = self.builder.block
+        self.bind_params(regs, fn.args)
+        self.shared = self._shared_buffers()
+        # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
+        # kernels divide floats without div.rn.f32's (cuda_arith.py)
+        no_calls = any(isinstance(s, Wgmma) for s in walk_statements(program.body))
+        self.target = CudaTarget(self.builder, _rounded_to_16_bits(program.body), no_calls)
+        self.exit_waits = _exit_waits(program.body)
+        self.moved_waits = {id(w) for waits in self.exit_waits.values() for w in waits}
+        self.statements(program.body)
+        self.builder.ret_void()
+        self.builder.position_at_end(self.entry)
+        self.builder.branch(body_start)
+        self._annotate(launch_bounds, ir_version)
+
+    # ------------------------------------------------------------------ module
+
+    def _annotate(self, launch_bounds, ir_version):
+        m = self.module
+        marks = [("kernel", 1)] + list(zip(("maxntidx", "minctasm"), launch_bounds or ()))
+        for key, value in marks:
+            mark = [self.function, ir.MetaDataString(m, key), ir.Constant(I32, value)]
+            m.add_named_metadata("nvvm.annotations", mark)
+        m.add_named_metadata("nvvmir.version", [ir.Constant(I32, v) for v in ir_version])
+
+    def _shared_buffers(self) -> dict:
+        """Buffer name -> a pointer to its first element in shared memory (addrspace 3): static
+        arrays, or places in one dynamic allocation past the static limit. Elements have their
+        register type (16-bit floats as float32, as the lowering sized them), bools a byte."""
+        starts, out = dynamic_shared(self.program), {}
+        base = None
+        for name, (d, size) in self.program.shared.items():
+            t = stored_type(d)
+            if starts:
+                if base is None:
+                    base = ir.GlobalVariable(self.module, ir.ArrayType(I8, 0), "dynamic_shared", addrspace=3)
+                    base.linkage, base.align = "external", 1024
+                first = self.builder.bitcast(base, t.as_pointer(3))
+                out[name] = self.builder.gep(first, [ir.Constant(I64, starts[name] // d.itemsize)], inbounds=True)
+            else:
+                array = ir.GlobalVariable(self.module, ir.ArrayType(t, size), name, addrspace=3)
+                array.linkage, array.align = "internal", max(16, shared_alignment(name))
+                array.initializer = ir.Constant(array.value_type, ir.Undefined)
+                out[name] = self.builder.gep(array, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
+        return out
+
+    # ------------------------------------------------------------------ values
+
+    def address(self, buffer: str, index):
+        """The 32-bit shared address of element ``index`` of a buffer (inline PTX takes these)."""
+        return self.builder.ptrtoint(self.element(buffer, index), I32)
 
     # ------------------------------------------------------------------ statements
 
@@ -236,15 +242,19 @@ class KernelEmitter(ThreadEmitter):
                     self.slot_major(rest, is_whole)
                     versions.append((dict(self.values), b.block))
         self.values = before
+        (one, one_block), (other, other_block) = versions
         for x in (s.dst for s in rest if isinstance(s, Op)):  # (what later statements may read)
-            (one, one_block), (other, other_block) = versions
-            joined = []
-            for u, v in zip(one[x], other[x]):
-                phi = b.phi(u.type)
-                phi.add_incoming(u, one_block)
-                phi.add_incoming(v, other_block)
-                joined.append(phi)
-            self.values[x] = joined
+            self.values[x] = self.join(one[x], one_block, other[x], other_block)
+
+    def join(self, one: list, one_block, other: list, other_block) -> list:
+        """Phi nodes merging the values ``one`` (from ``one_block``) and ``other``, slot by slot."""
+        joined = []
+        for u, v in zip(one, other):
+            phi = self.builder.phi(u.type)
+            phi.add_incoming(u, one_block)
+            phi.add_incoming(v, other_block)
+            joined.append(phi)
+        return joined
 
     def slot_major(self, run, whole):
         n = {extent(s) for s in run}
@@ -262,12 +272,6 @@ class KernelEmitter(ThreadEmitter):
                     self.values[s.dst][r] = self.op_slot(s, r)
                 else:
                     self.copy(s, whole, [r])
-
-    def statement(self, s):
-        method = getattr(self, f"_{type(s).__name__}", None)
-        if method is None:
-            raise TileCompilerError(f"the CUDA backend cannot emit {type(s).__name__}")
-        method(s)
 
     def special(self, s: Op):
         """A thread or block id, or the grid's size: the special registers."""
@@ -298,8 +302,8 @@ class KernelEmitter(ThreadEmitter):
             elif v.type == F32:
                 out.append(b.bitcast(exchange(b.bitcast(v, I32)), F32))
             else:
-                word = exchange(convert(self, v, d, INT32))
-                out.append(convert(self, word, INT32, d))
+                word = exchange(convert(self.target, v, d, INT32))
+                out.append(convert(self.target, word, INT32, d))
         self.values[s.dst] = out
 
     def copy(self, s: AsyncCopy, whole: bool, groups=None):
@@ -457,13 +461,7 @@ class KernelEmitter(ThreadEmitter):
             else:
                 skipped = before[x] if len(before[x]) > 1 else before[x] * x.slots
             ended = after[x] if len(after[x]) > 1 else after[x] * x.slots
-            joined = []
-            for a, c in zip(skipped, ended):
-                phi = b.phi(a.type)
-                phi.add_incoming(a, entry)
-                phi.add_incoming(c, ran)
-                joined.append(phi)
-            self.values[x] = joined
+            self.values[x] = self.join(skipped, entry, ended, ran)
 
 
 def _rounded_to_16_bits(stmts) -> set:

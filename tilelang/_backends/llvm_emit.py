@@ -5,9 +5,10 @@
 ``llvm_values.op_value``), global loads, stores and atomics (through ``cuda_intrinsics``:
 16-byte vectors with their lane-by-lane fallback), shared-memory accesses and loops (an
 LLVM loop whose carried registers are phi nodes). A target subclass sets ``module``,
-``builder`` and ``shared`` (buffer name -> a pointer to its first element), says how it
-reads thread and block ids (``special``) and gives the hooks ``op_value`` asks for; it may
-keep registers elsewhere by overriding ``get``/``define``.
+``builder``, ``shared`` (buffer name -> a pointer to its first element) and ``target``
+(what ``op_value`` asks of a target: ``cuda_emit.CudaTarget``, ``host_llvm.HostTarget``),
+says how it reads thread and block ids (``special``), and may keep registers elsewhere by
+overriding ``get``/``define``.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ def param_regs(program: ThreadProgram) -> list:
     return regs
 
 
-def param_type(d):
-    """A parameter's LLVM type (a bool travels as a byte)."""
+def stored_type(d):
+    """A register's LLVM type where it is stored (a kernel parameter, shared memory, the CPU's
+    register tables): a bool as a byte."""
     return I8 if d.is_bool else register_type(d)
 
 
@@ -61,7 +63,7 @@ class ThreadEmitter:
         else:
             held = self.held(x)
             v = held[r] if len(held) > 1 else held[0]
-        return v if dtype is None or dtype == x.dtype else convert(self, v, x.dtype, dtype)
+        return v if dtype is None or dtype == x.dtype else convert(self.target, v, x.dtype, dtype)
 
     def slots(self, x, n: int) -> list:
         return [self.get(x, r) for r in range(n)]
@@ -104,11 +106,11 @@ class ThreadEmitter:
         if s.op in ("thread_id", "block_id", "num_blocks"):
             return self.special(s)
         if s.op == "pack16":
-            return self.pack16(s.attr, self.get(s.args[0], r), self.get(s.args[1], r))
+            return self.target.pack16(s.attr, self.get(s.args[0], r), self.get(s.args[1], r))
         if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
-            word = self.tf32_bits(self.get(s.args[0], r))
+            word = self.target.tf32_bits(self.get(s.args[0], r))
             return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
-        return op_value(self, s, [self.get(a, r) for a in s.args])
+        return op_value(self.target, s, [self.get(a, r) for a in s.args])
 
     def _Load(self, s: Load):
         b, array = self.builder, self.arrays[s.array]
@@ -175,7 +177,7 @@ class ThreadEmitter:
         for r in range(extent(s)):
             at = self.element(s.buffer, self.get(s.index, r))
             value = self.get(s.value, r)
-            value = b.zext(value, I8) if s.value.dtype.is_bool else convert(self, value, s.value.dtype, d)
+            value = b.zext(value, I8) if s.value.dtype.is_bool else convert(self.target, value, s.value.dtype, d)
             with self.masked(s.mask, r) as on:
                 if on and s.add:
                     b.atomic_rmw("add", at, value, "monotonic")
@@ -218,7 +220,7 @@ class ThreadEmitter:
         runs = b.or_(up, down)
         span = b.select(runs, span, one)
         size = b.select(b.icmp_unsigned("==", size, zero), one, size)
-        count = b.add(self.floor_divmod(b.sub(span, one), size, False)[0], one)
+        count = b.add(self.target.floor_divmod(b.sub(span, one), size, False)[0], one)
         return b.select(runs, count, zero)
 
     @contextlib.contextmanager

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from llvmlite import ir
 
 from .._ir.primitives import ftz_exponent
@@ -43,17 +44,11 @@ def constant(x: Imm):
     t = register_type(x.dtype)
     if x.dtype.is_bool:
         return ir.Constant(t, int(bool(x.value)))
-    if x.dtype.is_float:
-        v = float(x.value)
-        return ir.Constant(t, v if math.isnan(v) or math.isinf(v) or t == ir.DoubleType() else _f32(v))
+    if x.dtype.is_float:  # (a float32 past its range is inf, as NumPy rounds it: llvmlite would raise)
+        with np.errstate(over="ignore"):
+            return ir.Constant(t, float(x.value if t == ir.DoubleType() else np.float32(x.value)))
     v = int(x.value) & ((1 << x.dtype.bits) - 1)  # two's complement, as LLVM reads integer literals
     return ir.Constant(t, v - (1 << x.dtype.bits) if v >> (x.dtype.bits - 1) else v)
-
-
-def _f32(v: float) -> float:
-    import numpy as np
-
-    return float(np.float32(v))
 
 
 def compute_dtype(d: DType) -> DType:
