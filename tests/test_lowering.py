@@ -324,18 +324,22 @@ def test_full_reductions_to_scalars(num_threads, tile, shared, seed, data):
 @functools.cache
 def scan_kernel(num_threads):
     @tl.tile_kernel(num_threads=num_threads)
-    def scans(x, out_s, out_p, AXIS: tl.Constant, BM: tl.Constant, BN: tl.Constant):
+    def scans(x, out_s, out_p, out_sum, out_prod, AXIS: tl.Constant, BM: tl.Constant, BN: tl.Constant):
         i, j = tl.block_id(0), tl.block_id(1)
         t = tl.load(x, index=(i, j), shape=(BM, BN), padding=3)
         tl.store(out_s, tl.cumsum(t, axis=AXIS), index=(i, j))
         tl.store(out_p, tl.cumprod(t, axis=AXIS), index=(i, j))
+        # without padding along the axis, these read the scans' totals
+        tl.store(out_sum, tl.sum(t, axis=AXIS, keepdims=True), index=(i, j))
+        tl.store(out_prod, tl.prod(t, axis=AXIS, keepdims=True), index=(i, j))
 
     return scans
 
 
 # 3x10 (padded 4x16) on 64 threads: the axis on lanes and warps; 5x30 (8x32): registers
-# too; 4x8 on 256 threads (each element held by 8 threads)
-@pytest.mark.parametrize("num_threads, tile", [(64, (3, 10)), (64, (5, 30)), (256, (4, 8))])
+# too; 4x8 on 256 threads (each element held by 8 threads); 16x64 on 128 threads: no
+# padding, so the sums and products come from the scans
+@pytest.mark.parametrize("num_threads, tile", [(64, (3, 10)), (64, (5, 30)), (256, (4, 8)), (128, (16, 64))])
 @pytest.mark.parametrize("axis", [0, 1])
 @examples(20)
 @given(seed=SEEDS, data=st.data())
@@ -346,19 +350,42 @@ def test_cumsum_cumprod_along_both_axes(num_threads, tile, axis, seed, data):
     wide = data.draw(st.booleans(), label="the whole int32 range (else few values)")
     x = _ints(rng, shape, -(2**31), 2**31, np.int32) if wide else _ints(rng, shape, -3, 4, np.int32)
     how = data.draw(UNIT_VIEWS, label="view")
+    grid = grid_of(shape, tile)
+    totals = (grid[0], shape[1]) if axis == 0 else (shape[0], grid[1])
 
     def make():
-        return view(x, how), np.zeros(shape, np.int32), np.zeros(shape, np.int32)
+        return view(x, how), *(np.zeros(s, np.int32) for s in (shape, shape, totals, totals))
 
     def reference(x, *_):
         xb = padded_blocks(x, tile, 3)
         ax = 2 if axis == 0 else 3
         m, n = shape
+        cut = (slice(None), slice(n)) if axis == 0 else (slice(m), slice(None))
         return (unblock(np.cumsum(xb, axis=ax, dtype=np.int32))[:m, :n],
-                unblock(np.cumprod(xb, axis=ax, dtype=np.int32))[:m, :n])  # fmt: skip
+                unblock(np.cumprod(xb, axis=ax, dtype=np.int32))[:m, :n],
+                unblock(np.sum(xb, axis=ax, dtype=np.int32, keepdims=True))[cut],
+                unblock(np.prod(xb, axis=ax, dtype=np.int32, keepdims=True))[cut])  # fmt: skip
 
     consts = dict(AXIS=axis, BM=tile[0], BN=tile[1])
-    check(kernel, grid_of(shape, tile), make, reference, ("out_s", "out_p"), **consts)
+    check(kernel, grid, make, reference, ("out_s", "out_p", "out_sum", "out_prod"), **consts)
+
+
+@tl.tile_kernel(num_threads=128)
+def scans_only(x, out_s, out_p, out_sum, out_prod, AXIS: tl.Constant, BM: tl.Constant, BN: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    t = tl.load(x, index=(i, j), shape=(BM, BN), padding=3)
+    tl.store(out_s, tl.cumsum(t, axis=AXIS), index=(i, j))
+    tl.store(out_p, tl.cumprod(t, axis=AXIS), index=(i, j))
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_a_reduction_beside_a_scan_of_the_same_tile_reads_its_totals(axis):
+    """No shuffle, barrier or shared-memory access beyond the scans' own."""
+    x = np.zeros((16, 64), np.int32)
+    ir, alone = (thread_ir(k, lambda: (x,) * 5, AXIS=axis, BM=16, BN=64) for k in (scan_kernel(128), scans_only))
+    keys = ("shuffle_xor", "barrier", "= shared ", "shared smem")
+    assert "shuffle_xor" in alone
+    assert [ir.count(k) for k in keys] == [alone.count(k) for k in keys]
 
 
 # ----------------------------------------------------------------------- shape ops

@@ -122,6 +122,28 @@ def test_loop_with_reduction_compiles():
     assert "_header:" in e["llvm_ir"]  # the tl.range loop stays a loop (its header block)
 
 
+@tl.tile_kernel
+def row_cumsum(x, out, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    carry = tl.zeros((1, 1), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BLOCK)):
+        t = tl.load(x, index=(i, k), shape=(1, BLOCK))
+        tl.store(out, tl.cumsum(t, axis=1) + carry, index=(i, k))
+        carry += tl.sum(t, axis=1, keepdims=True)
+
+
+def test_a_row_scan_across_warps_keeps_its_shared_addresses_in_one_register():
+    """The scan's exchange between warps reads its partner at this thread's index plus one
+    offset (a per-slot xor hoisted out of the loop held 64 addresses: 172 registers, 3
+    blocks an SM instead of 4), 16 bytes at a time; the row's sum is the scan's total."""
+    e = explain(row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)
+    registers = int(re.search(r"registers per thread (\d+)", e["resources"]).group(1))
+    assert registers <= 128, e["resources"]
+    ops = instructions(e["ptx"])
+    assert "ld.shared.v4.f32" in ops and "st.shared.v4.f32" in ops
+    assert e["ptx"].count("bar.sync") == 3  # two exchanges and the loop's end
+
+
 def test_strided_arrays_use_scalar_accesses():
     strided = ArrayType(tl.float32, 1, unit_stride=False)
     ops = instructions(explain(vector_add, strided, "f32[:]", "f32[:]", TILE=256)["ptx"])

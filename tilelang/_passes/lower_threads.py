@@ -316,6 +316,11 @@ def _lower_reduce(lw, eqn, x, *, axis):
     out_layout = lw.layout(eqn.outputs[0])
     red = _Reducer(lw, eqn.prim.name, x.type.dtype)
     bits = src.dim_bits(axis)
+    total = lw.scan_totals.get((x, axis, eqn.prim.name, src, id(lw.stmts)))
+    if total is not None:  # a scan of x along axis holds the total in every slot: take slot 0 of the axis
+        reg = [b for b in src.reg if b not in bits]
+        output(lw, eqn, lw.pick(total, [(k, src.reg.index(b)) for k, b in enumerate(reg)], 1 << len(reg)))
+        return
     item = (lw.regs(x, src), lw.coord(src, axis)) if red.arg else (lw.regs(x, src),)
     valid = lw.valid(src)
     partial = tuple(lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, red.identity()))
@@ -422,26 +427,35 @@ def _lower_scan(lw, eqn, x, *, axis):
             total = lw.op(dtype, combine, below, above)
             continue
         t = hardware[b]
+        upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
         if t < 5:
             partner = lw.reg(dtype, slots(total), "s")
             lw.stmts.append(Shuffle(partner, total, 1 << t))
         else:
-            partner = _exchange(lw, layout, total, b)
-        upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
+            partner = _exchange(lw, layout, total, b, upper)
         prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, partner, prefix), prefix)
         total = lw.op(dtype, combine, partner, total)
+    if layout.shape[axis] == layout.padded[axis] and eqn.outputs[0].type.dtype == dtype:
+        # no padding along the axis: every slot's total is the whole axis's, which a
+        # reduction of x along it in the same statement list reads instead of reducing again
+        reduction = {"add": "reduce_sum", "mul": "reduce_prod"}[combine]
+        lw.scan_totals[(x, axis, reduction, layout, id(lw.stmts))] = total
     output(lw, eqn, prefix)
 
 
-def _exchange(lw, layout, value, bit):
+def _exchange(lw, layout, value, bit, upper):
     """Each element's ``value`` from the element whose padded index differs in ``bit``
-    (held by another warp), through shared memory."""
+    (held by another warp: ``upper`` says whether this thread's elements have it set),
+    through shared memory. The partner's index is this one's plus one offset per thread,
+    not a per-slot xor: the addresses stay one base register plus constants (per-slot
+    addresses hoisted out of a loop took 64 registers in a row cumsum)."""
     buf = lw.buffer(value.dtype, _padded_size(layout))
     index = _padded_flat(lw, layout)
     lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
     lw.barrier()
     dst = lw.reg(value.dtype, layout.num_regs, "w")
-    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "xor", index, Imm(1 << bit, i32))))
+    offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
+    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
     lw.release(buf)
     return dst
 
