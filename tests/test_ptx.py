@@ -82,6 +82,30 @@ def test_half_precision_rmsnorm_moves_16_bytes_and_broadcasts_its_statistic_in_r
     assert len(re.findall(r"^\s+bar\.sync", e["ptx"], re.M)) == 1  # partials written; none after reading
 
 
+@pytest.mark.parametrize("dtype, elements", [("bf16", 8), ("f32", 4)])
+def test_a_threads_vector_accesses_go_back_to_back_when_all_are_whole(dtype, elements):
+    """One test for all of a thread's groups, then their 16-byte accesses with no branch
+    between (a test and branch around each made a bfloat16 layernorm 18-29% slower on the
+    H200); the group-by-group code stays for windows at an edge or unaligned."""
+    ptx = explain(rmsnorm, f"{dtype}[:, :]", f"{dtype}[:]", f"{dtype}[:, :]", 4096, 1e-5, BLOCK=4096)["ptx"]
+    per_thread = 4096 // 128 // elements  # groups of the row each thread loads and stores
+    for access in ("ld.global.v4", "st.global.v4"):
+        assert _most_without_a_branch(ptx, access) == per_thread, access
+    assert len(re.findall(r"ld\.global\.v4", ptx)) == 2 * 2 * per_thread  # x and w: both versions
+
+
+def _most_without_a_branch(ptx: str, access: str) -> int:
+    """The most ``access`` instructions in a row with no branch or label between them."""
+    most = run = 0
+    for line in ptx.splitlines():
+        if line.startswith("$") or re.match(r"\s+(@%p\d+\s+)?bra", line):
+            run = 0
+        elif access in line:
+            run += 1
+            most = max(most, run)
+    return most
+
+
 @tl.tile_kernel
 def scaled_shift(x, w, b, out, BLOCK: tl.Constant):
     i = tl.block_id(0)

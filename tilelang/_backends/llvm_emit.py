@@ -115,30 +115,34 @@ class ThreadEmitter:
     def _Load(self, s: Load):
         b, array = self.builder, self.arrays[s.array]
         ptr = self.get(array.reg("ptr"))
-        out = []
-        for g in range(s.dst.slots * s.pack // s.lanes):
-            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
-            if s.lanes == 1:
-                out.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g), host=self.host))
-                continue
-            first, last, pad = self.get(s.first, g, INT32), self.get(s.last, g, INT32), self.get(s.pad, g)
-            if s.pack > 1:
-                out.extend(memory.load_words(b, s.lanes, ptr, offset, ok, first, last, pad, host=self.host))
-            else:
-                out.extend(memory.load_vector(b, s.dst.dtype, s.lanes, ptr, offset, ok, first, last, pad, self.host))
-        self.define(s.dst, out)
+        count = s.dst.slots * s.pack // s.lanes
+        if s.lanes == 1:
+            values = []
+            for g in range(count):
+                offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+                values.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g), host=self.host))
+        else:
+            groups = [self.group(s, g) for g in range(count)]
+            pads = [self.get(s.pad, g) for g in range(count)]
+            values = memory.load_vectors(b, s.dst.dtype, s.lanes, ptr, groups, pads, self.host, words=s.pack > 1)
+        self.define(s.dst, values)
 
     def _Store(self, s: Store):
         b, array = self.builder, self.arrays[s.array]
         ptr, d = self.get(array.reg("ptr")), array.dtype
-        for g in range(max(1, extent(s))):
-            offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
-            if s.lanes == 1:
+        count = max(1, extent(s))
+        if s.lanes == 1:
+            for g in range(count):
+                offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
                 memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d), host=self.host)
-            else:
-                values = [self.get(s.values, g * s.lanes + i, d) for i in range(s.lanes)]
-                first, last = self.get(s.first, g, INT32), self.get(s.last, g, INT32)
-                memory.store_vector(b, d, s.lanes, ptr, offset, ok, first, last, values, host=self.host)
+            return
+        values = [self.get(s.values, i, d) for i in range(count * s.lanes)]
+        memory.store_vectors(b, d, s.lanes, ptr, [self.group(s, g) for g in range(count)], values, self.host)
+
+    def group(self, s, g: int) -> tuple:
+        """Group ``g`` of a vector access: (offset, mask, first lane, end lane)."""
+        offset, mask = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+        return offset, mask, self.get(s.first, g, INT32), self.get(s.last, g, INT32)
 
     def _Atomic(self, s: Atomic):
         array = self.arrays[s.array]
