@@ -1,5 +1,5 @@
-"""Cases for benchmarks/run.py beyond rows: a column sum, a sum over the middle axis of a
-3-d array, a 2-d transpose and a 256-bin histogram; against torch.
+"""Cases for benchmarks/run.py beyond rows: a column sum, a sum and an argmax over the
+middle axis of a 3-d array, a 2-d transpose and a 256-bin histogram; against torch.
 """
 
 from __future__ import annotations
@@ -28,6 +28,22 @@ def middle_sum(x, out, BB: tl.Constant, BC: tl.Constant):
     for k in tl.range(0, tl.cdiv(x.shape[1], BB)):
         acc += tl.load(x, index=(a, k, j), shape=(1, BB, BC))
     tl.store(out, tl.sum(acc, axis=1), index=(a, j))
+
+
+@tl.tile_kernel
+def middle_argmax(x, out, BB: tl.Constant, BC: tl.Constant):
+    """out[a, c] = argmax over b of x[a, b, c] (the first on ties): each element of a (BB, BC)
+    tile keeps the best value it has seen and where; the tile is reduced once, at the end."""
+    a, j = tl.block_id(0), tl.block_id(1)
+    best = tl.full((1, BB, BC), float("-inf"), tl.float32)
+    where = tl.zeros((1, BB, BC), tl.int32)
+    rows = tl.arange(0, BB)[None, :, None]
+    for k in tl.range(0, tl.cdiv(x.shape[1], BB)):
+        t = tl.load(x, index=(a, k, j), shape=(1, BB, BC), padding=float("-inf"))
+        take = t > best
+        best, where = tl.where(take, t, best), tl.where(take, rows + (k * BB).astype(tl.int32), where)
+    top = tl.max(best, axis=1, keepdims=True)
+    tl.store(out, tl.min(tl.where(best == top, where, x.shape[1]), axis=1), index=(a, j))
 
 
 @tl.tile_kernel
@@ -74,6 +90,16 @@ def bench_axes(torch, time_ms, report, quick=False):
     ok = "ok" if err < 1e-4 else f"WRONG (err {err:.1e})"
     report(case, "tilelang", time_ms(lambda: middle_sum[grid](x, out, BB=bb, BC=bc), torch), nbytes, ok)
     report(case, "torch", time_ms(lambda: torch.sum(x, dim=1), torch), nbytes)
+
+    # argmax over the middle axis of the same array
+    out = torch.full((shape[0], shape[2]), -1, device="cuda", dtype=torch.int64)
+    bb, bc = 16, 128
+    grid = (shape[0], tl.cdiv(shape[2], bc))
+    middle_argmax[grid](x, out, BB=bb, BC=bc)
+    ok = "ok" if torch.equal(out, torch.argmax(x, dim=1)) else "WRONG"
+    case, nbytes = f"middle-axis argmax {shape[0]}x{shape[1]}x{shape[2]} f32", 4 * x.numel() + 8 * out.numel()
+    report(case, "tilelang", time_ms(lambda: middle_argmax[grid](x, out, BB=bb, BC=bc), torch), nbytes, ok)
+    report(case, "torch", time_ms(lambda: torch.argmax(x, dim=1), torch), nbytes)
 
     # transpose 16384x8192 f32
     m, n = (2048, 8192) if quick else (16384, 8192)

@@ -1,7 +1,7 @@
 """Row-wise memory-bound cases for benchmarks/run.py: layernorm, rmsnorm and softmax over
 rows in float32 and bfloat16, each against torch and a Triton kernel written here in the
 style of Triton's tutorials (one program per row, the whole row in one block, the
-tutorial's num_warps rule).
+tutorial's num_warps rule); a per-row cross-entropy and a row cumsum against torch.
 """
 
 from __future__ import annotations
@@ -40,6 +40,18 @@ def row_cumsum(x, out, BLOCK: tl.Constant):
         t = tl.load(x, index=(i, k), shape=(1, BLOCK))
         tl.store(out, tl.cumsum(t, axis=1) + carry, index=(i, k))
         carry += tl.sum(t, axis=1, keepdims=True)
+
+
+@tl.tile_kernel
+def cross_entropy(x, target, loss, BLOCK: tl.Constant):
+    """loss[i] = logsumexp(x[i]) - x[i, target[i]], one row per block."""
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK), padding=float("-inf"))
+    m = tl.max(t)
+    lse = m + tl.log(tl.sum(tl.exp(t - m)))
+    goal = tl.load(target, index=(i,), shape=(1,)).astype(tl.int32)
+    picked = tl.sum(tl.where(tl.arange(0, BLOCK)[None, :] == goal[:, None], t, 0.0))
+    tl.store(loss, (lse - picked)[None], index=(i,))
 
 
 def softmax(x, out, BLOCK: tl.Constant):
@@ -124,6 +136,7 @@ def bench_rows(torch, time_ms, report, found, quick=False):
         cases = [(k, 1024, n, d) for k, _, n, d in cases[::2]]
     for kind, m, n, dt in cases:
         _row_case(torch, time_ms, report, tk, kind, m, n, getattr(torch, dt))
+    _cross_entropy_case(torch, time_ms, report, quick)
     m, n = (1024, 32768) if quick else (8192, 32768)
     x = torch.randn(m, n, device="cuda")
     out = torch.full_like(x, float("nan"))
@@ -134,6 +147,21 @@ def bench_rows(torch, time_ms, report, found, quick=False):
     case, nbytes = f"cumsum rows {m}x{n} f32", 2 * 4 * m * n
     report(case, "tilelang", time_ms(lambda: row_cumsum[m](x, out, BLOCK=4096), torch), nbytes, ok)
     report(case, "torch", time_ms(lambda: torch.cumsum(x, dim=1, out=out), torch), nbytes)
+
+
+def _cross_entropy_case(torch, time_ms, report, quick):
+    """Per-row cross-entropy of float32 logits with int64 targets (torch's reduction='none')."""
+    m, n = (4096, 4096) if quick else (32768, 4096)
+    x, target = torch.randn(m, n, device="cuda") * 3, torch.randint(0, n, (m,), device="cuda")
+    loss = torch.full((m,), float("nan"), device="cuda")
+    cross_entropy[m](x, target, loss, BLOCK=n)
+    want = torch.nn.functional.cross_entropy(x.double(), target, reduction="none")
+    err = ((loss.double() - want).abs() / (want.abs() + 1)).max().item()  # float32 sums of 4096 terms
+    ok = "ok" if err < 1e-5 else f"WRONG (err {err:.1e})"
+    case, nbytes = f"cross-entropy {m}x{n} f32", 4 * m * n + 8 * m + 4 * m
+    report(case, "tilelang", time_ms(lambda: cross_entropy[m](x, target, loss, BLOCK=n), torch), nbytes, ok)
+    peer = lambda: torch.nn.functional.cross_entropy(x, target, reduction="none")  # noqa: E731
+    report(case, "torch", time_ms(peer, torch), nbytes)
 
 
 def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):

@@ -1,0 +1,49 @@
+"""The kernels benchmarks/ times on the GPU, checked against NumPy at small sizes on every
+backend (their full-size checks run only where the benchmarks do)."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+
+import axes  # noqa: E402
+import rows  # noqa: E402
+
+from tilelang.testing import default_backends  # noqa: E402
+
+BACKENDS = default_backends()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_middle_axis_argmax_takes_the_first_of_ties(backend):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 100, 70)).astype(np.float32)
+    x[0, 20, 3] = x[0, 50, 3] = x[2, 99, 69] = 10.0  # a tie across tiles; the last row and column
+    out = np.full((3, 70), -1, np.int64)
+    axes.middle_argmax[3, 2](x, out, BB=16, BC=64, backend=backend)
+    np.testing.assert_array_equal(out, x.argmax(axis=1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cross_entropy_per_row(backend):
+    rng = np.random.default_rng(1)
+    logits = (rng.standard_normal((7, 300)) * 3).astype(np.float32)
+    target = rng.integers(0, 300, 7)
+    loss = np.full(7, np.nan, np.float32)
+    rows.cross_entropy[7](logits, target, loss, BLOCK=512, backend=backend)
+    x = logits.astype(np.float64)
+    top = x.max(axis=1)
+    want = top + np.log(np.exp(x - top[:, None]).sum(axis=1)) - x[np.arange(7), target]
+    np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-5)  # float32 sums of 300 terms
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_row_cumsum_carries_across_tiles(backend):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 1000)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    rows.row_cumsum[5](x, out, BLOCK=256, backend=backend)
+    np.testing.assert_allclose(out, np.cumsum(x.astype(np.float64), axis=1), rtol=1e-5, atol=1e-4)
