@@ -84,25 +84,27 @@ def test_half_precision_rmsnorm_moves_16_bytes_and_broadcasts_its_statistic_in_r
 
 @pytest.mark.parametrize("dtype, elements", [("bf16", 8), ("f32", 4)])
 def test_a_threads_vector_accesses_go_back_to_back_when_all_are_whole(dtype, elements):
-    """One test for all of a thread's groups, then their 16-byte accesses with no branch
-    between (a test and branch around each made a bfloat16 layernorm 18-29% slower on the
-    H200); the group-by-group code stays for windows at an edge or unaligned."""
+    """Each group's 16-byte access right after its own test, with no lane-by-lane code
+    between them (a branch to it around each group made a bfloat16 layernorm 18-29% slower
+    on the H200); the groups at an edge or unaligned are moved lane by lane after all the
+    others."""
     ptx = explain(rmsnorm, f"{dtype}[:, :]", f"{dtype}[:]", f"{dtype}[:, :]", 4096, 1e-5, BLOCK=4096)["ptx"]
     per_thread = 4096 // 128 // elements  # groups of the row each thread loads and stores
     for access in ("ld.global.v4", "st.global.v4"):
-        assert _most_without_a_branch(ptx, access) == per_thread, access
-    assert len(re.findall(r"ld\.global\.v4", ptx)) == 2 * 2 * per_thread  # x and w: both versions
+        assert _most_in_a_row(ptx, access) >= per_thread, access
+    assert len(re.findall(r"ld\.global\.v4", ptx)) == 2 * per_thread  # x and w, once each
 
 
-def _most_without_a_branch(ptx: str, access: str) -> int:
-    """The most ``access`` instructions in a row with no branch or label between them."""
+def _most_in_a_row(ptx: str, access: str) -> int:
+    """The most ``access`` instructions with no other global access (of one element) between
+    them: each may sit under its own predicate."""
     most = run = 0
     for line in ptx.splitlines():
-        if line.startswith("$") or re.match(r"\s+(@%p\d+\s+)?bra", line):
-            run = 0
-        elif access in line:
+        if access in line:
             run += 1
             most = max(most, run)
+        elif re.match(r"\s+(@%p\d+\s+)?(ld|st)\.global\.", line):
+            run = 0
     return most
 
 
@@ -158,14 +160,14 @@ def row_cumsum(x, out, BLOCK: tl.Constant):
 
 def test_a_row_scan_across_warps_keeps_its_shared_addresses_in_one_register():
     """The scan's exchange between warps reads its partner at this thread's index plus one
-    offset (a per-slot xor hoisted out of the loop held 64 addresses: 172 registers, 3
-    blocks an SM instead of 4), 16 bytes at a time; the row's sum is the scan's total."""
-    e = explain(row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)
-    registers = int(re.search(r"registers per thread (\d+)", e["resources"]).group(1))
-    assert registers <= 128, e["resources"]
-    ops = instructions(e["ptx"])
-    assert "ld.shared.v4.f32" in ops and "st.shared.v4.f32" in ops
-    assert e["ptx"].count("bar.sync") == 3  # two exchanges and the loop's end
+    offset (a per-slot xor, hoisted out of the loop, held 64 addresses: 172 registers),
+    16 bytes at a time from one base register per exchange; the row's sum is the scan's
+    total (no reduction of its own: two exchanges and the loop's end are all the barriers)."""
+    ptx = explain(row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)["ptx"]
+    loads = re.findall(r"ld\.shared\.v4\.f32\s+\{[^}]*\}, \[(%rd\d+)(?:\+\d+)?\]", ptx)
+    stores = re.findall(r"st\.shared\.v4\.f32\s+\[(%rd\d+)(?:\+\d+)?\]", ptx)
+    assert len(loads) == len(stores) == 16 and len(set(loads)) == len(set(stores)) == 2
+    assert ptx.count("bar.sync") == 3
 
 
 def test_strided_arrays_use_scalar_accesses():
