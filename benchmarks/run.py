@@ -107,6 +107,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-matmul", action="store_true", help="the memory-bound cases alone")
     opts = parser.parse_args()
     import torch
 
@@ -181,7 +182,8 @@ def main():
         "| case | implementation | ms | GB/s | check |\n|---|---|---|---|---|\n"
     )
     table = header + "".join(f"| {c} | {i} | {ms:.4f} | {g:.0f} | {ok} |\n" for c, i, ms, g, ok in rows)
-    table += "\n## matmul\n\n" + bench_matmul(torch, time_ms, opts.quick)
+    if not opts.no_matmul:
+        table += "\n## matmul\n\n" + bench_matmul(torch, time_ms, opts.quick)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(table)
