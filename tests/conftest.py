@@ -6,13 +6,16 @@ the op tests run on, and Hypothesis profiles.
   GPU's thread program): the property suites compile hundreds of specializations, about a
   second each. ``TILELANG_TEST_BACKENDS=interpret`` checks the semantics alone, quicker;
   ``interpret,cuda`` adds the GPU on a machine with one.
+- ``benchmarks/`` is importable (``import rows``), so tests read the kernels it times.
 - Hypothesis profiles: ``ci`` (the default; modest example counts so the suite stays fast
   on 2 cores), ``dev`` (quicker) and ``thorough`` (for hunting bugs). Pick one with
   ``HYPOTHESIS_PROFILE=thorough pytest``.
 """
 
 import os
+import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 os.environ["TILELANG_DEBUG"] = "1"  # must be set before tilelang is imported: kernel.py reads it once
 os.environ.setdefault("TILELANG_TEST_BACKENDS", "interpret,cpu")
 

@@ -1,18 +1,12 @@
 """The kernels benchmarks/ times on the GPU, checked against NumPy at small sizes on every
 backend (their full-size checks run only where the benchmarks do)."""
 
-import os
-import sys
-
+import axes
 import numpy as np
 import pytest
+import rows
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
-
-import axes  # noqa: E402
-import rows  # noqa: E402
-
-from tilelang.testing import default_backends  # noqa: E402
+from tilelang.testing import default_backends
 
 BACKENDS = default_backends()
 

@@ -4,6 +4,7 @@
 import re
 
 import pytest
+import rows
 from _blocks import tiled_matmul
 
 import tilelang as tl
@@ -148,22 +149,12 @@ def test_loop_with_reduction_compiles():
     assert "_header:" in e["llvm_ir"]  # the tl.range loop stays a loop (its header block)
 
 
-@tl.tile_kernel
-def row_cumsum(x, out, BLOCK: tl.Constant):
-    i = tl.block_id(0)
-    carry = tl.zeros((1, 1), tl.float32)
-    for k in tl.range(0, tl.cdiv(x.shape[1], BLOCK)):
-        t = tl.load(x, index=(i, k), shape=(1, BLOCK))
-        tl.store(out, tl.cumsum(t, axis=1) + carry, index=(i, k))
-        carry += tl.sum(t, axis=1, keepdims=True)
-
-
 def test_a_row_scan_across_warps_keeps_its_shared_addresses_in_one_register():
     """The scan's exchange between warps reads its partner at this thread's index plus one
     offset (a per-slot xor, hoisted out of the loop, held 64 addresses: 172 registers),
     16 bytes at a time from one base register per exchange; the row's sum is the scan's
     total (no reduction of its own: two exchanges and the loop's end are all the barriers)."""
-    ptx = explain(row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)["ptx"]
+    ptx = explain(rows.row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)["ptx"]
     loads = re.findall(r"ld\.shared\.v4\.f32\s+\{[^}]*\}, \[(%rd\d+)(?:\+\d+)?\]", ptx)
     stores = re.findall(r"st\.shared\.v4\.f32\s+\[(%rd\d+)(?:\+\d+)?\]", ptx)
     assert len(loads) == len(stores) == 16 and len(set(loads)) == len(set(stores)) == 2
