@@ -169,26 +169,33 @@ def load(builder, d: DType, ptr, offset, ok, pad, host=None):
     return builder.load(slot)
 
 
+# the most groups of one access tested together: every test is made before the first group
+# moves, and a matmul epilogue's 32 groups held so many values that its stores spilled
+TOGETHER = 8
+
+
 def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, words=False) -> list:
     """Each group's lanes ``ptr[offset + i]`` (``groups``: ``(offset, ok, first, last)``),
     loaded where ``ok and first <= i < last``, else the group's pad: in one access where all
     lanes are and the address is aligned to the group's bytes. With ``words`` (16-bit ``d``)
     the raw bits come back two lanes to a uint32 word (the first in the low half), nothing
     cut out of them, so a thread's loads of several groups are all in flight before any of
-    their data is used. Each whole group is loaded right after its own test (a predicated
-    access, no branch between the groups), the others lane by lane after all of them: a
-    test and branch around each 16-bit group, its lane-by-lane code in between, made a
-    bfloat16 layernorm 18-29% slower on the H200."""
+    their data is used. When every group of the thread is whole, all are loaded under that
+    one test without a branch between them: a test and branch around each 16-bit group made
+    a bfloat16 layernorm 18-29% slower on the H200."""
     width = lanes // 2 if words else lanes
-    # undefined until loaded (a pad moved in ahead of each predicated load took registers:
-    # a float32 layernorm ran 6% slower); the pad goes in where a group is moved lane by lane
-    undefined = [ir.Constant(I32 if words else pad.type, ir.Undefined) for pad in pads]
-    slots = [[local(builder, u) for _ in range(width)] for u in undefined]
+    slots = []
+    for pad in pads:
+        if words:
+            pad32 = builder.zext(pad, I32)
+            pad = builder.or_(pad32, builder.shl(pad32, ir.Constant(I32, 16)))
+        slots.append([local(builder, pad) for _ in range(width)])
     unit = dtypes.uint16 if words else d
+    wholes = [_whole(builder, ptr, offset, ok, first, last, unit, lanes) for offset, ok, first, last in groups]
 
-    def load_whole(offset, part):
-        slots = part[0]
-        raw = builder.load(_address(builder, ptr, offset, unit, lanes, _space(host)), align=d.itemsize * lanes)
+    def load_whole(group, slots):
+        address = _address(builder, ptr, group[0], unit, lanes, _space(host))
+        raw = builder.load(address, align=d.itemsize * lanes)
         if words:
             items = [builder.extract_element(raw, ir.Constant(I32, w)) for w in range(width)]
         else:
@@ -196,46 +203,24 @@ def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, wo
         for slot, item in zip(slots, items):
             builder.store(item, slot)
 
-    def lanewise(group, part):
-        slots, pad = part
-        if words:
-            pad32 = builder.zext(pad, I32)
-            pad = builder.or_(pad32, builder.shl(pad32, ir.Constant(I32, 16)))
-        for slot in slots:
-            builder.store(pad, slot)
-        _load_lanes(builder, d, lanes, ptr, *group, slots, host, words)
-
-    parts = list(zip(slots, pads))
-    _whole_first(builder, groups, parts, lambda g: _whole(builder, ptr, *g, unit, lanes), load_whole, lanewise)
-    return [builder.load(slot) for group_slots in slots for slot in group_slots]
-
-
-# the most groups of one access moved whole first: with more (a float32 matmul's tile loads)
-# the values held across them spilled; larger accesses go group by group, each whole or
-# lane by lane
-WHOLE_FIRST = 8
-
-
-def _whole_first(builder, groups, parts, whole, move_whole, move_lanewise):
-    """Each group (with its part: slots or values) moved in one access where ``whole``,
-    right after its test; then, only if some group was not, those lane by lane."""
-    if len(groups) > WHOLE_FIRST:
-        for group, part in zip(groups, parts):
-            with builder.if_else(whole(group)) as (one_access, lanes):
+    def load_each():
+        for group, whole, group_slots in zip(groups, wholes, slots):
+            with builder.if_else(whole) as (one_access, lanewise):
                 with one_access:
-                    move_whole(group[0], part)
-                with lanes:
-                    move_lanewise(group, part)
-        return
-    tests = []
-    for group, part in zip(groups, parts):
-        tests.append(whole(group))
-        with builder.if_then(tests[-1]):
-            move_whole(group[0], part)
-    with builder.if_then(builder.not_(functools.reduce(builder.and_, tests))):
-        for group, part, test in zip(groups, parts, tests):
-            with builder.if_then(builder.not_(test)):
-                move_lanewise(group, part)
+                    load_whole(group, group_slots)
+                with lanewise:
+                    _load_lanes(builder, d, lanes, ptr, *group, group_slots, host, words)
+
+    if not 1 < len(groups) <= TOGETHER:
+        load_each()
+    else:
+        with builder.if_else(functools.reduce(builder.and_, wholes)) as (all_whole, some_not):
+            with all_whole:
+                for group, group_slots in zip(groups, slots):
+                    load_whole(group, group_slots)
+            with some_not:
+                load_each()
+    return [builder.load(slot) for group_slots in slots for slot in group_slots]
 
 
 def _load_lanes(builder, d, lanes, ptr, offset, ok, first, last, slots, host, words):
@@ -268,19 +253,32 @@ def store(builder, d: DType, ptr, offset, ok, value, host=None):
 
 def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None):
     """Each group's ``lanes`` of ``values`` stored as :func:`load_vectors` loads them."""
+    wholes = [_whole(builder, ptr, offset, ok, first, last, d, lanes) for offset, ok, first, last in groups]
+    parts = [values[g * lanes : (g + 1) * lanes] for g in range(len(groups))]
 
     def store_whole(offset, part):
         value = _words(builder, [narrow(builder, x, d, host) for x in part], d, lanes)
         builder.store(value, _address(builder, ptr, offset, d, lanes, _space(host)), align=d.itemsize * lanes)
 
-    def lanewise(group, part):
-        offset, ok, first, last = group
-        for i, item in enumerate(part):
-            with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                _store_element(builder, ptr, offset, i, item, d, host)
+    def store_each():
+        for (offset, ok, first, last), whole, part in zip(groups, wholes, parts):
+            with builder.if_else(whole) as (one_access, lanewise):
+                with one_access:
+                    store_whole(offset, part)
+                with lanewise:
+                    for i, item in enumerate(part):
+                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
+                            _store_element(builder, ptr, offset, i, item, d, host)
 
-    parts = [values[g * lanes : (g + 1) * lanes] for g in range(len(groups))]
-    _whole_first(builder, groups, parts, lambda g: _whole(builder, ptr, *g, d, lanes), store_whole, lanewise)
+    if not 1 < len(groups) <= TOGETHER:
+        store_each()
+        return
+    with builder.if_else(functools.reduce(builder.and_, wholes)) as (all_whole, some_not):
+        with all_whole:
+            for (offset, *_), part in zip(groups, parts):
+                store_whole(offset, part)
+        with some_not:
+            store_each()
 
 
 def _copy_source(builder, ptr, base, offset, itemsize: int):
