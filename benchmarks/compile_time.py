@@ -1,4 +1,5 @@
-"""Cold compile time of a fixed set of kernels, each in a fresh process with an empty cache.
+"""Cold compile time of a fixed set of kernels (and the backward kernels of
+examples/attention.py), each in a fresh process with an empty cache.
 
     python benchmarks/compile_time.py [--backends cuda,cpu] [--only NAME,...] [--out table.md]
 
@@ -124,6 +125,23 @@ def _cases():
         },
         "sum_middle_axis_4x64x64": (middle_sum, (arr((5, 70, 70), f32), arr((5, 70), f32)), (2, 2),
                                     {"BA": 4, "BB": 64, "BC": 64}),
+        **{name: case for d in (64, 128) for name, case in _attention_backward(arr, d).items()},
+    }  # fmt: skip
+
+
+def _attention_backward(arr, d):
+    """The backward kernels of examples/attention.py (causal) as its attention_backward launches
+    them at head dim ``d``."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    import attention as ex
+
+    q, lse = arr((1, 2, 70, d), np.float16), arr((1, 2, 70), np.float32)
+    dkdv, keys = (ex.attention_backward_dkdv_wide, 128) if d > 64 else (ex.attention_backward_dkdv, 64)
+    return {
+        f"attention_bwd_dq_d{d}": (ex.attention_backward_dq_wide, (q, q, q, q, q, lse, lse, q, 0.125), (1, 2, 1),
+                                   {"CAUSAL": True, "BM": 128, "BN": 64, "D": d}),
+        f"attention_bwd_dkdv_d{d}": (dkdv, (q, q, q, q, lse, lse, q, q, 0.125), (2, 2, 1),
+                                     {"CAUSAL": True, "BM": 64, "BN": keys, "D": d}),
     }  # fmt: skip
 
 
