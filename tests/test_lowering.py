@@ -371,6 +371,30 @@ def test_cumsum_cumprod_along_both_axes(num_threads, tile, axis, seed, data):
 
 
 @tl.tile_kernel(num_threads=128)
+def scan_in_a_loop_sum_after(x, out_s, out_sum, N: tl.Constant):
+    t = tl.load(x, index=(0, 0), shape=(16, 64))
+    acc = tl.zeros((16, 64), tl.int32)
+    for _ in tl.range(0, N):
+        acc += tl.cumsum(t, axis=1)
+    tl.store(out_s, acc, index=(0, 0))
+    tl.store(out_sum, tl.sum(t, axis=1, keepdims=True), index=(0, 0))
+
+
+def test_a_reduction_outside_the_loop_of_a_scan_reduces_on_its_own():
+    """The scan's totals are registers of the loop body (run no times here): a sum after the
+    loop cannot read them."""
+    x = np.random.default_rng(0).integers(-9, 9, (16, 64)).astype(np.int32)
+
+    def make():
+        return x, np.zeros((16, 64), np.int32), np.zeros((16, 1), np.int32)
+
+    def reference(x, *_):
+        return 0 * x, x.sum(axis=1, keepdims=True, dtype=np.int32)
+
+    check(scan_in_a_loop_sum_after, (1,), make, reference, ("out_s", "out_sum"), N=0)
+
+
+@tl.tile_kernel(num_threads=128)
 def scans_only(x, out_s, out_p, out_sum, out_prod, AXIS: tl.Constant, BM: tl.Constant, BN: tl.Constant):
     i, j = tl.block_id(0), tl.block_id(1)
     t = tl.load(x, index=(i, j), shape=(BM, BN), padding=3)

@@ -68,7 +68,7 @@ class Lowering:
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()
         self.cache: dict = {}
-        self.scan_totals: dict = {}  # (x, axis, reduction, layout, statement list) -> a scan's totals
+        self.scan_totals: dict = {}  # (x, axis, reduction, layout) -> (statement list, a scan's totals)
         self.array_names: dict = {}  # array Var -> parameter name
         self.prologue: list = []  # thread-invariant values, computed once at the start
         self.stmts = self.prologue

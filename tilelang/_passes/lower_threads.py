@@ -316,8 +316,10 @@ def _lower_reduce(lw, eqn, x, *, axis):
     out_layout = lw.layout(eqn.outputs[0])
     red = _Reducer(lw, eqn.prim.name, x.type.dtype)
     bits = src.dim_bits(axis)
-    total = lw.scan_totals.get((x, axis, eqn.prim.name, src, id(lw.stmts)))
-    if total is not None:  # a scan of x along axis holds the total in every slot: take slot 0 of the axis
+    where, total = lw.scan_totals.get((x, axis, eqn.prim.name, src), (None, None))
+    if where is lw.stmts and eqn.outputs[0].type.dtype == x.type.dtype:
+        # a scan of x along axis, made in this statement list, holds the total in every
+        # slot: take slot 0 of the axis
         reg = [b for b in src.reg if b not in bits]
         output(lw, eqn, lw.pick(total, [(k, src.reg.index(b)) for k, b in enumerate(reg)], 1 << len(reg)))
         return
@@ -439,7 +441,7 @@ def _lower_scan(lw, eqn, x, *, axis):
         # no padding along the axis: every slot's total is the whole axis's, which a
         # reduction of x along it in the same statement list reads instead of reducing again
         reduction = {"add": "reduce_sum", "mul": "reduce_prod"}[combine]
-        lw.scan_totals[(x, axis, reduction, layout, id(lw.stmts))] = total
+        lw.scan_totals[(x, axis, reduction, layout)] = (lw.stmts, total)
     output(lw, eqn, prefix)
 
 
