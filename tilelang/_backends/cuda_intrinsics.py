@@ -191,36 +191,45 @@ def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, wo
             pad = builder.or_(pad32, builder.shl(pad32, ir.Constant(I32, 16)))
         slots.append([local(builder, pad) for _ in range(width)])
     unit = dtypes.uint16 if words else d
-    wholes = [_whole(builder, ptr, offset, ok, first, last, unit, lanes) for offset, ok, first, last in groups]
 
-    def load_whole(group, slots):
-        address = _address(builder, ptr, group[0], unit, lanes, _space(host))
-        raw = builder.load(address, align=d.itemsize * lanes)
+    def load_whole(g):
+        raw = builder.load(_address(builder, ptr, groups[g][0], unit, lanes, _space(host)), align=d.itemsize * lanes)
         if words:
             items = [builder.extract_element(raw, ir.Constant(I32, w)) for w in range(width)]
         else:
             items = [widen(builder, item, d, host) for item in _elements(builder, raw, d, lanes)]
-        for slot, item in zip(slots, items):
+        for slot, item in zip(slots[g], items):
             builder.store(item, slot)
 
-    def load_each():
-        for group, whole, group_slots in zip(groups, wholes, slots):
-            with builder.if_else(whole) as (one_access, lanewise):
-                with one_access:
-                    load_whole(group, group_slots)
-                with lanewise:
-                    _load_lanes(builder, d, lanes, ptr, *group, group_slots, host, words)
+    def lanewise(g):
+        _load_lanes(builder, d, lanes, ptr, *groups[g], slots[g], host, words)
 
-    if not 1 < len(groups) <= TOGETHER:
-        load_each()
-    else:
-        with builder.if_else(functools.reduce(builder.and_, wholes)) as (all_whole, some_not):
-            with all_whole:
-                for group, group_slots in zip(groups, slots):
-                    load_whole(group, group_slots)
-            with some_not:
-                load_each()
+    _move_groups(builder, [_whole(builder, ptr, *group, unit, lanes) for group in groups], load_whole, lanewise)
     return [builder.load(slot) for group_slots in slots for slot in group_slots]
+
+
+def _move_groups(builder, wholes, whole, lanewise):
+    """Group ``g`` moved by ``whole(g)`` where ``wholes[g]``, else by ``lanewise(g)``. When
+    every group is whole (up to :data:`TOGETHER`), all move under that one test with no
+    branch between them; otherwise group by group."""
+
+    def each():
+        for g, test in enumerate(wholes):
+            with builder.if_else(test) as (one_access, lanes):
+                with one_access:
+                    whole(g)
+                with lanes:
+                    lanewise(g)
+
+    if not 1 < len(wholes) <= TOGETHER:
+        each()
+        return
+    with builder.if_else(functools.reduce(builder.and_, wholes)) as (all_whole, some_not):
+        with all_whole:
+            for g in range(len(wholes)):
+                whole(g)
+        with some_not:
+            each()
 
 
 def _load_lanes(builder, d, lanes, ptr, offset, ok, first, last, slots, host, words):
@@ -253,32 +262,19 @@ def store(builder, d: DType, ptr, offset, ok, value, host=None):
 
 def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None):
     """Each group's ``lanes`` of ``values`` stored as :func:`load_vectors` loads them."""
-    wholes = [_whole(builder, ptr, offset, ok, first, last, d, lanes) for offset, ok, first, last in groups]
     parts = [values[g * lanes : (g + 1) * lanes] for g in range(len(groups))]
 
-    def store_whole(offset, part):
-        value = _words(builder, [narrow(builder, x, d, host) for x in part], d, lanes)
-        builder.store(value, _address(builder, ptr, offset, d, lanes, _space(host)), align=d.itemsize * lanes)
+    def store_whole(g):
+        value = _words(builder, [narrow(builder, x, d, host) for x in parts[g]], d, lanes)
+        builder.store(value, _address(builder, ptr, groups[g][0], d, lanes, _space(host)), align=d.itemsize * lanes)
 
-    def store_each():
-        for (offset, ok, first, last), whole, part in zip(groups, wholes, parts):
-            with builder.if_else(whole) as (one_access, lanewise):
-                with one_access:
-                    store_whole(offset, part)
-                with lanewise:
-                    for i, item in enumerate(part):
-                        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                            _store_element(builder, ptr, offset, i, item, d, host)
+    def lanewise(g):
+        offset, ok, first, last = groups[g]
+        for i, item in enumerate(parts[g]):
+            with builder.if_then(_lane_ok(builder, ok, first, last, i)):
+                _store_element(builder, ptr, offset, i, item, d, host)
 
-    if not 1 < len(groups) <= TOGETHER:
-        store_each()
-        return
-    with builder.if_else(functools.reduce(builder.and_, wholes)) as (all_whole, some_not):
-        with all_whole:
-            for (offset, *_), part in zip(groups, parts):
-                store_whole(offset, part)
-        with some_not:
-            store_each()
+    _move_groups(builder, [_whole(builder, ptr, *group, d, lanes) for group in groups], store_whole, lanewise)
 
 
 def _copy_source(builder, ptr, base, offset, itemsize: int):
