@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import pathlib
+import statistics
 import time
 
 import torch
@@ -64,19 +65,29 @@ def call_overhead_us():
     return out
 
 
-def training_step(tokens, dim, depth, dtype):
-    """ms per training step of the example's model (SGD, MSE loss), tilelang's norm or torch's."""
+def training_step(tokens, dim, depth, dtype, rounds=5, steps=30):
+    """ms per training step of the example's model (SGD, MSE loss), tilelang's norm or torch's:
+    wall time of ``steps`` steps back to back (what a training loop sees, host included),
+    median of ``rounds`` rounds taken in turn between the two models."""
     x = torch.randn(tokens, dim, device="cuda", dtype=dtype)
     target = torch.randn(tokens, dim, device="cuda")
-    out = {}
+    steps_of = {}
     for name, norm in (("tilelang", example.RMSNorm), ("torch", example.TorchRMSNorm)):
         net = example.model(dim, depth, norm, "cuda", dtype)
         optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
-        compiled = torch.compile(net, fullgraph=True)
-
-        step = functools.partial(example.train_step, compiled, optimizer, x, target)
-        out[name] = time_ms(step, reps=50, warmup=10)
-    return out
+        steps_of[name] = functools.partial(example.train_step, torch.compile(net, fullgraph=True), optimizer, x, target)
+        for _ in range(5):  # (compiles)
+            steps_of[name]()
+    times = {name: [] for name in steps_of}
+    for _ in range(rounds):
+        for name, step in steps_of.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - start) / steps * 1e3)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():

@@ -42,12 +42,59 @@ def devices():
 @pytest.mark.parametrize("device", devices())
 def test_ops_pass_opcheck(device):
     x = torch.randn(37, 5, device=device)
-    torch.library.opcheck(double_op, (x,))
-    torch.library.opcheck(double_into, (x, torch.empty_like(x)))
-    w = torch.randn(5, device=device, requires_grad=True)
-    torch.library.opcheck(example.rms_norm, (x.requires_grad_(), w, 1e-6))
-    rstd = example.rms_norm(x, w, 1e-6)[1].detach()
-    torch.library.opcheck(example.rms_norm_grad, (torch.randn_like(x), x.detach(), w.detach(), rstd))
+    torch.library.opcheck(double_op.op, (x,))
+    torch.library.opcheck(double_into.op, (x, torch.empty_like(x)))
+    w = torch.randn(5, device=device)
+    torch.library.opcheck(example.rms_norm.op, (x, w, 1e-6))
+    rstd = example.rms_norm(x, w, 1e-6)[1]
+    torch.library.opcheck(example.rms_norm_grad.op, (torch.randn_like(x), x, w, rstd))
+
+
+def test_a_call_needing_no_gradient_goes_straight_to_the_operator():
+    x, w = torch.randn(6, 5), torch.randn(5, requires_grad=True)
+    y = example.rms_norm(x, w.detach(), 1e-6)[0]
+    assert y.grad_fn is None
+    with torch.no_grad():
+        assert example.rms_norm(x, w, 1e-6)[0].grad_fn is None
+    y = example.rms_norm(x, w, eps=1e-6)[0]  # (keywords: the Function takes them positionally)
+    assert y.grad_fn is not None
+    torch.testing.assert_close(y, torch.nn.functional.rms_norm(x, (5,), w, 1e-6))
+
+
+def test_keywords_and_defaults_bind_as_in_the_function():
+    @tl.torch.custom_op("tilelang_tests::scaled", mutates_args=())
+    def scaled(x: torch.Tensor, factor: float = 3.0) -> torch.Tensor:
+        out = torch.empty_like(x)
+        double[tl.cdiv(x.numel(), 64)](x.reshape(-1), out.view(-1), TILE=64)
+        return out * factor
+
+    x = torch.randn(10, requires_grad=True)
+    assert torch.equal(scaled(x), 6 * x.detach()) and torch.equal(scaled(x=x, factor=1.0), 2 * x.detach())
+    with pytest.raises(TypeError, match="missing arguments"):
+        scaled(factor=2.0)
+    with pytest.raises(TypeError, match="unexpected or repeated"):
+        scaled(x, x=x)
+
+
+def test_backward_without_register_autograd_is_a_tile_error():
+    x = torch.randn(10, requires_grad=True)
+    y = double_op(x)  # the forward runs
+    with pytest.raises(tl.TileError, match="tilelang_tests::double has no backward"):
+        y.sum().backward()
+    with pytest.raises(tl.TileError, match="writes its arguments in place"):
+        double_into.register_autograd(lambda ctx, g: g)
+
+
+def test_an_in_place_write_bumps_the_version_autograd_checks():
+    x, out = torch.randn(10), torch.zeros(10)
+    before = out._version
+    double_into(x, out)
+    assert out._version > before and torch.equal(out, 2 * x)
+    w = torch.randn(10, requires_grad=True)
+    y = w * out  # saves out for the backward; writing it again must make the backward refuse
+    double_into(x, out)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 def test_the_fake_implementation_gives_shapes_without_launching():

@@ -16,10 +16,18 @@ becomes an operator torch can trace, differentiate and capture::
 The function is its own fake implementation: on torch's fake (or meta) tensors a launch
 does nothing, so what remains is the allocation of the outputs, which gives their shapes,
 dtypes and devices. A function whose outputs depend on the data, not only on the shapes,
-passes ``fake=`` (or calls ``op.register_fake``). The rest is torch's own API:
-``op.register_autograd(backward, setup_context=...)`` with a backward that is another such
-op, ``torch.library.opcheck(op, args)`` to test it. docs/pytorch.md walks through an RMSNorm
-with forward and backward kernels, compiled, captured in a CUDA graph and trained under DDP.
+passes ``fake=``. A backward is registered as with ``torch.library.custom_op``:
+``op.register_autograd(backward, setup_context=...)``, with a backward that is another such
+op; ``torch.library.opcheck(op.op, args)`` tests the operator. docs/pytorch.md walks through
+an RMSNorm with forward and backward kernels, compiled, captured in a CUDA graph and trained
+under DDP.
+
+Why not ``torch.library.custom_op`` itself: its calls pass through Python wrappers on
+several dispatch keys (an aliasing check, an autograd kernel that redispatches), ~25 µs a
+call on the H200's host, which a model of short kernels pays on every norm. Here the
+operator is defined with ``torch.library.Library`` (``define``/``impl``): the dispatcher
+calls the function directly, and autograd is a ``torch.autograd.Function`` around the call,
+taken only when a gradient is needed.
 
 torch stays optional: it is imported when this module is first used, and its absence is a
 :class:`~tilelang.TileError` naming the package.
@@ -27,7 +35,9 @@ torch stays optional: it is imported when this module is first used, and its abs
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 
 from .errors import TileError
 
@@ -44,20 +54,18 @@ def torch_module():
 
 
 def custom_op(name: str, fn=None, *, mutates_args, device_types=None, schema: str | None = None, fake=None):
-    """``torch.library.custom_op`` over a function that launches tile kernels, with the
-    function itself (launches skipped) as the fake implementation unless ``fake`` is given.
+    """A torch operator (a :class:`TileOp`) from a function that launches tile kernels, with
+    the function itself (launches skipped) as the fake implementation unless ``fake`` is given.
 
     ``name`` is ``"namespace::op"``; ``mutates_args`` names the arguments the function
-    writes in place (``()`` when it only writes tensors it allocates); torch reads the
-    schema from the type annotations (``torch.Tensor``, ``float``, ``int``, ...) unless
-    ``schema`` is given. Used as a decorator, with or without ``fn``::
+    writes in place (``()`` when it only writes tensors it allocates); the schema comes from
+    the type annotations (``torch.Tensor``, ``float``, ``int``, ...) unless ``schema`` is
+    given; ``device_types`` (``"cuda"``, ``"cpu"`` or a list) limits where the function is
+    the implementation (default: everywhere). Used as a decorator, with or without ``fn``::
 
         @tl.torch.custom_op("mylib::add_", mutates_args=("out",))
         def add_(x: torch.Tensor, out: torch.Tensor) -> None:
             add_kernel[tl.cdiv(x.numel(), 1024)](x, out, out, TILE=1024)
-
-    Returns torch's ``CustomOpDef``: call it like the function, and register a backward on
-    it with ``register_autograd``.
     """
     if not isinstance(name, str) or name.count("::") != 1 or not all(name.split("::")):
         raise TileError(f'custom_op: the name is "namespace::op" (e.g. "mylib::rms_norm"), got {name!r}')
@@ -66,8 +74,106 @@ def custom_op(name: str, fn=None, *, mutates_args, device_types=None, schema: st
     torch = torch_module()
 
     def define(fn):
-        op = torch.library.custom_op(name, mutates_args=mutates_args, device_types=device_types, schema=schema)(fn)
-        op.register_fake(fake or fn)
-        return op
+        return TileOp(torch, name, fn, mutates_args, device_types, schema, fake)
 
     return define if fn is None else define(fn)
+
+
+class TileOp:
+    """A torch operator that runs a Python function launching tile kernels.
+
+    Call it like the function. ``op`` is the ``torch.ops`` overload (for
+    ``torch.library.opcheck``, or to call the operator with no autograd at all). A call
+    where autograd records a gradient (grad mode on, an input that requires grad) goes
+    through a ``torch.autograd.Function`` whose backward is the one given to
+    :meth:`register_autograd`; any other call goes straight to the operator.
+    """
+
+    def __init__(self, torch, name, fn, mutates_args, device_types, schema, fake):
+        namespace, op_name = name.split("::")
+        self.name, self._torch = name, torch
+        self._lib = torch.library.Library(namespace, "FRAGMENT")  # (the registrations live as long as it)
+        self._lib.define(op_name + (schema or torch.library.infer_schema(fn, mutates_args=mutates_args)))
+        types = [device_types] if device_types is None or isinstance(device_types, str) else device_types
+        for device in types:
+            key = "CompositeExplicitAutograd" if device is None else torch._C._dispatch_key_for_device(device)
+            self._lib.impl(op_name, fn, key)
+        torch.library.register_fake(name, fake or fn, lib=self._lib)
+        self.op = getattr(getattr(torch.ops, namespace), op_name).default
+        self._mutated = [i for i, a in enumerate(self.op._schema.arguments) if a.alias_info and a.alias_info.is_write]
+        if self._mutated:  # autograd's version counters see the writes (what torch does for its custom ops)
+            self._lib.impl(op_name, self._bump_versions, "ADInplaceOrView", with_keyset=True)
+        parameters = inspect.signature(fn).parameters
+        self._names = tuple(parameters)
+        self._defaults = {k: p.default for k, p in parameters.items() if p.default is not inspect.Parameter.empty}
+        self._function = None if self._mutated else _autograd_function(torch, name, self.op, None, None)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:  # (autograd.Function takes positional arguments only)
+            args = self._positional(args, kwargs)
+        if self._function is not None and self._torch.is_grad_enabled() and any(map(_requires_grad, args)):
+            return self._function.apply(*args)
+        return self.op(*args)
+
+    def register_autograd(self, backward, /, *, setup_context=None):
+        """The operator's backward, as for ``torch.library.custom_op``:
+        ``setup_context(ctx, inputs, output)`` saves what the backward needs (``inputs``: the
+        call's arguments, all positional), ``backward(ctx, *output_grads)`` returns one
+        gradient per input (None for those that have none)."""
+        if self._mutated:
+            raise TileError(f"{self.name} writes its arguments in place: autograd needs an op that does not")
+        self._function = _autograd_function(self._torch, self.name, self.op, backward, setup_context)
+
+    def _positional(self, args, kwargs):
+        rest = self._names[len(args) :]
+        unknown = set(kwargs) - set(rest)
+        if unknown:
+            raise TypeError(f"{self.name}() got unexpected or repeated keyword arguments {sorted(unknown)}")
+        missing = [n for n in rest if n not in kwargs and n not in self._defaults]
+        if missing:
+            raise TypeError(f"{self.name}() missing arguments {missing}")
+        return args + tuple(kwargs[n] if n in kwargs else self._defaults[n] for n in rest)
+
+    def _bump_versions(self, keyset, *args, **kwargs):
+        torch = self._torch
+        result = self.op.redispatch(keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs)
+        args = self._positional(args, kwargs) if kwargs else args
+        for i in self._mutated:
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                torch.autograd.graph.increment_version(args[i])
+        return result
+
+    def __repr__(self):
+        return f"<tilelang op {self.name}>"
+
+
+def _requires_grad(value) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(map(_requires_grad, value))
+    return getattr(value, "requires_grad", False) is True
+
+
+def _autograd_function(torch, name, overload, backward, setup_context):
+    """The ``torch.autograd.Function`` a differentiated call of the operator ``name`` goes
+    through (its methods hold the ``torch.ops`` overload, not the TileOp: dynamo traces them)."""
+
+    def forward(*args):
+        return overload(*args)
+
+    def context(ctx, inputs, output):
+        if setup_context is not None:
+            setup_context(ctx, inputs, output)
+
+    def differentiate(ctx, *grads):
+        if backward is None:
+            raise TileError(
+                f"{name} has no backward: give it one with register_autograd, or call it where no "
+                "gradient is needed (torch.no_grad(), detached inputs)"
+            )
+        grads_in = backward(ctx, *grads)
+        return grads_in if isinstance(grads_in, tuple) else (grads_in,)
+
+    methods = {"forward": forward, "setup_context": context, "backward": differentiate}
+    methods = {k: staticmethod(f) for k, f in methods.items()}
+    return type(name.replace("::", "_") + "_autograd", (torch.autograd.Function,), methods)
