@@ -66,9 +66,9 @@ def call_overhead_us():
 
 
 def training_step(tokens, dim, depth, dtype, rounds=5, steps=30):
-    """ms per training step of the example's model (SGD, MSE loss), tilelang's norm or torch's:
-    wall time of ``steps`` steps back to back (what a training loop sees, host included),
-    median of ``rounds`` rounds taken in turn between the two models."""
+    """ms per training step of the example's model (SGD, MSE loss), tilelang's norm or torch's,
+    compiled: wall time of ``steps`` steps back to back (what a training loop sees, host
+    included), median of ``rounds`` rounds taken in turn between the two models."""
     x = torch.randn(tokens, dim, device="cuda", dtype=dtype)
     target = torch.randn(tokens, dim, device="cuda")
     steps_of = {}

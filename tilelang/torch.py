@@ -158,12 +158,11 @@ def _autograd_function(torch, name, overload, backward, setup_context):
     """The ``torch.autograd.Function`` a differentiated call of the operator ``name`` goes
     through (its methods hold the ``torch.ops`` overload, not the TileOp: dynamo traces them)."""
 
-    def forward(*args):
-        return overload(*args)
-
-    def context(ctx, inputs, output):
+    def forward(ctx, *args):  # (not torch's setup_context form: its apply binds a signature each call, ~10 us)
+        output = overload(*args)
         if setup_context is not None:
-            setup_context(ctx, inputs, output)
+            setup_context(ctx, args, output)
+        return output
 
     def differentiate(ctx, *grads):
         if backward is None:
@@ -174,6 +173,6 @@ def _autograd_function(torch, name, overload, backward, setup_context):
         grads_in = backward(ctx, *grads)
         return grads_in if isinstance(grads_in, tuple) else (grads_in,)
 
-    methods = {"forward": forward, "setup_context": context, "backward": differentiate}
+    methods = {"forward": forward, "backward": differentiate}
     methods = {k: staticmethod(f) for k, f in methods.items()}
     return type(name.replace("::", "_") + "_autograd", (torch.autograd.Function,), methods)
