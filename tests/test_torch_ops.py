@@ -97,6 +97,90 @@ def test_an_in_place_write_bumps_the_version_autograd_checks():
         y.sum().backward()
 
 
+@tl.torch.custom_op("tilelang_tests::double_all_", mutates_args=("outs",))
+def double_all_(x: torch.Tensor, outs: list[torch.Tensor]) -> None:
+    for out in outs:  # (the kernel itself: a launch tells autograd nothing)
+        double[tl.cdiv(x.numel(), 64)](x.reshape(-1), out.view(-1), TILE=64)
+
+
+def test_writes_into_a_list_of_tensors_bump_each_version():
+    x, outs = torch.randn(10), [torch.zeros(10), torch.zeros(10)]
+    before = [out._version for out in outs]
+    double_all_(x, outs)
+    assert all(out._version > b for out, b in zip(outs, before)) and all(torch.equal(out, 2 * x) for out in outs)
+
+
+def test_defaults_reach_setup_context_and_the_backward():
+    seen = []
+
+    @tl.torch.custom_op("tilelang_tests::scaled_twice", mutates_args=())
+    def scaled_twice(x: torch.Tensor, factor: float = 3.0) -> torch.Tensor:
+        out = torch.empty_like(x)
+        double[tl.cdiv(x.numel(), 64)](x.reshape(-1), out.view(-1), TILE=64)
+        return out * factor
+
+    def setup_context(ctx, inputs, output):
+        seen.append(inputs)
+        ctx.factor = inputs[1]
+
+    scaled_twice.register_autograd(lambda ctx, g: (2 * ctx.factor * g, None), setup_context=setup_context)
+    x = torch.randn(10, requires_grad=True)
+    (grad,) = torch.autograd.grad(scaled_twice(x).sum(), x)
+    assert len(seen[0]) == 2 and seen[0][1] == 3.0 and torch.equal(grad, torch.full((10,), 6.0))
+
+
+def test_arguments_autograd_cannot_follow_are_tile_errors():
+    with pytest.raises(tl.TileError, match="keyword-only parameters"):
+
+        @tl.torch.custom_op("tilelang_tests::keyword_only", mutates_args=())
+        def keyword_only(x: torch.Tensor, *, factor: float) -> torch.Tensor:
+            return x * factor
+
+    @tl.torch.custom_op("tilelang_tests::first_doubled", mutates_args=())
+    def first_doubled(xs: list[torch.Tensor]) -> torch.Tensor:
+        return double_op(xs[0])
+
+    x = torch.randn(10, requires_grad=True)
+    with pytest.raises(tl.TileError, match="lists of tensors are not supported"):
+        first_doubled([x])
+    assert torch.equal(first_doubled([x.detach()]), 2 * x.detach())
+
+
+def test_an_op_that_writes_and_returns_has_no_silent_backward():
+    @tl.torch.custom_op("tilelang_tests::double_into_and_return", mutates_args=("out",))
+    def double_into_and_return(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        result = torch.empty_like(x)  # (kernels, not ops: nothing here tells autograd of the call)
+        for target in (out, result):
+            double[tl.cdiv(x.numel(), 64)](x.reshape(-1), target.view(-1), TILE=64)
+        return result
+
+    x = torch.randn(10, requires_grad=True)
+    y = double_into_and_return(x, torch.zeros(10))
+    with pytest.raises(tl.TileError, match="has no backward"):
+        y.sum().backward()
+
+
+def test_an_op_without_backward_compiles_where_inputs_require_grad():
+    x = torch.randn(10, requires_grad=True)
+    y = torch.compile(lambda x: double_op(x) + 1, fullgraph=True)(x)
+    torch.testing.assert_close(y, 2 * x.detach() + 1)
+
+
+def test_defining_an_op_again_replaces_it():
+    def make(factor):
+        @tl.torch.custom_op("tilelang_tests::redefined", mutates_args=())
+        def redefined(x: torch.Tensor) -> torch.Tensor:
+            return double_op(x) * factor
+
+        return redefined
+
+    x = torch.randn(10)
+    first = make(1.0)
+    again = make(5.0)  # (a re-run notebook cell, the first still alive)
+    assert first is not again and torch.equal(again(x), 10 * x)
+    assert torch.equal(torch.ops.tilelang_tests.redefined(x), 10 * x)
+
+
 def test_the_fake_implementation_gives_shapes_without_launching():
     from torch._subclasses.fake_tensor import FakeTensorMode
 

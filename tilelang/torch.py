@@ -79,21 +79,34 @@ def custom_op(name: str, fn=None, *, mutates_args, device_types=None, schema: st
     return define if fn is None else define(fn)
 
 
+_DEFINED: dict = {}  # name -> TileOp: kept alive (compiled graphs hold its overload), replaced when defined again
+
+
 class TileOp:
     """A torch operator that runs a Python function launching tile kernels.
 
-    Call it like the function. ``op`` is the ``torch.ops`` overload (for
-    ``torch.library.opcheck``, or to call the operator with no autograd at all). A call
-    where autograd records a gradient (grad mode on, an input that requires grad) goes
-    through a ``torch.autograd.Function`` whose backward is the one given to
-    :meth:`register_autograd`; any other call goes straight to the operator.
+    Call it like the function. A call where autograd records a gradient (grad mode on, an
+    input that requires grad) goes through a ``torch.autograd.Function`` whose backward is
+    the one given to :meth:`register_autograd` (without one, a backward through the call is
+    a TileError); any other call goes straight to the operator. ``op`` is the ``torch.ops``
+    overload, for ``torch.library.opcheck``: a call of it (or of ``torch.ops.ns.name``, or
+    one recorded by ``torch.fx.symbolic_trace``) is not differentiable; torch warns when a
+    backward passes through it, and the gradient is missing.
     """
 
     def __init__(self, torch, name, fn, mutates_args, device_types, schema, fake):
         namespace, op_name = name.split("::")
+        parameters = inspect.signature(fn).parameters
+        keyword_only = [k for k, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        if keyword_only:
+            raise TileError(f"custom_op {name}: keyword-only parameters ({', '.join(keyword_only)}) are not supported")
+        previous = _DEFINED.pop(name, None)
+        if previous is not None:  # defined again (a re-run cell, a reloaded module): this one replaces it
+            previous._lib._destroy()
         self.name, self._torch = name, torch
         self._lib = torch.library.Library(namespace, "FRAGMENT")  # (the registrations live as long as it)
-        self._lib.define(op_name + (schema or torch.library.infer_schema(fn, mutates_args=mutates_args)))
+        schema = schema or torch.library.infer_schema(fn, mutates_args=mutates_args)
+        self._lib.define(op_name + schema, tags=(torch.Tag.pt2_compliant_tag,))
         types = [device_types] if device_types is None or isinstance(device_types, str) else device_types
         for device in types:
             key = "CompositeExplicitAutograd" if device is None else torch._C._dispatch_key_for_device(device)
@@ -103,27 +116,40 @@ class TileOp:
         self._mutated = [i for i, a in enumerate(self.op._schema.arguments) if a.alias_info and a.alias_info.is_write]
         if self._mutated:  # autograd's version counters see the writes (what torch does for its custom ops)
             self._lib.impl(op_name, self._bump_versions, "ADInplaceOrView", with_keyset=True)
-        parameters = inspect.signature(fn).parameters
         self._names = tuple(parameters)
         self._defaults = {k: p.default for k, p in parameters.items() if p.default is not inspect.Parameter.empty}
-        self._function = None if self._mutated else _autograd_function(torch, name, self.op, None, None)
+        self._backward = None  # the Function of register_autograd's backward
+        self._no_backward = _autograd_function(torch, name, self.op, None, None)
         functools.update_wrapper(self, fn)
+        _DEFINED[name] = self
 
     def __call__(self, *args, **kwargs):
-        if kwargs:  # (autograd.Function takes positional arguments only)
+        if kwargs or len(args) < len(self._names):  # (a Function and setup_context take every argument, in order)
             args = self._positional(args, kwargs)
-        if self._function is not None and self._torch.is_grad_enabled() and any(map(_requires_grad, args)):
-            return self._function.apply(*args)
+        if self._torch.is_grad_enabled() and any(map(_requires_grad, args)):
+            return self._differentiated(args)
         return self.op(*args)
 
     def register_autograd(self, backward, /, *, setup_context=None):
         """The operator's backward, as for ``torch.library.custom_op``:
         ``setup_context(ctx, inputs, output)`` saves what the backward needs (``inputs``: the
-        call's arguments, all positional), ``backward(ctx, *output_grads)`` returns one
-        gradient per input (None for those that have none)."""
+        call's arguments, all positional, defaults filled in), ``backward(ctx, *output_grads)``
+        returns one gradient per input (None for those that have none)."""
         if self._mutated:
             raise TileError(f"{self.name} writes its arguments in place: autograd needs an op that does not")
-        self._function = _autograd_function(self._torch, self.name, self.op, backward, setup_context)
+        self._backward = _autograd_function(self._torch, self.name, self.op, backward, setup_context)
+
+    def _differentiated(self, args):
+        if any(isinstance(a, (list, tuple)) and _requires_grad(a) for a in args):
+            raise TileError(
+                f"{self.name}: a tensor in a list argument requires grad, and gradients through lists of tensors "
+                "are not supported (call it under torch.no_grad(), or with detached tensors)"
+            )
+        if self._backward is not None:
+            return self._backward.apply(*args)
+        if self._torch.compiler.is_compiling():  # (dynamo traces a Function's backward: this one would raise)
+            return self.op(*args)
+        return self._no_backward.apply(*args)
 
     def _positional(self, args, kwargs):
         rest = self._names[len(args) :]
@@ -140,8 +166,10 @@ class TileOp:
         result = self.op.redispatch(keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs)
         args = self._positional(args, kwargs) if kwargs else args
         for i in self._mutated:
-            if i < len(args) and isinstance(args[i], torch.Tensor):
-                torch.autograd.graph.increment_version(args[i])
+            written = args[i] if i < len(args) else None
+            for tensor in written if isinstance(written, (list, tuple)) else (written,):
+                if isinstance(tensor, torch.Tensor):
+                    torch.autograd.graph.increment_version(tensor)
         return result
 
     def __repr__(self):
