@@ -355,3 +355,31 @@ def test_a_range_counts_its_iterations_as_python_does(dtype, start, stop, step, 
     for backend in tlt.available_backends():
         count_iterations[1](*args, backend=backend)
         assert out[0] == count == len(range(start, stop, step)), backend
+
+
+@tl.tile_kernel
+def reductions_of_a_constant(x, sums, argmaxes, scans, ROWS: tl.Constant, COLS: tl.Constant):
+    """Tiles that fold to constants (x * 0; the argmax along an axis of one) reduced and scanned
+    across lanes and warps (fuzzing: the CPU backend failed on shuffles of an immediate)."""
+    t = tl.load(x, index=(0, 0), shape=(ROWS, COLS)) * 0 + 1
+    first = tl.argmax(tl.load(x, index=(0, 0), shape=(1, COLS)), axis=0)  # of one row: 0 everywhere
+    tl.store(sums, tl.sum(t, axis=0) + tl.sum(first), index=(0,))
+    tl.store(argmaxes, tl.argmax(t, axis=1), index=(0,))
+    tl.store(scans, tl.cumsum(t, axis=1) + tl.cumsum(first * 3, axis=0)[None, :], index=(0, 0))
+
+
+@pytest.mark.parametrize("threads", [32, 128])
+def test_reductions_and_scans_of_a_constant_tile(threads):
+    rows, cols = 8, 64
+    x = np.random.default_rng(0).standard_normal((rows, cols)).astype(np.float32)
+
+    def reference(x, sums, argmaxes, scans):
+        return (
+            np.full(cols, rows, np.float32),
+            np.zeros(rows, np.int32),
+            np.tile(np.arange(1, cols + 1, dtype=np.float32), (rows, 1)),
+        )
+
+    kernel = tl.tile_kernel(reductions_of_a_constant.fn, num_threads=threads)
+    args = (x, np.zeros(cols, np.float32), np.zeros(rows, np.int32), np.zeros((rows, cols), np.float32))
+    tlt.check_kernel(kernel, 1, args, reference=reference, outputs=(1, 2, 3), ROWS=rows, COLS=cols)

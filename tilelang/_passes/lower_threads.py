@@ -341,8 +341,7 @@ def _lower_reduce(lw, eqn, x, *, axis):
     # 2. across lanes: butterfly shuffles over the lane bits of the axis
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
     for t in lane_bits:
-        others = tuple(lw.reg(a.dtype, slots(a), "s") for a in partial)
-        lw.stmts.extend(Shuffle(dst, a, 1 << t) for dst, a in zip(others, partial))
+        others = tuple(_from_lane(lw, a, 1 << t) for a in partial)
         partial = red.combine(partial, others)
 
     # 3. across warps: through shared memory, every thread combining all partials
@@ -431,8 +430,7 @@ def _lower_scan(lw, eqn, x, *, axis):
         t = hardware[b]
         upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
         if t < 5:
-            partner = lw.reg(dtype, slots(total), "s")
-            lw.stmts.append(Shuffle(partner, total, 1 << t))
+            partner = _from_lane(lw, total, 1 << t)
         else:
             partner = _exchange(lw, layout, total, b, upper)
         prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, partner, prefix), prefix)
@@ -451,6 +449,8 @@ def _exchange(lw, layout, value, bit, upper):
     through shared memory. The partner's index is this one's plus one offset per thread,
     not a per-slot xor: the addresses stay one base register plus constants (per-slot
     addresses hoisted out of a loop took 64 registers in a row cumsum)."""
+    if isinstance(value, Imm):  # (the same in every element: a tile folded to a constant)
+        return value
     buf = lw.buffer(value.dtype, _padded_size(layout))
     index = _padded_flat(lw, layout)
     lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
@@ -459,6 +459,16 @@ def _exchange(lw, layout, value, bit, upper):
     offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
     lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
     lw.release(buf)
+    return dst
+
+
+def _from_lane(lw, value, xor: int):
+    """``value`` of the lane ``lane ^ xor``: a shuffle, or the value itself where it is an
+    immediate (every lane holds it; the backends shuffle registers)."""
+    if isinstance(value, Imm):
+        return value
+    dst = lw.reg(value.dtype, slots(value), "s")
+    lw.stmts.append(Shuffle(dst, value, xor))
     return dst
 
 
