@@ -191,3 +191,15 @@ MARKERS = {
     "gather": "tl.gather(", "scatter": "tl.scatter(", "atomic": "tl.atomic_", "loop": "tl.range(",
     "reload": "tl.load(out", "store": "tl.store(", "matmul loop": "tl.dot(a",
 }  # fmt: skip
+
+
+def test_the_range_of_abs_of_int_min_reaches_int_max():
+    """abs over [-128, 1] of int8: -128 stays -128 (it wraps), -127 gives 127 (fuzzing: the
+    generator claimed [-128, 1] and then ruled out the 33 that abs(-33) is)."""
+    from tilelang import dtypes
+    from tilelang.testing.values import Value, unary
+
+    got = unary("abs", Value("x", (4,), dtypes.int8, -128, 1), "y")
+    assert (got.lo, got.hi) == (-128, 127)
+    small = unary("abs", Value("x", (4,), dtypes.int8, -5, 3), "y")
+    assert (small.lo, small.hi) == (0, 5)

@@ -270,8 +270,8 @@ def unary(op: str, x: Value, name) -> Value | None:
     if op == "abs":
         if d.kind in "bu":
             return replace(x, name=name)
-        if d.is_int and x.lo == int_range(d)[0]:
-            return replace(x, name=name)  # abs(INT_MIN) wraps to INT_MIN
+        if d.is_int and x.lo == int_range(d)[0]:  # abs(INT_MIN) wraps to INT_MIN; INT_MIN + 1 gives INT_MAX
+            return replace(x, name=name, hi=int_range(d)[1])
         lo = 0 if x.lo <= 0 <= x.hi else min(abs(x.lo), abs(x.hi))
         return replace(x, name=name, lo=lo, hi=x.bound)
     if op == "~":
