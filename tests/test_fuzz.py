@@ -203,3 +203,14 @@ def test_the_range_of_abs_of_int_min_reaches_int_max():
     assert (got.lo, got.hi) == (-128, 127)
     small = unary("abs", Value("x", (4,), dtypes.int8, -5, 3), "y")
     assert (small.lo, small.hi) == (0, 5)
+
+
+def test_the_range_of_a_cumprod_holds_its_first_factor():
+    """A cumprod over 2 of values in [0, 0.5]: its first prefix reaches 0.5, not 0.5 ** 2
+    (fuzzing: the generator ruled out the 0.5 a cumprod's first element is)."""
+    from tilelang import dtypes
+    from tilelang.testing.values import Value, reduce
+
+    x = Value("x", (2, 2), dtypes.float32, 0.0, 0.5)
+    assert reduce("cumprod", x, 2, (2, 2), "y").hi >= 0.5
+    assert reduce("prod", x, 2, (2,), "y").hi < 0.5  # (a product has all its factors)

@@ -349,8 +349,8 @@ def reduce(op: str, x: Value, n: int, shape, name) -> Value | None:
     xs = convert(x, acc)
     if op in ("sum", "cumsum"):  # n terms; a scan's prefixes have 1 to n
         lo, hi = (n * xs.lo, n * xs.hi) if op == "sum" else (min(xs.lo, n * xs.lo), max(xs.hi, n * xs.hi))
-    else:  # prod, cumprod
-        top = _power(xs.bound, n)
+    else:  # prod, cumprod (a scan's prefixes have 1 to n factors: below 1, the first is the largest)
+        top = _power(xs.bound, n) if op == "prod" else max(xs.bound, _power(xs.bound, n))
         lo, hi = -top, top
     if acc.is_int:
         full = int_range(acc)
