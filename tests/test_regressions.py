@@ -383,3 +383,30 @@ def test_reductions_and_scans_of_a_constant_tile(threads):
     kernel = tl.tile_kernel(reductions_of_a_constant.fn, num_threads=threads)
     args = (x, np.zeros(cols, np.float32), np.zeros(rows, np.int32), np.zeros((rows, cols), np.float32))
     tlt.check_kernel(kernel, 1, args, reference=reference, outputs=(1, 2, 3), ROWS=rows, COLS=cols)
+
+
+@tl.tile_kernel
+def uniform_atomics(x, sums, counts, ROWS: tl.Constant):
+    """Atomics and histogram counts of values that are the same in every register slot of a
+    thread (a constant; a broadcast along register bits): each element still adds (fuzzing:
+    one add per thread, not per element, 1/4 of the sum at 128 threads)."""
+    wide = tl.broadcast_to(tl.load(x, index=(0, 0, 0), shape=(ROWS, 2, 1)), (ROWS, 2, 8))
+    tl.atomic_add(sums, 0, wide)
+    tl.atomic_add(sums, 1, tl.full((64,), 1, tl.int32))
+    tl.store(counts, tl.histogram(tl.full((64,), 3, tl.int32), 8), index=(0,))
+
+
+@pytest.mark.parametrize("threads", [32, 128, 256])
+def test_atomics_of_uniform_values_add_every_element(threads):
+    rows = 30
+    x = np.random.default_rng(1).integers(-5, 6, (rows, 2, 1)).astype(np.int32)
+
+    def reference(x, sums, counts):
+        return np.array([8 * x.sum(), 64], np.int32), np.array([0, 0, 0, 64, 0, 0, 0, 0], np.int32)
+
+    kernel = tl.tile_kernel(uniform_atomics.fn, num_threads=threads)
+    args = (x, np.zeros(2, np.int32), np.zeros(8, np.int32))
+    tlt.check_kernel(kernel, 1, args, reference=reference, outputs=(1, 2), ROWS=rows)
+    lines = tl.explain(kernel, x, *args[1:], ROWS=rows, backend="cpu")["thread_ir"].splitlines()
+    atomic = next(line for line in lines if "atomic_add sums[0:i64]" in line)  # (the program both backends emit)
+    assert atomic.endswith(f" x{32 * 2 * 8 // threads}")  # a thread's elements of the (32, 2, 8)-padded tile

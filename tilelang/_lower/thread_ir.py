@@ -143,11 +143,16 @@ class Store:
 
 @dataclass
 class Atomic:
+    """``array[offset] op= value`` where ``mask``, atomically, once for each of the thread's
+    ``count`` elements: an operand of fewer slots is the same for every element, and each
+    element still combines (an atomic is not idempotent, as a store is)."""
+
     array: str
     offset: object
     value: object
     op: str
     mask: object
+    count: int = 1
     USES: ClassVar = ("offset", "value", "mask")
     DEFS: ClassVar = ()
 
@@ -169,13 +174,15 @@ class SharedLoad:
 @dataclass
 class SharedStore:
     """``buffer[index] = value`` where ``mask``; with ``add``, ``buffer[index] += value``
-    atomically (threads hitting one element all count)."""
+    atomically (threads hitting one element all count), once for each of the thread's
+    ``count`` elements, as :class:`Atomic`."""
 
     buffer: str
     index: object
     value: object
     mask: object
     add: bool = False
+    count: int = 1
     USES: ClassVar = ("index", "value", "mask")
     DEFS: ClassVar = ()
 
@@ -542,6 +549,8 @@ def extent(s) -> int:
         return s.dst.slots
     if isinstance(s, Store):  # (the values may be one, stored everywhere)
         return max(slots(s.values) // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
+    if isinstance(s, (Atomic, SharedStore)):  # (each element combines, even where its operands are uniform)
+        return max(s.count, *(slots(x) for x in registers(s, s.USES)), 1)
     return max((slots(x) for x in registers(s, s.DEFS + s.USES)), default=1)
 
 
@@ -571,13 +580,15 @@ def _lines(stmts, indent):
         elif isinstance(s, Store):
             yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}"
         elif isinstance(s, Atomic):
-            yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}"
+            count = f" x{s.count}" if s.count > 1 else ""
+            yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}{count}"
         elif isinstance(s, SharedLoad):
             lanes = f" lanes={s.lanes}" if s.lanes > 1 else ""
             yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]{lanes}"
         elif isinstance(s, SharedStore):
             eq = "+=" if s.add else "="
-            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}"
+            count = f" x{s.count}" if s.count > 1 else ""
+            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}{count}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
         elif isinstance(s, AsyncCopy):

@@ -255,7 +255,8 @@ def _lower_scatter(lw, eqn, array, *rest, masked):
 def _lower_atomic(lw, eqn, array, *rest, op, masked):
     layout = _effect_layout(lw, rest)
     offset, ok, value = _indexed(lw, eqn, array, rest, masked, True, layout)
-    lw.stmts.append(Atomic(lw.array_names[array], offset, value, op, lw.land(ok, lw.owner(layout))))
+    mask = lw.land(ok, lw.owner(layout))
+    lw.stmts.append(Atomic(lw.array_names[array], offset, value, op, mask, count=layout.num_regs))
 
 
 # ------------------------------------------------------------------ reductions
@@ -490,7 +491,7 @@ def _lower_histogram(lw, eqn, x, *mask, num_bins, masked):
     if masked:
         counted = lw.land(counted, lw.regs(mask[0], src))
     at = lw.op(i32, "convert", lw.op(dtype, "select", counted, v, Imm(0, dtype)), attr=i32)
-    lw.stmts.append(SharedStore(buf, at, Imm(1, i32), counted, add=True))
+    lw.stmts.append(SharedStore(buf, at, Imm(1, i32), counted, add=True, count=src.num_regs))
     lw.barrier()
     dst = lw.reg(i32, out.num_regs, "v")
     lw.stmts.append(SharedLoad(dst, buf, bins))
