@@ -550,7 +550,7 @@ def extent(s) -> int:
     if isinstance(s, Store):  # (the values may be one, stored everywhere)
         return max(slots(s.values) // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
     if isinstance(s, (Atomic, SharedStore)):  # (each element combines, even where its operands are uniform)
-        return max(s.count, *(slots(x) for x in registers(s, s.USES)), 1)
+        return max(s.count, *(slots(x) for x in registers(s, s.USES)))
     return max((slots(x) for x in registers(s, s.DEFS + s.USES)), default=1)
 
 
@@ -568,6 +568,10 @@ def _lanes(s) -> str:
     return "" if s.lanes == 1 else f" lanes={s.lanes} in [{_text(s.first)}, {_text(s.last)})"
 
 
+def _times(s) -> str:
+    return "" if s.count == 1 else f" x{s.count}"
+
+
 def _lines(stmts, indent):
     pad = " " * indent
     for s in stmts:
@@ -580,15 +584,13 @@ def _lines(stmts, indent):
         elif isinstance(s, Store):
             yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}"
         elif isinstance(s, Atomic):
-            count = f" x{s.count}" if s.count > 1 else ""
-            yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}{count}"
+            yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}{_times(s)}"
         elif isinstance(s, SharedLoad):
             lanes = f" lanes={s.lanes}" if s.lanes > 1 else ""
             yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]{lanes}"
         elif isinstance(s, SharedStore):
             eq = "+=" if s.add else "="
-            count = f" x{s.count}" if s.count > 1 else ""
-            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}{count}"
+            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}{_times(s)}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
         elif isinstance(s, AsyncCopy):
