@@ -26,6 +26,7 @@ import tempfile
 import time
 
 import numpy as np
+from example_module import load_example
 
 import tilelang as tl
 
@@ -107,6 +108,7 @@ def _cases():
     def ln(d):
         return (layernorm_rows, (arr((2, 100), d), arr(100, d), arr(100, d), arr((2, 100), d), 100, 1e-5), 1)
 
+    attention = load_example("attention")
     return {
         "vector_add": (vector_add, (arr(100, f32), arr(100, f32), arr(100, f32)), 1, {"TILE": 1024}),
         "softmax_1x4096": (softmax_rows, (arr((2, 100), f32), arr((2, 100), f32)), 2, {"BLOCK": 4096}),
@@ -125,16 +127,13 @@ def _cases():
         },
         "sum_middle_axis_4x64x64": (middle_sum, (arr((5, 70, 70), f32), arr((5, 70), f32)), (2, 2),
                                     {"BA": 4, "BB": 64, "BC": 64}),
-        **{name: case for d in (64, 128) for name, case in _attention_backward(arr, d).items()},
+        **{name: case for d in (64, 128) for name, case in _attention_backward(arr, d, attention).items()},
     }  # fmt: skip
 
 
-def _attention_backward(arr, d):
-    """The backward kernels of examples/attention.py (causal) as its attention_backward launches
-    them at head dim ``d``."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-    import attention as ex
-
+def _attention_backward(arr, d, ex):
+    """The backward kernels of examples/attention.py (the module ``ex``, causal) as its
+    attention_backward launches them at head dim ``d``."""
     q, lse = arr((1, 2, 70, d), np.float16), arr((1, 2, 70), np.float32)
     dkdv, keys = (ex.attention_backward_dkdv_wide, 128) if d > 64 else (ex.attention_backward_dkdv, 64)
     return {
