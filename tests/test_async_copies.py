@@ -118,10 +118,15 @@ def test_the_dot_loop_copies_its_tiles_ahead():
     assert lines[end + 1 : end + 3] == ["async_wait 0", "barrier"]
 
 
-def without_tma(kernel, *args, **constants) -> str:
-    """The thread IR of ``kernel``'s version for arrays no tensor map takes (cp.async copies)."""
+def compiled(kernel, *args, **constants):
+    """The CPU backend's kernel for these arguments."""
     key, _ = kernel.specialize(kernel.bind(args, constants))
-    return format_thread_program(kernel.compile(key, "cpu").backend_kernel.without_tma().program)
+    return kernel.compile(key, "cpu").backend_kernel
+
+
+def without_tma(kernel, *args, **constants) -> str:
+    """The thread IR of ``kernel``'s version for any array (cp.async copies, tested groups)."""
+    return format_thread_program(compiled(kernel, *args, **constants).general().program)
 
 
 def test_the_wgmma_loop_copies_its_tiles_into_swizzled_stages():
@@ -179,12 +184,6 @@ def test_copies_of_aligned_and_misaligned_windows(window, arch, backend):
     c = np.full((70, 48), np.nan, np.float32)
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch=arch)
     a = wide[:, first : first + k]
-    if arch == "sm_90a":  # (the version for arrays no tensor map takes: the others take TMA, test_tma.py)
-        text = without_tma(kernel, a, b, c, BM=64, BN=64, BK=32)
-    else:
-        text = tl.explain(kernel, a, b, c, BM=64, BN=64, BK=32, backend="cpu")["thread_ir"]
-    claims = {line.split("aligned=")[1].split()[0] for line in text.splitlines() if "aligned=" in line}
-    assert claims and all(claim.startswith("i") for claim in claims)  # tested as the kernel runs
     args = (a, b, c)
     if backend == "cuda":  # a device view: its pointer as misaligned as the host one's
         from numba import cuda
@@ -193,6 +192,13 @@ def test_copies_of_aligned_and_misaligned_windows(window, arch, backend):
     kernel[(2, 1)](*args, BM=64, BN=64, BK=32, backend=backend)
     out = args[2] if backend == "cpu" else args[2].copy_to_host()
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    ran = next(iter(kernel._compiled.values())).backend_kernel
+    # the kernel for any array built where it ran: on sm_90a where a tensor map refuses a (its pointer)
+    assert isinstance(ran._general, type(ran)) == (arch == "sm_90a" and first % 8 != 0)
+    cpu = compiled(kernel, a, b, c, BM=64, BN=64, BK=32)
+    text = format_thread_program(cpu.program if arch == "sm_80" else cpu.general().program)
+    claims = {line.split("aligned=")[1].split()[0] for line in text.splitlines() if "aligned=" in line}
+    assert claims and all(claim.startswith("i") for claim in claims)  # tested as the kernel runs
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

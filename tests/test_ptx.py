@@ -425,7 +425,7 @@ def test_16_bit_dots_run_on_warpgroup_tensor_cores(dtype, tile, threads, n):
     signature = (f"{dtype}[:, :]", f"{dtype}[:, :]", "f32[:, :]")
     e = explain(kernel, *signature, BM=bm, BN=bn, BK=bk)
     with_tma = kernel.compile(kernel.specialize(kernel.bind((*signature,), dict(BM=bm, BN=bn, BK=bk)))[0], "cuda")
-    without_tma = with_tma.backend_kernel.without_tma()
+    without_tma = with_tma.backend_kernel.general()
     for ptx, tma in ((e["ptx"], True), (without_tma.ptx(), False)):
         ops = instructions(ptx)
         assert ".target sm_90a" in ptx

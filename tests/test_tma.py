@@ -78,10 +78,10 @@ def test_tma_and_cp_async_versions_are_right_on_partial_tiles(m, n, k, first):
 
 def test_aligned_arrays_take_tma_and_misaligned_ones_the_version_without():
     fresh = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_90a", num_stages=4)
-    kernel = _matmul(70, 45, 100, kernel=fresh)  # rows of 112 elements (224 bytes): 16-byte multiples
-    assert kernel.program.tensor_maps and not isinstance(kernel._without_tma, type(kernel))
+    kernel = _matmul(70, 44, 100, kernel=fresh)  # rows of 112 and 44 elements (224, 176 bytes): 16-byte multiples
+    assert kernel.program.tensor_maps and not isinstance(kernel._general, type(kernel))
     _matmul(70, 45, 100, first=1, kernel=fresh)  # a view 2 bytes in: no tensor map takes it
-    assert isinstance(kernel._without_tma, type(kernel)) and not kernel._without_tma.program.tensor_maps
+    assert isinstance(kernel._general, type(kernel)) and not kernel._general.program.tensor_maps
 
 
 @pytest.mark.parametrize("stages", [2, 3, 4, 5])
@@ -92,7 +92,7 @@ def test_a_tma_loop_run_three_times_wraps_its_phases(stages):
     kernel = tl.tile_kernel(repeated_matmul, num_threads=128, arch="sm_90a", num_stages=stages)
     kernel[(1, 1)](a, b, c, TIMES=3, BM=64, BN=64, BK=32, backend="cpu")
     ran = _cpu_kernel(kernel, a, b, c, TIMES=3, BM=64, BN=64, BK=32)
-    assert "tma " in format_thread_program(ran.program) and not isinstance(ran._without_tma, type(ran))  # (not built)
+    assert "tma " in format_thread_program(ran.program) and not isinstance(ran._general, type(ran))  # (not built)
     np.testing.assert_allclose(c, 3 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
 
 
@@ -182,7 +182,7 @@ def _launcher(encoder, without):
     Launcher = launcher_module().Launcher
     maps = ((1, 2, (32, 64), 2),)
     launcher = Launcher(0xF00, 128, 0, "iQqqqq", 0xC0, fake.launcher_entry_points, fake._failed, None,
-                        maps=maps, encode=encoder.address, without_maps=lambda: without.launcher)  # fmt: skip
+                        maps=maps, encode=encoder.address, general=lambda: without.launcher)  # fmt: skip
     return fake, launcher
 
 
@@ -217,7 +217,7 @@ def test_tensor_maps_need_an_encoder_and_a_kernel_without_them():
     fake = FakeDriver("iQqqqq")
     args = (0xF00, 128, 0, "iQqqqq", 0xC0, fake.launcher_entry_points, fake._failed, None)
     Launcher = launcher_module().Launcher
-    with pytest.raises(ValueError, match="encode and without_maps"):
+    with pytest.raises(ValueError, match="encode and general"):
         Launcher(*args, maps=((1, 2, (32, 64), 2),))
     with pytest.raises(ValueError, match="tensor map"):  # its strides past the parameters
-        Launcher(*args, maps=((4, 2, (32, 64), 2),), encode=1, without_maps=print)
+        Launcher(*args, maps=((4, 2, (32, 64), 2),), encode=1, general=print)

@@ -6,7 +6,7 @@
    torch tensors (benchmarks/launch_breakdown.py, docs/runtime.md). Three types:
 
    Launcher(function, threads, shared, codes, context, entry_points, failed, kernel,
-            maps=(), encode=0, without_maps=None)
+            maps=(), encode=0, aligned=(), general=None)
        one kernel loaded on one GPU. launcher(grid, stream, flat) packs ``flat`` (one value
        per parameter, converted by its struct code in ``codes``) into a buffer on the stack
        and calls cuLaunchKernel with ``context`` current (restoring the caller's after).
@@ -16,9 +16,11 @@
        A kernel that copies with TMA takes tensor maps after its parameters: ``maps`` says
        each one's array (the index of its pointer parameter, shape and strides following),
        box (innermost first) and swizzle mode; each launch encodes them with ``encode``
-       (cuTensorMapEncodeTiled) from the values packed. Where an array breaks the rules
-       (thread_ir.tensor_map_ok, checked here too) the launch is that of the kernel built
-       without TMA instead: the Launcher ``without_maps()`` returns, once.
+       (cuTensorMapEncodeTiled) from the values packed. A kernel may also take arrays to be
+       aligned (thread_ir.array_aligned): ``aligned`` says each one's pointer parameter, rank
+       and itemsize. Where an array breaks the rules (thread_ir.tensor_map_ok, array_aligned,
+       checked here too) the launch is that of the kernel built for any array instead: the
+       Launcher ``general()`` returns, once.
 
    FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle,
             constant_key)
@@ -50,6 +52,12 @@ typedef int (*EncodeFn)(void *, int, unsigned, void *, const uint64_t *, const u
 
 #define MAX_MAPS 8
 #define MAX_RANK 5
+#define MAX_ALIGNED 64
+
+typedef struct {
+    Py_ssize_t param; /* the array's pointer parameter; its shape and strides follow */
+    unsigned rank, itemsize;
+} AlignedSpec;
 
 typedef struct {
     Py_ssize_t param; /* the array's pointer parameter; its shape and strides follow */
@@ -74,7 +82,9 @@ typedef struct {
     Py_ssize_t map_count;
     MapSpec maps[MAX_MAPS];
     EncodeFn encode;
-    PyObject *without_maps; /* a callable returning a Launcher, until called; then that Launcher */
+    Py_ssize_t aligned_count;
+    AlignedSpec aligned[MAX_ALIGNED];
+    PyObject *general; /* a callable returning a Launcher, until called; then that Launcher */
     vectorcallfunc vectorcall;
 } Launcher;
 
@@ -186,21 +196,37 @@ static int encode_map(Launcher *self, Params *params, Py_ssize_t j, void *map) {
                         0) == 0;
 }
 
+/* Whether aligned array ``a`` of the launcher is as thread_ir.array_aligned says, in ``params``. */
+static int array_aligned(Launcher *self, Params *params, const AlignedSpec *a) {
+    int64_t pointer, size, stride;
+    memcpy(&pointer, params->bytes + self->offsets[a->param], 8);
+    if (pointer % 16) return 0;
+    for (unsigned d = 0; d < a->rank; d++) {
+        memcpy(&size, params->bytes + self->offsets[a->param + 1 + d], 8);
+        memcpy(&stride, params->bytes + self->offsets[a->param + 1 + a->rank + d], 8);
+        if (d + 1 < a->rank ? size > 1 && (stride * (int64_t)a->itemsize) % 16
+                            : (size * (int64_t)a->itemsize) % 16 || (size > 1 && stride != 1))
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Params *params);
 
-/* The launch of the kernel built without TMA, with the parameters packed (the same ones). */
-static PyObject *launch_without_maps(Launcher *self, const unsigned grid[3], void *stream, Params *params) {
-    if (!PyObject_TypeCheck(self->without_maps, Py_TYPE(self))) {
-        PyObject *made = PyObject_CallNoArgs(self->without_maps);
+/* The launch of the kernel built for any array, with the parameters packed (the same ones). */
+static PyObject *launch_general(Launcher *self, const unsigned grid[3], void *stream, Params *params) {
+    if (!PyObject_TypeCheck(self->general, Py_TYPE(self))) {
+        PyObject *made = PyObject_CallNoArgs(self->general);
         if (made == NULL) return NULL;
-        if (!PyObject_TypeCheck(made, Py_TYPE(self)) || ((Launcher *)made)->map_count) {
+        if (!PyObject_TypeCheck(made, Py_TYPE(self)) || ((Launcher *)made)->map_count ||
+            ((Launcher *)made)->aligned_count) {
             Py_DECREF(made);
-            PyErr_SetString(PyExc_TypeError, "without_maps() must return a Launcher taking no tensor maps");
+            PyErr_SetString(PyExc_TypeError, "general() must return a Launcher taking no tensor maps or aligned arrays");
             return NULL;
         }
-        Py_SETREF(self->without_maps, made);
+        Py_SETREF(self->general, made);
     }
-    return launch((Launcher *)self->without_maps, grid, stream, params);
+    return launch((Launcher *)self->general, grid, stream, params);
 }
 
 /* cuLaunchKernel in the launcher's context (made current if it is not, the caller's
@@ -210,11 +236,13 @@ static PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Pa
         PyErr_Format(PyExc_ValueError, "%zd values for %zd kernel parameters", params->filled, self->count);
         return NULL;
     }
+    for (Py_ssize_t j = 0; j < self->aligned_count; j++)
+        if (!array_aligned(self, params, &self->aligned[j])) return launch_general(self, grid, stream, params);
     void *pointers[MAX_PARAMS + MAX_MAPS];
     for (Py_ssize_t i = 0; i < self->count; i++) pointers[i] = params->bytes + self->offsets[i];
     _Alignas(64) char maps[MAX_MAPS][128];
     for (Py_ssize_t j = 0; j < self->map_count; j++) {
-        if (!encode_map(self, params, j, maps[j])) return launch_without_maps(self, grid, stream, params);
+        if (!encode_map(self, params, j, maps[j])) return launch_general(self, grid, stream, params);
         pointers[self->count + j] = maps[j];
     }
     void *previous = NULL;
@@ -282,18 +310,21 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
     unsigned threads, shared;
     const char *codes;
     Py_ssize_t count;
-    PyObject *failed, *kernel, *maps = NULL, *without_maps = Py_None;
+    PyObject *failed, *kernel, *maps = NULL, *aligned = NULL, *general = Py_None;
     unsigned long long encode = 0;
     static char *names[] = {"function", "threads", "shared", "codes", "context", "entry_points", "failed", "kernel",
-                            "maps", "encode", "without_maps", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KIIs#K(KKK)OO|O!KO", names, &function, &threads, &shared, &codes,
-                                     &count, &context, &entry[0], &entry[1], &entry[2], &failed, &kernel,
-                                     &PyTuple_Type, &maps, &encode, &without_maps))
+                            "maps", "encode", "aligned", "general", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "KIIs#K(KKK)OO|O!KO!O", names, &function, &threads, &shared,
+                                     &codes, &count, &context, &entry[0], &entry[1], &entry[2], &failed, &kernel,
+                                     &PyTuple_Type, &maps, &encode, &PyTuple_Type, &aligned, &general))
         return NULL;
     Py_ssize_t map_count = maps ? PyTuple_GET_SIZE(maps) : 0;
+    Py_ssize_t aligned_count = aligned ? PyTuple_GET_SIZE(aligned) : 0;
     if (map_count > MAX_MAPS) return PyErr_Format(PyExc_ValueError, "more than %d tensor maps", MAX_MAPS);
-    if (map_count && (!encode || without_maps == Py_None))
-        return PyErr_Format(PyExc_ValueError, "tensor maps need encode and without_maps");
+    if (aligned_count > MAX_ALIGNED) return PyErr_Format(PyExc_ValueError, "more than %d aligned arrays", MAX_ALIGNED);
+    if (map_count && (!encode || general == Py_None))
+        return PyErr_Format(PyExc_ValueError, "tensor maps need encode and general");
+    if (aligned_count && general == Py_None) return PyErr_Format(PyExc_ValueError, "aligned arrays need general");
     if (count > MAX_PARAMS) return PyErr_Format(PyExc_ValueError, "more than %d kernel parameters", MAX_PARAMS);
     if (!entry[0] || !entry[1] || !entry[2]) return PyErr_Format(PyExc_ValueError, "a driver entry point is NULL");
     Launcher *self = (Launcher *)type->tp_alloc(type, 0);
@@ -341,8 +372,18 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
             return NULL;
         }
     }
+    self->aligned_count = aligned_count;
+    for (Py_ssize_t j = 0; j < aligned_count; j++) { /* (param, rank, itemsize) */
+        AlignedSpec *a = &self->aligned[j];
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(aligned, j), "nII", &a->param, &a->rank, &a->itemsize) ||
+            a->param < 0 || a->param + 2 * (Py_ssize_t)a->rank >= count) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "an aligned array is (param, rank, itemsize)");
+            Py_DECREF(self);
+            return NULL;
+        }
+    }
     self->encode = (EncodeFn)(uintptr_t)encode;
-    self->without_maps = Py_NewRef(without_maps);
+    self->general = Py_NewRef(general);
     self->failed = Py_NewRef(failed);
     self->kernel = Py_NewRef(kernel);
     self->vectorcall = (vectorcallfunc)launcher_call;
@@ -350,7 +391,7 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
 }
 
 static void launcher_dealloc(Launcher *self) {
-    Py_XDECREF(self->without_maps);
+    Py_XDECREF(self->general);
     Py_XDECREF(self->failed);
     Py_XDECREF(self->kernel);
     Py_TYPE(self)->tp_free((PyObject *)self);

@@ -397,8 +397,9 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages["layouts"] = format_program(program, notes=notes)
     lap("layouts", None)
 
-    def thread_program(tma: bool):
-        threads = lap("lower", lower_to_threads(program, layouts, num_threads, kernel.num_stages, tma))  # one thread's
+    def thread_program(general: bool):
+        threads = lower_to_threads(program, layouts, num_threads, kernel.num_stages, general)  # one thread's
+        threads = lap("lower", threads)
         threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
         threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it
         threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
@@ -408,12 +409,12 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         check_shared_memory(threads)
         return threads
 
-    threads = thread_program(tma=True)  # (loads for wgmma copied by TMA where they qualify)
+    threads = thread_program(general=False)  # (TMA copies where they qualify, vectors of aligned arrays)
     stages["thread_ir"] = format_thread_program(threads)
     Backend = CpuKernel if backend == "cpu" else CudaKernel
-    # arrays a tensor map cannot describe (misaligned) run the kernel lowered without TMA, built when first needed
-    without_tma = (lambda: Backend(thread_program(tma=False))) if threads.tensor_maps else None
-    backend_kernel = lap("emit", Backend(threads, without_tma))  # its LLVM IR
+    # arrays not as it takes them (misaligned) run the kernel lowered for any array, built when first needed
+    general = (lambda: Backend(thread_program(general=True))) if threads.tensor_maps or threads.aligned else None
+    backend_kernel = lap("emit", Backend(threads, general))  # its LLVM IR
     stages["llvm_ir"] = backend_kernel.ir  # what NVVM (cuda) or MCJIT (cpu) compiles
     if backend == "cpu":
         return CompiledKernel(stages, program, runner(HostRunner(program, backend_kernel)), backend_kernel, lap)

@@ -43,6 +43,7 @@ from .._lower.thread_ir import (
     ThreadProgram,
     TmaLoad,
     Wgmma,
+    array_aligned,
     array_reg,
     box_coords,
     extent,
@@ -63,9 +64,10 @@ from .llvm_values import convert
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
 # what a kernel returns: 0, a loop's ZeroStep number + 1, or a broken promise of the lowering
-MISALIGNED_COPY, DEAD_WAIT = -1, -2
+MISALIGNED_COPY, DEAD_WAIT, MISALIGNED_GROUP = -1, -2, -3
 _ERRORS = {
     MISALIGNED_COPY: "an AsyncCopy claimed aligned moves a partial or misaligned group",
+    MISALIGNED_GROUP: "a load or store of groups claimed whole and aligned moves a misaligned one",
     DEAD_WAIT: "an mbarrier wait on a phase no TMA copy completes",
 }
 
@@ -249,6 +251,16 @@ class CpuEmitter(ThreadEmitter):
         """Return ``code`` from the kernel where ``condition`` holds."""
         with self.builder.if_then(condition, likely=False):
             self.builder.ret(ir.Constant(I32, code))
+
+    def group(self, s, g: int) -> tuple:
+        """A group of a vector access; one claimed whole or empty must be aligned where it moves
+        (the CUDA kernel moves it in one access, without looking: a failure is the lowering's)."""
+        group = super().group(s, g)
+        if group[2] is None:
+            b, offset, ok = self.builder, *group[:2]
+            odd = b.icmp_unsigned("!=", b.and_(offset, ir.Constant(I64, s.lanes - 1)), ir.Constant(I64, 0))
+            self.fail(b.and_(ok, odd), MISALIGNED_GROUP)
+        return group
 
     def _blocks(self, args):
         begin, end, *grid = args
@@ -575,9 +587,9 @@ class CpuKernel:
 
     PARALLEL_BLOCKS = 64  # below this, one thread runs every block
 
-    def __init__(self, program: ThreadProgram, without_tma=None):
+    def __init__(self, program: ThreadProgram, general=None):
         self.program = program
-        self._without_tma = without_tma  # makes the kernel lowered without TMA (kernel.py), then is it
+        self._general = general  # makes the kernel lowered for any array (kernel.py), then is it
         emitter = CpuEmitter(program)
         self.module, self.entry = emitter.module, emitter.function.name
         self.ir = str(emitter.module)
@@ -587,10 +599,10 @@ class CpuKernel:
         self._function = None
         self._argtypes = [_C_TYPES[r.dtype.name] for r in param_regs(program)]
 
-    def without_tma(self) -> CpuKernel:
-        if not isinstance(self._without_tma, CpuKernel):
-            self._without_tma = self._without_tma()
-        return self._without_tma
+    def general(self) -> CpuKernel:
+        if not isinstance(self._general, CpuKernel):
+            self._general = self._general()
+        return self._general
 
     def function(self):
         """The compiled kernel (MCJIT, on first use)."""
@@ -604,8 +616,8 @@ class CpuKernel:
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 in grid:
             return
-        if not tensor_maps_ok(self.program, args):  # (what the CUDA launcher decides, by the same rules)
-            return self.without_tma()(grid, args)
+        if not arrays_ok(self.program, args):  # (what the CUDA launcher decides, by the same rules)
+            return self.general()(grid, args)
         flat = []
         for p, value in zip(self.program.params, args):
             if isinstance(p, ArrayParam):
@@ -635,13 +647,15 @@ class CpuKernel:
                 raise TileCompilerError(f"tilelang: {_ERRORS[code]}")
 
 
-def tensor_maps_ok(program: ThreadProgram, args) -> bool:
-    """Whether every array a ``TensorMap`` of ``program`` reads (``args`` as ``CpuKernel``
-    takes them) is one a tensor map can describe (``thread_ir.tensor_map_ok``)."""
+def arrays_ok(program: ThreadProgram, args) -> bool:
+    """Whether the arrays (``args`` as ``CpuKernel`` takes them) are as ``program`` takes them:
+    every one a ``TensorMap`` reads one a tensor map can describe (``thread_ir.tensor_map_ok``),
+    every one it takes to be aligned so (``thread_ir.array_aligned``)."""
     values = {p.name: v for p, v in zip(program.params, args) if isinstance(p, ArrayParam)}
-    for m in program.tensor_maps:
-        a = values[m.array]
+    rules = [(m.array, tensor_map_ok) for m in program.tensor_maps] + [(a, array_aligned) for a in program.aligned]
+    for name, rule in rules:
+        a = values[name]
         strides = [s // a.itemsize for s in a.strides]
-        if not tensor_map_ok(a.__array_interface__["data"][0], a.shape, strides, a.itemsize):
+        if not rule(a.__array_interface__["data"][0], a.shape, strides, a.itemsize):
             return False
     return True

@@ -104,23 +104,36 @@ def param_codes(program: ThreadProgram) -> str:
     )
 
 
-def map_specs(program: ThreadProgram) -> tuple:
-    """What the launcher encodes each tensor map from: the index of its array's pointer among
-    the parameters, the rank, the box innermost first and the swizzle mode (CUtensorMapSwizzle)."""
+def _array_params(program: ThreadProgram) -> dict:
+    """Each array's name -> (the index of its pointer among the parameters, the array)."""
     first, at = {}, 0
     for p in program.params:
         if isinstance(p, ArrayParam):
-            first[p.name] = at
+            first[p.name] = (at, p)
         at += 1 + 2 * p.ndim if isinstance(p, ArrayParam) else 1
-    return tuple((first[m.array], len(m.box), m.box[::-1], SWIZZLE_MODE[m.swizzle]) for m in program.tensor_maps)
+    return first
+
+
+def map_specs(program: ThreadProgram) -> tuple:
+    """What the launcher encodes each tensor map from: the index of its array's pointer among
+    the parameters, the rank, the box innermost first and the swizzle mode (CUtensorMapSwizzle)."""
+    first = _array_params(program)
+    return tuple((first[m.array][0], len(m.box), m.box[::-1], SWIZZLE_MODE[m.swizzle]) for m in program.tensor_maps)
+
+
+def aligned_specs(program: ThreadProgram) -> tuple:
+    """What the launcher checks each array the program takes to be aligned by: the index of
+    its pointer among the parameters, its rank and itemsize (``thread_ir.array_aligned``)."""
+    first = _array_params(program)
+    return tuple((first[a][0], first[a][1].ndim, first[a][1].dtype.itemsize) for a in program.aligned)
 
 
 class CudaKernel:
     """The NVVM IR of one thread program, its PTX, and (on a GPU) a launcher."""
 
-    def __init__(self, program: ThreadProgram, without_tma=None):
+    def __init__(self, program: ThreadProgram, general=None):
         self.program = program
-        self._without_tma = without_tma  # makes the kernel lowered without TMA (kernel.py), then is it
+        self._general = general  # makes the kernel lowered for any array (kernel.py), then is it
         total = shared_offsets(program.shared)[1]
         self.dynamic_shared = total if total > STATIC_SHARED_LIMIT else 0
         self.launch_bounds = launch_bounds(program, self.dynamic_shared)
@@ -196,18 +209,19 @@ class CudaKernel:
             p = self.program
             launch = (param_codes(p), p.num_threads, self.dynamic_shared, device_id, p.name)
             maps = {}
-            if p.tensor_maps:  # the kernel without TMA is made (and compiled) at the first launch that needs it
-                # (by a weak reference: the launcher is held by this kernel, which must stay collectable)
-                without = functools.partial(_launcher_without_tma, weakref.ref(self), device_id)
-                maps = dict(maps=map_specs(p), without_maps=without)
+            if p.tensor_maps or p.aligned:  # the general kernel is made (and compiled) at the first launch
+                # that needs it (by a weak reference: the launcher is held by this kernel, which must stay collectable)
+                general = functools.partial(_general_launcher, weakref.ref(self), device_id)
+                maps = dict(maps=map_specs(p), aligned=aligned_specs(p), general=general)
             launcher = self._loaded[device_id] = kernel_launcher(kernel, *launch, **maps)
         return launcher
 
-    def without_tma(self) -> CudaKernel:
-        """The version for arrays no tensor map takes: the program lowered without TMA."""
-        if not isinstance(self._without_tma, CudaKernel):
-            self._without_tma = self._without_tma()
-        return self._without_tma
+    def general(self) -> CudaKernel:
+        """The version for arrays the program does not take (``tensor_map_ok``, ``array_aligned``):
+        the program lowered for any array."""
+        if not isinstance(self._general, CudaKernel):
+            self._general = self._general()
+        return self._general
 
     def ptx(self, cc=DEFAULT_CC) -> str:
         if cc not in self._ptx:
@@ -302,9 +316,9 @@ def _carried_registers(stmts) -> int:
     return max(here + [_carried_registers(s.body) for s in loops] + [0])
 
 
-def _launcher_without_tma(kernel_ref, device_id: int):
-    """The launcher of the version without TMA of the kernel ``kernel_ref`` refers to."""
-    return kernel_ref().without_tma().launcher(device_id)
+def _general_launcher(kernel_ref, device_id: int):
+    """The launcher of the general version of the kernel ``kernel_ref`` refers to."""
+    return kernel_ref().general().launcher(device_id)
 
 
 def _with_tensor_maps(ptx: str, count: int) -> str:

@@ -97,8 +97,8 @@ def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, 
     ``launcher(grid, stream, flat)`` packs ``flat`` by ``codes`` (one struct code per
     parameter) and calls ``cuLaunchKernel`` in the device's primary context (C:
     tilelang/_launch.c). A failed launch is a TileError naming the kernel. ``maps``: a
-    kernel's tensor maps and the launcher of its version without them (``maps``,
-    ``without_maps``, as the C Launcher takes them)."""
+    kernel's tensor maps, the arrays it takes to be aligned and the launcher of its version
+    for any array (``maps``, ``aligned``, ``general``, as the C Launcher takes them)."""
 
     def failed(result):
         from cuda.bindings import driver
@@ -110,6 +110,6 @@ def kernel_launcher(kernel, codes: str, threads: int, shared: int, device: int, 
 
     context = int(primary_context(device))
     Launcher = launcher_module().Launcher
-    if maps:
+    if maps.get("maps"):
         maps["encode"] = encode_entry_point()
     return Launcher(int(kernel.handle), threads, shared, codes, context, entry_points(), failed, kernel, **maps)

@@ -138,7 +138,10 @@ def _lanes_ok(builder, ok, first, last, lanes: int):
 
 
 def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
-    """Whether a group moves in one access: every lane in and the address aligned to its bytes."""
+    """Whether a group moves in one access: every lane in and the address aligned to its bytes
+    (without ``first``, a group known whole or empty and aligned: where ``ok``)."""
+    if first is None:
+        return ok
     byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
     aligned = builder.icmp_unsigned(
         "==", builder.and_(byte, ir.Constant(I64, d.itemsize * lanes - 1)), ir.Constant(I64, 0)
@@ -204,17 +207,23 @@ def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, wo
     def lanewise(g):
         _load_lanes(builder, d, lanes, ptr, *groups[g], slots[g], host, words)
 
-    _move_groups(builder, [_whole(builder, ptr, *group, unit, lanes) for group in groups], load_whole, lanewise)
+    wholes = [_whole(builder, ptr, *group, unit, lanes) for group in groups]
+    _move_groups(builder, wholes, load_whole, lanewise if groups[0][2] is not None else None)
     return [builder.load(slot) for group_slots in slots for slot in group_slots]
 
 
 def _move_groups(builder, wholes, whole, lanewise):
-    """Group ``g`` moved by ``whole(g)`` where ``wholes[g]``, else by ``lanewise(g)``. When
-    every group is whole (up to :data:`TOGETHER`), all move under that one test with no
-    branch between them; otherwise group by group."""
+    """Group ``g`` moved by ``whole(g)`` where ``wholes[g]``, else by ``lanewise(g)`` (None:
+    groups are whole or empty, nothing to move lane by lane). When every group is whole (up
+    to :data:`TOGETHER`), all move under that one test with no branch between them;
+    otherwise group by group."""
 
     def each():
         for g, test in enumerate(wholes):
+            if lanewise is None:
+                with builder.if_then(test):
+                    whole(g)
+                continue
             with builder.if_else(test) as (one_access, lanes):
                 with one_access:
                     whole(g)
@@ -274,7 +283,8 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None)
             with builder.if_then(_lane_ok(builder, ok, first, last, i)):
                 _store_element(builder, ptr, offset, i, item, d, host)
 
-    _move_groups(builder, [_whole(builder, ptr, *group, d, lanes) for group in groups], store_whole, lanewise)
+    wholes = [_whole(builder, ptr, *group, d, lanes) for group in groups]
+    _move_groups(builder, wholes, store_whole, lanewise if groups[0][2] is not None else None)
 
 
 def _copy_source(builder, ptr, base, offset, itemsize: int):

@@ -140,8 +140,11 @@ class ThreadEmitter:
         memory.store_vectors(b, d, s.lanes, ptr, [self.group(s, g) for g in range(count)], values, self.host)
 
     def group(self, s, g: int) -> tuple:
-        """Group ``g`` of a vector access: (offset, mask, first lane, end lane)."""
+        """Group ``g`` of a vector access: (offset, mask, first lane, end lane); no lanes where
+        groups are whole or empty (``Load``)."""
         offset, mask = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
+        if s.first is None:
+            return offset, mask, None, None
         return offset, mask, self.get(s.first, g, INT32), self.get(s.last, g, INT32)
 
     def _Atomic(self, s: Atomic):

@@ -48,11 +48,16 @@ class InShared(NamedTuple):
 
 
 class Lowering:
-    def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3, tma: bool = True):
+    def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3, general: bool = False):
         self.layouts = layouts
         self.t = num_threads
         self.num_stages = num_stages  # shared buffers of a software-pipelined load (lower_pipeline.py)
-        self.tma = tma  # whether pipelined wgmma operands may be copied by TMA (sm_90a)
+        # the program for any array, or one that copies wgmma operands by TMA (sm_90a) and moves
+        # vectors of arrays it takes to be aligned (thread_ir.array_aligned), listed in ``aligned``
+        self.tma = self.assume_aligned = not general
+        self.aligned: set = set()
+        self.multiples: dict = {}  # int register -> a number it is a multiple of (see ``multiple``)
+        self.saturated: dict = {}  # int64 select -> the same for its arms or an int64 end (``start_multiple``)
         self.tensor_maps: list = []  # the TensorMaps TMA copies read
         self.stmts: list = []
         self.values: dict = {}  # Var -> its operand: a register array in its layout (or one uniform value)
@@ -91,7 +96,27 @@ class Lowering:
             return folded
         dst = self.reg(dtype, n, "v" if dtype.is_float else "i")
         self.stmts.append(Op(dst, op, tuple(args), attr))
+        if dtype.is_int and op in _MULTIPLES:
+            m = _MULTIPLES[op](*map(self.multiple, args), *args[1:])
+            if m != 1:
+                self.multiples[dst] = m if op != "convert" else math.gcd(m, 1 << dtype.bits)
+        if op == "select" and dtype is i64:
+            self.saturated[dst] = math.gcd(*(self.start_multiple(a) for a in args[1:]))
         return dst
+
+    def multiple(self, x) -> int:
+        """A number the integer ``x`` is known to be a multiple of (0: of every number)."""
+        if isinstance(x, Imm):
+            return abs(int(x.value)) if x.dtype.is_int else 1
+        return self.multiples.get(x, 1)
+
+    def start_multiple(self, x) -> int:
+        """``multiple`` for a window's int64 corner, where an int64 end is a multiple of every
+        number: language.py saturates offsets there (``select``), past every array, so any
+        window at one is empty and its vector groups are trivially aligned (window.py)."""
+        if isinstance(x, Imm) and x.value in _INT64_ENDS:
+            return 0
+        return self.saturated.get(x, self.multiple(x))
 
     def land(self, *conds):
         out = Imm(True, b1)
@@ -432,6 +457,21 @@ def _is_zero(x, negative):
 # thread op -> the primitive whose interpreter rule computes it
 _FOLDABLE = {op: op for op in ("add", "sub", "mul", "and", "or", "xor", "shl", "shr", "neg", "maximum", "minimum")}
 _FOLDABLE |= {op: op for op in ("lt", "le", "gt", "ge", "eq", "ne")} | {"land": "and"}
+
+
+_INT64_ENDS = (-(2**63), 2**63 - 1)
+# how an op's result is a multiple of what its operands are (operand multiples first, then operands past the first)
+_MULTIPLES = {
+    "mul": lambda a, b, _: a * b,
+    "add": lambda a, b, _: math.gcd(a, b),
+    "sub": lambda a, b, _: math.gcd(a, b),
+    "maximum": lambda a, b, _: math.gcd(a, b),
+    "minimum": lambda a, b, _: math.gcd(a, b),
+    "neg": lambda a: a,
+    "convert": lambda a: a,
+    "shl": lambda a, b, shift: a << shift.value if isinstance(shift, Imm) and 0 <= shift.value < 64 else 1,
+    "select": lambda _, a, b, x, y: math.gcd(a, b),
+}
 
 
 def scalar_reg_name(name):

@@ -108,7 +108,9 @@ class Load:
     ``g * lanes + i`` of ``dst`` is ``array[offset[g] + i]`` where ``mask[g]`` and (for
     vectors) ``first[g] <= i < last[g]``, else ``pad``. A backend moves a group in one access
     when all its lanes are in and the address is aligned to the group's bytes, else lane by
-    lane: the fallback lives in the intrinsic, not in the program. With ``pack`` 2, each
+    lane: the fallback lives in the intrinsic, not in the program. Without ``first`` and
+    ``last``, vector groups are whole or empty and aligned (the window's array is among the
+    program's ``aligned``): each moves in one access where ``mask[g]``. With ``pack`` 2, each
     ``dst`` slot is a uint32 holding the raw bits of two consecutive 16-bit elements (the
     first in the low half; ``pad`` is the raw bits of one), so nothing reads the loaded
     words until every group's load is issued."""
@@ -359,6 +361,20 @@ class TensorMap:
     swizzle: int
 
 
+def array_aligned(pointer: int, shape, strides, itemsize: int) -> bool:
+    """Whether an array (``strides`` in elements) is as a program's ``aligned`` arrays must be,
+    its vectors' groups then whole or empty and aligned wherever a window's corner and extent
+    along the last axis are multiples of the group (window.py): a 16-byte aligned pointer, a
+    last axis of unit stride whose extent is a multiple of 16 bytes, and each other axis'
+    stride a multiple of 16 bytes (where it has more than one element). Where one is not, the
+    program lowered for any array runs (tilelang/_launch.c checks the same)."""
+    if pointer % 16 or not shape:
+        return pointer % 16 == 0
+    if shape[-1] * itemsize % 16 or (shape[-1] > 1 and strides[-1] != 1):
+        return False
+    return all(n <= 1 or s * itemsize % 16 == 0 for n, s in zip(shape[:-1], strides[:-1]))
+
+
 def tensor_map_ok(pointer: int, shape, strides, itemsize: int) -> bool:
     """Whether an array (``strides`` in elements) can be seen through a ``TensorMap``: a
     16-byte aligned pointer, sizes from 1 to 2**31 - 1 (box corners are int32) and each
@@ -474,6 +490,7 @@ class ThreadProgram:
     body: list
     shared_sites: dict = field(default_factory=dict)  # buffer name -> the user's line asking most of it
     tensor_maps: list = field(default_factory=list)  # the TensorMaps TmaLoad statements read, by index
+    aligned: tuple = ()  # arrays moved in vectors taken to be aligned (``array_aligned``), by name
 
 
 # ops and their arity; "round" keeps a 16-bit float register representable
@@ -565,7 +582,9 @@ def _typed(r: Reg) -> str:
 
 
 def _lanes(s) -> str:
-    return "" if s.lanes == 1 else f" lanes={s.lanes} in [{_text(s.first)}, {_text(s.last)})"
+    if s.lanes == 1:
+        return ""
+    return f" lanes={s.lanes} " + ("whole" if s.first is None else f"in [{_text(s.first)}, {_text(s.last)})")
 
 
 def _times(s) -> str:
@@ -656,6 +675,8 @@ def format_thread_program(prog: ThreadProgram) -> str:
         f"    map{i} = tensor map of {m.array}, box {m.box}, {m.swizzle}-byte swizzle"
         for i, m in enumerate(prog.tensor_maps)
     ]
+    if prog.aligned:  # (what array_aligned asks; the launch checks it)
+        maps.append(f"    aligned {', '.join(prog.aligned)} (else the program for any array runs)")
     return "\n".join([head, *maps, *_lines(prog.body, 4)])
 
 

@@ -16,7 +16,7 @@ class Window:
     element offset, the mask of the other dimensions and the range of lanes inside the last
     one; the backend moves a whole group in one access when it is in and aligned."""
 
-    def __init__(self, lw, array, layout, starts):
+    def __init__(self, lw, array, layout, starts, whole_groups=True):
         self.lw, self.array, self.layout = lw, array, layout
         self.name = lw.array_names[array]
         self.unit_last = array.type.unit_stride
@@ -29,6 +29,18 @@ class Window:
         self.base, self.starts = base, starts
         itemsize = array.type.dtype.itemsize
         self.lanes = min(layout.vector_width(), max(16 // itemsize, 1)) if self.unit_last and starts else 1
+        # every group whole or empty and aligned, where the array is (``thread_ir.array_aligned``:
+        # the program for other arrays is lowered apart) and so are the window's corner and extent
+        # (unless not ``whole_groups``: the accesses then test it as they run)
+        self.whole = (
+            whole_groups
+            and self.lanes > 1
+            and lw.assume_aligned
+            and layout.shape[-1] % self.lanes == 0
+            and lw.start_multiple(starts[-1]) % self.lanes == 0
+        )
+        if self.whole:
+            lw.aligned.add(self.name)
 
     def scaled(self, coord, d):
         if d == self.array.type.ndim - 1 and self.unit_last:
@@ -49,16 +61,23 @@ class Window:
             for d, c in enumerate(terms):
                 offset = lw.op(i64, "add", offset, self.scaled(lw.op(i64, "convert", c, attr=i64), d))
         offset = lw.op(i64, "add", offset, self.base) if with_base else offset
-        inner = range(len(coords)) if lanes == 1 else range(last)  # dimensions the mask checks
+        highs = list(self.high)
+        if highs and self.layout.shape[last] != self.layout.padded[last]:  # (slots past it are padding)
+            highs[last] = lw.op(i32, "minimum", highs[last], Imm(self.layout.shape[last], i32))
+        # dimensions the mask checks: all where a group's first lane tells of the others
+        inner = range(last) if lanes > 1 and not self.whole else range(len(coords))
         checks = [
-            lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", self.high[d]))
+            lw.op(b1, op, coords[d], bound) for d in inner for op, bound in (("ge", self.low[d]), ("lt", highs[d]))
         ]
-        mask = lw.land(*checks, lw.valid(self.layout, inner, lanes))
-        if lanes == 1:
+        mask = lw.land(*checks, lw.valid(self.layout, range(last), lanes))
+        if lanes == 1 or self.whole:
             return offset, mask, None, None
-        size, padded = self.layout.shape[last], self.layout.padded[last]
-        high = self.high[last] if size == padded else lw.op(i32, "minimum", self.high[last], Imm(size, i32))
-        return offset, mask, lw.op(i32, "sub", self.low[last], coords[last]), lw.op(i32, "sub", high, coords[last])
+        return (
+            offset,
+            mask,
+            lw.op(i32, "sub", self.low[last], coords[last]),
+            lw.op(i32, "sub", highs[last], coords[last]),
+        )
 
     def groups_aligned(self):
         """A bool: whether every group is 16-byte aligned from the array's first element

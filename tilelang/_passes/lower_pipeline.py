@@ -250,7 +250,10 @@ class Pipeline:
         lw = self.lw
         for c in self.copies:
             array, *starts, _ = c.load.inputs
-            window = Window(lw, array, lw.layout(c.load.outputs[0]), [lw.scalar(x) for x in starts])
+            # (copies test their groups as they run, in two versions: known whole, the copies were one
+            # straight block with the loop's products, and ptxas spilled float32 pipelines' registers)
+            starts = [lw.scalar(x) for x in starts]
+            window = Window(lw, array, lw.layout(c.load.outputs[0]), starts, whole_groups=False)
             layout = c.tile_layout(lw)  # (the load's with its axes of 1 dropped: the same slots)
             offset, mask, first, last = window.access(with_base=False)
             ring = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))  # the stage's first word

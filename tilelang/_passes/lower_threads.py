@@ -10,6 +10,8 @@ from one thread.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as D
@@ -530,6 +532,8 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         stage, phase = lw.reg(i32, 1, "stage"), lw.reg(i32, 1, "phase")
         params += [stage, phase] if pipeline.tma else [stage]
         init_regs += [Imm(0, i32), Imm(0, i32)] if pipeline.tma else [Imm(0, i32)]
+    bounds = [lw.scalar(x) for x in (start, stop, step)]
+    lw.multiples[index_reg] = math.gcd(lw.multiple(bounds[0]), lw.multiple(bounds[2]))  # (window corners)
     outer, lw.stmts = lw.stmts, []
     outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
     if pipeline:
@@ -542,7 +546,6 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         lw.barrier()
     lw.read = outer_read
     loop_body, lw.stmts = lw.stmts, outer
-    bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.stmts.append(Loop(index_reg, *bounds, params, init_regs, loop_body, results, eqn.loc))
     if pipeline:
         pipeline.drain(dict(zip(body.results, params)))
@@ -556,11 +559,14 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
 
 
 def lower_to_threads(
-    program: Program, layouts: dict, num_threads: int, num_stages: int = 3, tma: bool = True
+    program: Program, layouts: dict, num_threads: int, num_stages: int = 3, general: bool = False
 ) -> ThreadProgram:
     """The thread program of ``program`` under ``layouts``; pipelined loads take ``num_stages``
-    buffers, and those wgmma reads are copied by TMA where ``tma`` allows and they qualify."""
-    lw = Lowering(layouts, num_threads, num_stages, tma)
+    buffers. Unless ``general``, those wgmma reads are copied by TMA where they qualify and
+    vector accesses take their arrays to be aligned where that drops the lane-by-lane paths
+    (the program says which arrays it takes so, and what it needs of them: the general
+    program is for any others)."""
+    lw = Lowering(layouts, num_threads, num_stages, general)
     params = []
     for var, name in zip(program.body.params, program.arg_names):
         if isinstance(var.type, ArrayType):
@@ -574,4 +580,5 @@ def lower_to_threads(
     lw.stmts = main
     lw.lower_block(program.body, folded_transposes(lw, program.body))
     body = lw.prologue + main
-    return ThreadProgram(program.name, params, num_threads, lw.shared, body, lw.shared_sites, lw.tensor_maps)
+    aligned = tuple(sorted(lw.aligned))
+    return ThreadProgram(program.name, params, num_threads, lw.shared, body, lw.shared_sites, lw.tensor_maps, aligned)

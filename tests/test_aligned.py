@@ -1,0 +1,135 @@
+"""Kernels take the arrays they move in vectors to be aligned (a 16-byte pointer, rows and
+extents of 16-byte multiples: thread_ir.array_aligned), so each vector group of a window
+whose corner and extent are multiples of it is whole or empty and moves in one access with
+no lane-by-lane path; for any other array the kernel lowered for any array runs, chosen at
+each launch (by tilelang/_launch.c on CUDA, by the CPU backend by the same rule)."""
+
+import numpy as np
+import pytest
+from _fake_driver import FakeDriver
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang._backends.cuda_driver import launcher_module
+from tilelang._lower.thread_ir import array_aligned, format_thread_program
+
+
+@tl.tile_kernel(backend="cpu")
+def scaled_rows(x, out, BN: tl.Constant):
+    """out = 2 x, a (1, BN) tile at a time, the tiles by index."""
+    i = tl.block_id(0)
+    for j in tl.range(0, tl.cdiv(x.shape[1], BN)):
+        tl.store(out, tl.load(x, index=(i, j), shape=(1, BN)) * 2, index=(i, j))
+
+
+@tl.tile_kernel(backend="cpu")
+def shifted_rows(x, out, START: tl.Constant, STEP: tl.Constant, BN: tl.Constant):
+    """out[i, k + j] = x[i, k + j] + 1 for k = START, START + STEP, ... (element offsets)."""
+    i = tl.block_id(0)
+    for k in tl.range(START, x.shape[1], STEP):
+        tl.store(out, tl.load(x, offset=(i, k), shape=(1, BN)) + 1, offset=(i, k))
+
+
+def _cpu_kernel(kernel, *args, **constants):
+    key, _ = kernel.specialize(kernel.bind(args, constants))
+    return kernel.compile(key, "cpu").backend_kernel
+
+
+@pytest.mark.parametrize(
+    "pointer, shape, strides, itemsize, aligned",
+    [
+        (4096, (70, 104), (104, 1), 2, True),
+        (4098, (70, 104), (104, 1), 2, False),  # the pointer 2 bytes in
+        (4096, (70, 100), (100, 1), 2, False),  # rows of 200 bytes
+        (4096, (70, 100), (104, 1), 2, False),  # rows 208 bytes apart, 200 long: the extent
+        (4096, (1, 104), (7, 1), 2, True),  # an axis of one element: its stride never moves an index
+        (4096, (70, 8), (8, 2), 2, False),  # a strided last axis
+        (4096, (3, 5, 4), (40, 8, 1), 4, True),
+        (4096, (3, 5, 4), (20, 5, 1), 4, False),  # the middle axis' stride: 20 bytes
+        (0, (0, 8), (8, 1), 4, True),  # an empty array
+    ],
+)
+def test_the_rule_and_the_launcher_agree(pointer, shape, strides, itemsize, aligned):
+    assert array_aligned(pointer, shape, strides, itemsize) == aligned
+    assert _launched_as_aligned(pointer, shape, strides, itemsize) == aligned
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 64).map(lambda k: 4096 + k),
+    st.lists(st.tuples(st.integers(0, 40), st.integers(-40, 40)), min_size=1, max_size=3),
+    st.sampled_from([1, 2, 4, 8]),
+)
+def test_the_launcher_checks_what_array_aligned_says(pointer, axes, itemsize):
+    shape, strides = zip(*axes)
+    assert _launched_as_aligned(pointer, shape, strides, itemsize) == array_aligned(pointer, shape, strides, itemsize)
+
+
+def _launched_as_aligned(pointer, shape, strides, itemsize) -> bool:
+    """Whether a launcher of a kernel taking one aligned array launches itself, not the
+    kernel for any array, with these parameters (a fake driver records the launches)."""
+    codes = "iQ" + "q" * (2 * len(shape))
+    fake, general = FakeDriver(codes), FakeDriver(codes)
+    Launcher = launcher_module().Launcher
+    launcher = Launcher(0xF00, 128, 0, codes, 0xC0, fake.launcher_entry_points, fake._failed, None,
+                        aligned=((1, len(shape), itemsize),), general=lambda: general.launcher)  # fmt: skip
+    launcher((1, 1, 1), 0, [7, pointer, *shape, *strides])
+    assert len(fake.launches) + len(general.launches) == 1
+    return bool(fake.launches)
+
+
+def test_aligned_arrays_need_a_general_kernel():
+    fake = FakeDriver("iQqq")
+    args = (0xF00, 128, 0, "iQqq", 0xC0, fake.launcher_entry_points, fake._failed, None)
+    Launcher = launcher_module().Launcher
+    with pytest.raises(ValueError, match="aligned arrays need general"):
+        Launcher(*args, aligned=((1, 1, 4),))
+    with pytest.raises(ValueError, match="aligned array"):  # its strides past the parameters
+        Launcher(*args, aligned=((2, 1, 4),), general=print)
+
+
+def test_whole_groups_need_no_lane_by_lane_path():
+    """bfloat16 rows: 16-byte loads and stores of whole groups, no 2-byte access in the PTX
+    (where the kernel for any array has them, for groups a misaligned view cuts)."""
+    kernel = tl.tile_kernel(scaled_rows.fn)
+    e = tl.explain(kernel, "bf16[:, :]", "bf16[:, :]", BN=1024)
+    assert "aligned out, x" in e["thread_ir"] and e["thread_ir"].count("lanes=8 whole") == 2
+    assert "ld.global.v4.u32" in e["ptx"] and "st.global.v4.u32" in e["ptx"]
+    assert "ld.global.u16" not in e["ptx"] and "st.global.u16" not in e["ptx"]
+    assert "stack 0 bytes" in e["resources"]
+    general = _cpu_kernel(kernel, "bf16[:, :]", "bf16[:, :]", BN=1024).general().program
+    assert not general.aligned and "whole" not in format_thread_program(general)
+
+
+@pytest.mark.parametrize(
+    "start, step, whole", [(0, 256, True), (8, 256, True), (256, 8, True), (4, 256, False), (0, 100, False)]
+)
+def test_a_window_is_whole_where_its_corner_is_a_multiple_of_a_group(start, step, whole):
+    """Element offsets from a loop of ``range(START, n, STEP)``: whole groups of 8 bfloat16
+    where START and STEP are multiples of 8 (the loop index then is)."""
+    text = tl.explain(shifted_rows, "bf16[:, :]", "bf16[:, :]", START=start, STEP=step, BN=256)["thread_ir"]
+    assert ("lanes=8 whole" in text) == whole and ("lanes=8 in [" in text) != whole
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.integers(1, 5),
+    cols=st.integers(1, 300),
+    first=st.integers(0, 9),
+    pad=st.integers(0, 9),
+    dtype=st.sampled_from([np.float32, np.float16, np.uint8]),
+)
+def test_views_of_any_alignment_are_right(rows, cols, first, pad, dtype):
+    """A view ``first`` elements into rows of ``first + cols + pad``: the kernel that takes
+    its arrays aligned runs where the view is so, the general one elsewhere; both right."""
+    base = np.arange(rows * (first + cols + pad)).reshape(rows, -1).astype(dtype)
+    x = base[:, first : first + cols]
+    out = np.zeros((rows, cols), dtype)
+    kernel = tl.tile_kernel(scaled_rows.fn)
+    kernel[rows](x, out, BN=128)
+    np.testing.assert_array_equal(out, x * 2)
+    ran = _cpu_kernel(kernel, x, out, BN=128)
+    views = [(a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides]) for a in (x, out)]
+    aligned = all(array_aligned(*view, x.itemsize) for view in views)
+    assert ran.program.aligned == ("out", "x") and isinstance(ran._general, type(ran)) != aligned
