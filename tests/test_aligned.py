@@ -126,7 +126,7 @@ def test_views_of_any_alignment_are_right(rows, cols, first, pad, dtype):
     base = np.arange(rows * (first + cols + pad)).reshape(rows, -1).astype(dtype)
     x = base[:, first : first + cols]
     out = np.zeros((rows, cols), dtype)
-    kernel = tl.tile_kernel(scaled_rows.fn)
+    kernel = tl.tile_kernel(scaled_rows.fn, backend="cpu")
     kernel[rows](x, out, BN=128)
     np.testing.assert_array_equal(out, x * 2)
     ran = _cpu_kernel(kernel, x, out, BN=128)
