@@ -65,10 +65,12 @@ def call_overhead_us():
     return out
 
 
-def training_step(tokens, dim, depth, dtype, rounds=5, steps=30):
+def training_step(tokens, dim, depth, dtype, rounds=5, steps=30, graphed=False):
     """ms per training step of the example's model (SGD, MSE loss), tilelang's norm or torch's,
     compiled: wall time of ``steps`` steps back to back (what a training loop sees, host
-    included), median of ``rounds`` rounds taken in turn between the two models."""
+    included), median of ``rounds`` rounds taken in turn between the two models. ``graphed``:
+    the whole step (forward, backward, SGD) captured in a CUDA graph once and replayed, as a
+    host-bound loop is run (the GPU's time, without the host's)."""
     x = torch.randn(tokens, dim, device="cuda", dtype=dtype)
     target = torch.randn(tokens, dim, device="cuda")
     steps_of = {}
@@ -76,8 +78,17 @@ def training_step(tokens, dim, depth, dtype, rounds=5, steps=30):
         net = example.model(dim, depth, norm, "cuda", dtype)
         optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
         steps_of[name] = functools.partial(example.train_step, torch.compile(net, fullgraph=True), optimizer, x, target)
-        for _ in range(5):  # (compiles)
-            steps_of[name]()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # (compiles; warm-up outside any capture)
+            for _ in range(5):
+                steps_of[name]()
+        torch.cuda.current_stream().wait_stream(side)
+        if graphed:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                steps_of[name]()
+            steps_of[name] = graph.replay
     times = {name: [] for name in steps_of}
     for _ in range(rounds):
         for name, step in steps_of.items():
@@ -102,9 +113,10 @@ def main():
     lines += ["", "| training step (tokens, dim, blocks, dtype) | tilelang ms | torch ms | torch / tilelang |"]
     lines.append("|---|---|---|---|")
     for tokens, dim, depth in ((8192, 1024, 4), (16384, 4096, 2)):
-        t = training_step(tokens, dim, depth, torch.bfloat16)
-        ratio = t["torch"] / t["tilelang"]
-        lines.append(f"| {tokens}, {dim}, {depth}, bf16 | {t['tilelang']:.3f} | {t['torch']:.3f} | {ratio:.3f} |")
+        for graphed in (False, True):
+            t = training_step(tokens, dim, depth, torch.bfloat16, graphed=graphed)
+            case = f"{tokens}, {dim}, {depth}, bf16" + (", CUDA graph" if graphed else "")
+            lines.append(f"| {case} | {t['tilelang']:.3f} | {t['torch']:.3f} | {t['torch'] / t['tilelang']:.3f} |")
     overhead = call_overhead_us()
     per_call = ", ".join(f"{k} {v:.1f} us" for k, v in overhead.items())
     lines += ["", f"host time per call, 16x1024 bf16 forward: {per_call}"]
