@@ -124,7 +124,7 @@ def compiled(kernel, *args, **constants):
     return kernel.compile(key, "cpu").backend_kernel
 
 
-def without_tma(kernel, *args, **constants) -> str:
+def general_program(kernel, *args, **constants) -> str:
     """The thread IR of ``kernel``'s version for any array (cp.async copies, tested groups)."""
     return format_thread_program(compiled(kernel, *args, **constants).general().program)
 
@@ -136,7 +136,7 @@ def test_the_wgmma_loop_copies_its_tiles_into_swizzled_stages():
     stages), so copies go one iteration less far ahead (two stages before the loop, the wait
     in it for all but one group) and the loop's result is waited for after it."""
     kernel = tl.tile_kernel(tiled_matmul.fn, num_threads=128, arch="sm_90a", num_stages=4)
-    text = without_tma(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32)
+    text = general_program(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32)
     lines = [line.strip() for line in text.splitlines()]
     loop = next(i for i, line in enumerate(lines) if line.startswith("for "))
     end = next(i for i, line in enumerate(lines) if line.startswith("next "))
