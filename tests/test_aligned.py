@@ -89,6 +89,20 @@ def test_aligned_arrays_need_a_general_kernel():
         Launcher(*args, aligned=((2, 1, 4),), general=print)
 
 
+def test_a_kernel_of_many_aligned_arrays_launches():
+    """As many arrays as a kernel's parameters can hold (4096 bytes: 170 1-d arrays), all taken aligned."""
+    arrays = 4096 // 24
+    codes = "Qqq" * arrays
+    fake, general = FakeDriver(codes), FakeDriver(codes)
+    Launcher = launcher_module().Launcher
+    aligned = tuple((3 * k, 1, 4) for k in range(arrays))
+    launcher = Launcher(0xF00, 128, 0, codes, 0xC0, fake.launcher_entry_points, fake._failed, None,
+                        aligned=aligned, general=lambda: general.launcher)  # fmt: skip
+    launcher((1, 1, 1), 0, [4096, 64, 1] * arrays)
+    launcher((1, 1, 1), 0, [4096, 64, 1] * (arrays - 1) + [4100, 64, 1])  # the last one 4 bytes in
+    assert len(fake.launches) == len(general.launches) == 1
+
+
 def test_whole_groups_need_no_lane_by_lane_path():
     """bfloat16 rows: 16-byte loads and stores of whole groups, no 2-byte access in the PTX
     (where the kernel for any array has them, for groups a misaligned view cuts)."""

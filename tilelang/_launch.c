@@ -52,7 +52,7 @@ typedef int (*EncodeFn)(void *, int, unsigned, void *, const uint64_t *, const u
 
 #define MAX_MAPS 8
 #define MAX_RANK 5
-#define MAX_ALIGNED 64
+#define MAX_ALIGNED (MAX_PARAMS / 3) /* an array is three parameters or more: never the limit */
 
 typedef struct {
     Py_ssize_t param; /* the array's pointer parameter; its shape and strides follow */

@@ -105,7 +105,9 @@ class Lowering:
         return dst
 
     def multiple(self, x) -> int:
-        """A number the integer ``x`` is known to be a multiple of (0: of every number)."""
+        """A number the integer ``x`` is known to be a multiple of (0: of every number). Its
+        power-of-two part holds through wrap-around and truncation, odd factors may not: ask
+        only whether ``x`` is a multiple of a power of two (as windows do, of their lanes)."""
         if isinstance(x, Imm):
             return abs(int(x.value)) if x.dtype.is_int else 1
         return self.multiples.get(x, 1)
