@@ -6,7 +6,7 @@ out=${1:-.}
 export TILELANG_CACHE_DIR=${TILELANG_CACHE_DIR:-/tmp/tilelang-cache} PYTHONUNBUFFERED=1
 # the launcher extension, in place (what `pip install -e .` builds), for a checkout run from PYTHONPATH
 python3 -c "import tilelang._launch" 2>/dev/null || gcc -O2 -shared -fPIC \
-  -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" tilelang/_launch.c \
+  -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" tilelang/_launch.c tilelang/_fast_path.c \
   -o "tilelang/_launch$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_limits.py \
   tests/test_fuzz.py tests/test_autotune.py tests/test_torch.py tests/test_torch_ops.py 2>&1 | tail -4

@@ -1,12 +1,12 @@
 """The launch fast path: after a call has gone the full way (bind, specialize, compile,
 launch), a plan of calls like it is made, the way a JIT caches a call site, and run by C
-(``tilelang._launch.FastPath``, tilelang/_launch.c): it checks that a call is alike
+(``tilelang._launch.FastPath``, tilelang/_fast_path.c): it checks that a call is alike
 (argument types, dtypes, ranks, last-axis strides, device, constants), reads the
 parameter values into the launch's buffer and launches; any difference and it declines,
 and the call takes the full path. C because a launch of a small kernel is a few
 microseconds and the same checks in Python cost ~3 more (docs/runtime.md).
 
-A plan has one entry per argument (kinds defined in tilelang/_launch.c): a torch tensor,
+A plan has one entry per argument (kinds defined in tilelang/_fast_path.c): a torch tensor,
 a numba or CuPy array (its type, dtype, rank, unit last stride), another device array (a
 reader and what it must return), a Python int (its dtype class), a scalar of a type, a
 Constant.

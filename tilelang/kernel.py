@@ -443,7 +443,7 @@ MAX_CALL_SITES = 64
 
 
 def _call_site(kernel: TileKernel, grid):
-    """What ``kernel[grid]`` is: a C object (tilelang/_launch.c) whose call tries the
+    """What ``kernel[grid]`` is: a C object (tilelang/_fast_path.c) whose call tries the
     kernel's fast paths, then :func:`_launch`."""
     padded = None  # the grid as the driver takes it, where it does not depend on the arguments
     if not callable(grid):
