@@ -147,3 +147,17 @@ def test_views_of_any_alignment_are_right(rows, cols, first, pad, dtype):
     views = [(a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides]) for a in (x, out)]
     aligned = all(array_aligned(*view, x.itemsize) for view in views)
     assert ran.program.aligned == ("out", "x") and isinstance(ran._general, type(ran)) != aligned
+
+
+def test_explain_shows_the_kernel_the_arrays_run():
+    """Given real arrays, explain's thread IR and code are those of the kernel they would run:
+    on the CPU backend a misaligned view runs the general kernel; on cuda a host array is
+    copied to the GPU whole (contiguous, aligned), so the same view runs the aligned one."""
+    base = np.zeros((4, 136), np.float32)  # rows of 544 bytes
+    out = np.zeros((4, 128), np.float32)
+    aligned, misaligned = base[:, :128], base[:, 1:129]
+    assert "lanes=4 whole" in tl.explain(scaled_rows, aligned, out, BN=128, backend="cpu")["thread_ir"]
+    general = tl.explain(scaled_rows, misaligned, out, BN=128, backend="cpu")
+    assert general["thread_ir"].startswith("# not every array") and "whole" not in general["thread_ir"]
+    copied = tl.explain(scaled_rows, misaligned, out, BN=128, backend="cuda")
+    assert "lanes=4 whole" in copied["thread_ir"] and "ld.global.v4.f32" in copied["ptx"]

@@ -51,7 +51,7 @@ def _torch_info(t) -> ArrayInfo:
         raise TileTypeError(f"{t.dtype} is not a supported dtype")
     # torch calls a tensor contiguous whatever the strides of its size-1 axes, which never
     # move an index: C strides serve as well, and are what the fast path reads (one call less)
-    strides = _c_strides(t.shape) if t.is_contiguous() else t.stride()
+    strides = c_strides(t.shape) if t.is_contiguous() else t.stride()
     unit = _unit_stride(t.shape, strides)
     device = t.get_device()  # -1 on the host; cheaper than t.device
     return ArrayInfo(d, t.shape, strides, t.data_ptr(), device >= 0, max(device, 0), unit)
@@ -113,7 +113,7 @@ def _unit_stride(shape, strides, step=1) -> bool:
     return not shape or shape[-1] <= 1 or strides[-1] == step
 
 
-def _c_strides(shape) -> tuple:
+def c_strides(shape) -> tuple:
     """The strides, in elements, of a C-contiguous array of this shape."""
     return tuple(int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape)))
 
@@ -153,7 +153,7 @@ def array_info(value) -> ArrayInfo | None:
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
-        strides = _c_strides(shape) if strides is None else tuple(s // dt.itemsize for s in strides)
+        strides = c_strides(shape) if strides is None else tuple(s // dt.itemsize for s in strides)
         ptr, readonly = cai["data"]
         unit = _unit_stride(shape, strides)
         return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit, bool(readonly))
@@ -180,7 +180,7 @@ def _dlpack_info(value, device_type: int) -> ArrayInfo:
 
     view = StridedMemoryView.from_dlpack(value, stream_ptr=-1)
     shape = tuple(view.shape)
-    strides = tuple(view.strides or _c_strides(shape))
+    strides = tuple(view.strides or c_strides(shape))
     dtype = _dtype(np.dtype(view.dtype))
     return ArrayInfo(
         dtype, shape, strides, view.ptr, True, view.device_id, _unit_stride(shape, strides), bool(view.readonly)
@@ -503,7 +503,7 @@ class CudaRunner:
                 if name in self.written:
                     _check_writable(name, host, zero_copy)
                 if host.size == 0:  # nothing to copy
-                    flat += [0, *host.shape, *_c_strides(host.shape)]
+                    flat += [0, *host.shape, *c_strides(host.shape)]
                     continue
                 if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
                     host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
@@ -518,7 +518,7 @@ class CudaRunner:
                 keep.append(copy)  # alive until the kernel has run
                 if name in self.written:
                     copies.append((host, copy))
-                flat += [copy.__cuda_array_interface__["data"][0], *host.shape, *_c_strides(host.shape)]
+                flat += [copy.__cuda_array_interface__["data"][0], *host.shape, *c_strides(host.shape)]
                 continue
             flat += [info.ptr, *info.shape, *info.strides]
         if 0 not in grid:

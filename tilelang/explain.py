@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from ._lower.thread_ir import format_thread_program, takes_arrays
 from ._passes.estimate_cost import estimate_cost
-from ._runtime import device_peaks, launch_grid
+from ._runtime import c_strides, device_peaks, host_array, launch_grid
 from .errors import TileArgumentError, TileError, at_user_call, user_location
 from .kernel import TileKernel
 
@@ -47,13 +48,16 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
         raise TileError(f"explain() takes a @tl.tile_kernel function, got {type(kernel).__name__}", user_location())
     try:
         arguments = kernel.bind(args, kwargs)
-        key, _ = kernel.specialize(arguments)
+        key, infos = kernel.specialize(arguments)
         compiled = kernel.compile(key, backend)
-        stages = dict(compiled.stages)
+        stages, code = dict(compiled.stages), compiled.backend_kernel
+        if code is not None and not takes_arrays(code.program, _facts(arguments, infos, backend)):
+            code = code.general()  # what these arrays run: the stages after the layouts are its
+            note = "# not every array is as the kernel takes them (misaligned): the kernel for any array runs\n"
+            stages["thread_ir"], stages["llvm_ir"] = note + format_thread_program(code.program), code.ir
         if backend == "cuda":
-            cuda = compiled.backend_kernel
-            stages["ptx"] = cuda.ptx()
-            stages["resources"] = _resources_text(cuda.resources())
+            stages["ptx"] = code.ptx()
+            stages["resources"] = _resources_text(code.resources())
         if grid is not None:
             if any(isinstance(v, str) for v in arguments.values()):
                 raise TileArgumentError("explain(grid=) costs a launch on real arrays; pass arrays, not signatures")
@@ -61,6 +65,21 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
     except TileError as err:
         raise at_user_call(err) from None
     return Explanation(kernel.__name__, stages)
+
+
+def _facts(arguments, infos, backend) -> dict:
+    """Each real array's (pointer, shape, strides in elements, itemsize) as the backend's kernel
+    sees it: a host array on cuda is copied whole and contiguous (to an aligned allocation)."""
+    facts = {}
+    for name, info in infos.items():
+        if info.on_device:
+            facts[name] = (info.ptr, info.shape, info.strides, info.dtype.itemsize)
+        elif backend == "cuda":
+            facts[name] = (0, info.shape, c_strides(info.shape), info.dtype.itemsize)
+        else:
+            a = host_array(name, arguments[name], info)[0]
+            facts[name] = (a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides], a.itemsize)
+    return facts
 
 
 def _resources_text(r: dict) -> str:

@@ -43,12 +43,11 @@ from .._lower.thread_ir import (
     ThreadProgram,
     TmaLoad,
     Wgmma,
-    array_aligned,
     array_reg,
     box_coords,
     extent,
     registers,
-    tensor_map_ok,
+    takes_arrays,
     walk_statements,
 )
 from ..dtypes import bool_ as BOOL
@@ -648,14 +647,11 @@ class CpuKernel:
 
 
 def arrays_ok(program: ThreadProgram, args) -> bool:
-    """Whether the arrays (``args`` as ``CpuKernel`` takes them) are as ``program`` takes them:
-    every one a ``TensorMap`` reads one a tensor map can describe (``thread_ir.tensor_map_ok``),
-    every one it takes to be aligned so (``thread_ir.array_aligned``)."""
-    values = {p.name: v for p, v in zip(program.params, args) if isinstance(p, ArrayParam)}
-    rules = [(m.array, tensor_map_ok) for m in program.tensor_maps] + [(a, array_aligned) for a in program.aligned]
-    for name, rule in rules:
-        a = values[name]
-        strides = [s // a.itemsize for s in a.strides]
-        if not rule(a.__array_interface__["data"][0], a.shape, strides, a.itemsize):
-            return False
-    return True
+    """Whether the arrays (``args`` as ``CpuKernel`` takes them) are as ``program`` takes them
+    (``thread_ir.takes_arrays``)."""
+    facts = {
+        p.name: (a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides], a.itemsize)
+        for p, a in zip(program.params, args)
+        if isinstance(p, ArrayParam)
+    }
+    return takes_arrays(program, facts)

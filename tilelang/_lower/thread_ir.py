@@ -375,6 +375,15 @@ def array_aligned(pointer: int, shape, strides, itemsize: int) -> bool:
     return all(n <= 1 or s * itemsize % 16 == 0 for n, s in zip(shape[:-1], strides[:-1]))
 
 
+def takes_arrays(program, facts: dict) -> bool:
+    """Whether ``program`` runs on arrays of these ``facts`` (name -> pointer, shape, strides in
+    elements, itemsize; names missing: taken as it needs them): every array a ``TensorMap``
+    reads one a tensor map can describe, every array it takes to be aligned so. Else the
+    program lowered for any array runs (the C launcher decides by the same rules)."""
+    rules = [(m.array, tensor_map_ok) for m in program.tensor_maps] + [(a, array_aligned) for a in program.aligned]
+    return all(name not in facts or rule(*facts[name]) for name, rule in rules)
+
+
 def tensor_map_ok(pointer: int, shape, strides, itemsize: int) -> bool:
     """Whether an array (``strides`` in elements) can be seen through a ``TensorMap``: a
     16-byte aligned pointer, sizes from 1 to 2**31 - 1 (box corners are int32) and each
