@@ -1,4 +1,4 @@
-/* tilelang._launch, the fast path (the Launcher and the packing: tilelang/_launch.c):
+/* tilelang._launch, the fast path and the module (the Launcher and the packing: tilelang/_launch.c):
 
    FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle,
             constant_key)
@@ -477,8 +477,11 @@ static PyTypeObject CallSiteType = {
     .tp_doc = "kernel[grid]: call_site(*args, **kwargs) launches by a fast path, else by the full path.",
 };
 
-int add_fast_path_types(PyObject *m) {
-    if (PyType_Ready(&FastPathType) < 0 || PyType_Ready(&CallSiteType) < 0) return -1;
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tilelang._launch", "The launch hot path.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__launch(void) {
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&FastPathType) < 0 || PyType_Ready(&CallSiteType) < 0)
+        return NULL;
     S_backend = PyUnicode_InternFromString("backend");
     S_stream = PyUnicode_InternFromString("stream");
     S_get_device = PyUnicode_InternFromString("get_device");
@@ -488,10 +491,18 @@ int add_fast_path_types(PyObject *m) {
     S_is_contiguous = PyUnicode_InternFromString("is_contiguous");
     S_data_ptr = PyUnicode_InternFromString("data_ptr");
     S_dtype = PyUnicode_InternFromString("dtype");
-    if (PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
-        PyModule_AddObjectRef(m, "CallSite", (PyObject *)&CallSiteType) < 0)
-        return -1;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+        PyModule_AddObjectRef(m, "FastPath", (PyObject *)&FastPathType) < 0 ||
+        PyModule_AddObjectRef(m, "CallSite", (PyObject *)&CallSiteType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
 #define KIND(name) PyModule_AddIntConstant(m, #name, name)
-    if (KIND(TENSOR) || KIND(ARRAY) || KIND(READER) || KIND(INT) || KIND(TYPED) || KIND(CONST_INT) || KIND(CONST)) return -1;
-    return 0;
+    if (KIND(TENSOR) || KIND(ARRAY) || KIND(READER) || KIND(INT) || KIND(TYPED) || KIND(CONST_INT) || KIND(CONST)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -361,16 +361,3 @@ PyTypeObject LauncherType = {
     .tp_members = launcher_members,
     .tp_doc = "A kernel loaded on one GPU: launcher(grid, stream, flat).",
 };
-
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "tilelang._launch", "The launch hot path.", -1, NULL};
-
-PyMODINIT_FUNC PyInit__launch(void) {
-    if (PyType_Ready(&LauncherType) < 0) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m == NULL) return NULL;
-    if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 || add_fast_path_types(m) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}

@@ -74,7 +74,5 @@ HIDDEN int push(Launcher *self, Params *params, PyObject *value);
 HIDDEN PyObject *launch(Launcher *self, const unsigned grid[3], void *stream, Params *params);
 /* A grid tuple of three sizes into ``out``; 0 and an exception if it is not one. */
 HIDDEN int read_grid(PyObject *grid, unsigned out[3]);
-/* FastPath, CallSite and the plan's kinds added to the module; -1 on an error. */
-HIDDEN int add_fast_path_types(PyObject *module);
 
 #endif
