@@ -36,7 +36,7 @@ def rms_norm_backward(dy, x, weight, rstd, dx, dweight_parts, N, BLOCK_M: tl.Con
     dweight (one row of ``dweight_parts``, summed by the next kernel: no atomics, the same
     result every run). Rows past the end load as 0, so they add nothing and store nothing."""
     b = tl.block_id(0)
-    w = tl.load(weight, index=(0, 0), shape=(1, BLOCK_N)).astype(tl.float32)
+    w = tl.load(weight, index=(0,), shape=(BLOCK_N,)).astype(tl.float32)[None, :]
     part = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     for k in tl.range(b, tl.cdiv(x.shape[0], BLOCK_M), tl.num_blocks(0)):
         t = tl.load(x, index=(k, 0), shape=(BLOCK_M, BLOCK_N)).astype(tl.float32)
@@ -85,7 +85,7 @@ def rms_norm_grad(
     block_n = _block(n)
     block_m = 2 if block_n <= 1024 else 1  # two short rows a step: more loads in flight (H200: 1941 -> 2162 GB/s)
     backward = rms_norm_backward[blocks]
-    backward(_rows(dy), rows, weight.view(1, n), rstd, dx, parts, n, BLOCK_M=block_m, BLOCK_N=block_n)
+    backward(_rows(dy), rows, weight, rstd, dx, parts, n, BLOCK_M=block_m, BLOCK_N=block_n)
     dweight = torch.empty_like(weight)
     column_sum[tl.cdiv(n, 64)](parts, dweight, BLOCK_M=32, BLOCK_N=64)
     return dx.view(x.shape) if rows is not x else dx, dweight
