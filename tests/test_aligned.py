@@ -161,3 +161,17 @@ def test_explain_shows_the_kernel_the_arrays_run():
     assert general["thread_ir"].startswith("# not every array") and "whole" not in general["thread_ir"]
     copied = tl.explain(scaled_rows, misaligned, out, BN=128, backend="cuda")
     assert "lanes=4 whole" in copied["thread_ir"] and "ld.global.v4.f32" in copied["ptx"]
+
+
+def test_the_cpu_backend_refuses_a_claimed_whole_group_that_is_misaligned(monkeypatch):
+    """The CUDA kernel moves a group the lowering claimed whole in one access, without looking;
+    the CPU backend checks the claim: with the analysis made to claim every corner aligned, a
+    window 3 elements in fails the kernel instead of reading across its groups."""
+    from tilelang._lower.lowering import Lowering
+
+    monkeypatch.setattr(Lowering, "start_multiple", lambda self, x: 0)
+    kernel = tl.tile_kernel(shifted_rows.fn, backend="cpu")
+    x, out = np.zeros((2, 256), np.float32), np.zeros((2, 256), np.float32)
+    assert "lanes=4 whole" in tl.explain(kernel, x, out, START=3, STEP=128, BN=128, backend="cpu")["thread_ir"]
+    with pytest.raises(tl.TileCompilerError, match="misaligned"):
+        kernel[2](x, out, START=3, STEP=128, BN=128)
