@@ -9,13 +9,13 @@ python3 -c "import tilelang._launch" 2>/dev/null || gcc -O2 -shared -fPIC \
   -I"$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" tilelang/_launch.c tilelang/_fast_path.c \
   -o "tilelang/_launch$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 echo "== GPU tier"; python3 -m pytest -q -n 8 -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_limits.py \
-  tests/test_fuzz.py tests/test_autotune.py tests/test_torch.py tests/test_torch_ops.py 2>&1 | tail -4
+  tests/test_fuzz.py tests/test_autotune.py tests/test_torch.py tests/test_torch_ops.py tests/test_torch_attention.py 2>&1 | tail -4
 echo "== op suites on cuda"
 TILELANG_TEST_BACKENDS=interpret,cuda timeout 240 python3 -m pytest -q -n 8 -p no:cacheprovider \
   tests/test_ops_elementwise.py tests/test_ops_reduce.py tests/test_ops_shape.py tests/test_ops_memory.py \
   tests/test_dot.py tests/test_loops.py tests/test_examples.py tests/test_folding.py tests/test_numerics.py \
   tests/test_memory_order.py tests/test_dtypes.py tests/test_regressions.py tests/test_limits.py \
-  tests/test_async_copies.py > "$out/suites.log" 2>&1
+  tests/test_async_copies.py tests/test_aligned.py tests/test_tma.py tests/test_attention.py > "$out/suites.log" 2>&1
 grep -E "passed|failed|FAILED" "$out/suites.log" | head -20
 for tool in memcheck racecheck; do
   for ex in examples/*.py; do
