@@ -36,6 +36,26 @@ def test_random_programs_agree_on_interpreter_and_cpu(flavour):
     run()
 
 
+def test_a_share_of_programs_take_aligned_arrays():
+    """The kernels take the arrays they move in vectors to be aligned and run another kernel
+    for others (thread_ir.array_aligned): the fuzzer draws both kinds of arguments."""
+    from tilelang._lower.thread_ir import array_aligned
+
+    kinds = []
+
+    @settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(7)
+    @given(programs.programs())
+    def draw(program):
+        args, _ = fuzz.arguments(program.spec)
+        arrays = [a for a in args if isinstance(a, np.ndarray)]
+        strides = [[s // a.itemsize for s in a.strides] for a in arrays]
+        kinds.append(all(array_aligned(a.ctypes.data, a.shape, s, a.itemsize) for a, s in zip(arrays, strides)))
+
+    draw()
+    assert 0 < sum(kinds) < len(kinds), sum(kinds)  # (before: none of 300 took every array aligned)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not gpu_available(), reason="needs an NVIDIA GPU")
 @pytest.mark.parametrize("flavour", sorted(FLAVOURS))
