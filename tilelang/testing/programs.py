@@ -77,11 +77,11 @@ def _literal(value, d):
 class _Builder:
     """Draws one kernel, line by line, keeping a Value for every tile it has made."""
 
-    def __init__(self, draw, *, grid, threads, ops, cap, max_ops):
+    def __init__(self, draw, *, grid, threads, ops, cap, max_ops, aligned=False):
         self.draw, self.grid, self.threads, self.ops, self.cap, self.max_ops = draw, grid, threads, ops, cap, max_ops
-        # some programs (1 in 3 drawn, about half as Hypothesis draws) take arrays as aligned as kernels take
-        # them (thread_ir.array_aligned), so the kernel lowered for them runs; the others mostly the general one
-        self.aligned = draw(st.integers(0, 2)) == 0
+        # ``aligned``: arrays as aligned as kernels take them (thread_ir.array_aligned) and windows whose last-axis
+        # corners are multiples of 16 elements, wide enough for vectors: the kernel with whole groups runs
+        self.aligned = aligned
         self.lines, self.indent, self.count = [], 1, 0
         self.pool: list[Value] = []
         self.used = set()
@@ -137,7 +137,8 @@ class _Builder:
 
     def tile_shape(self, rank):
         while True:
-            shape = tuple(self.pick(SIZES) for _ in range(rank))
+            last = self.pick([8, 16, 32] if self.aligned else SIZES)  # (wide: vectors)
+            shape = (*(self.pick(SIZES) for _ in range(rank - 1)), last)
             if _padded(shape) <= self.cap:
                 return shape
 
@@ -190,7 +191,7 @@ class _Builder:
         if loop_index is None and self.draw(st.booleans()):
             where = f"index=(i, {', '.join('0' for _ in tile[1:])})" if len(tile) > 1 else "index=(i,)"
         else:
-            shifts = [self.shift() for _ in tile]
+            shifts = [self.shift() for _ in tile[:-1]] + [self.pick([0, 16, -16]) if self.aligned else self.shift()]
             far = abs(shifts[0]) > 2**20  # a Python int that size does not fit the int32 block index: on its own
             coords = [str(shifts[0]) if far else f"i * {tile[0]}{step} + {shifts[0]}"] + [str(s) for s in shifts[1:]]
             where = f"offset=({', '.join(coords)},)"
@@ -461,7 +462,9 @@ class _Builder:
             shape = [max(1, self.grid * v.shape[0] + self.draw(st.integers(-2, 1)))]
             shape += [max(1, s + self.draw(st.integers(-2, 1))) for s in v.shape[1:]]
             out = self.array("out", v.dtype, shape, fill="sentinel")
-            over = {"spec": out, "shifts": [self.draw(st.integers(-2, 2)) for _ in v.shape], "value": v}
+            shifts = [self.draw(st.integers(-2, 2)) for _ in v.shape]
+            shifts[-1] = self.pick([0, 16]) if self.aligned and len(shifts) > 1 else shifts[-1]
+            over = {"spec": out, "shifts": shifts, "value": v}
             self.stores.append(over)
         else:  # what the window holds afterwards: this value, or (in a loop that ran no iteration) the last
             old = over["value"]
@@ -627,8 +630,12 @@ def programs(draw, *, max_ops: int = 8, ops=tuple(OPS + STATEMENTS), loops: bool
         def test_backends_agree(program):
             fuzz.check(program, backends=("interpret", "cpu"))
     """
-    grid, threads = draw(st.integers(1, 3)), draw(st.sampled_from(threads))
-    b = _Builder(draw, grid=grid, threads=threads, ops=list(ops), cap=cap, max_ops=max_ops)
+    # some programs (1 in 3 drawn, about half as Hypothesis draws) take aligned arrays: few threads, so
+    # each holds vectors; the others mostly run the kernel for any array
+    aligned = draw(st.integers(0, 2)) == 0
+    narrow = [t for t in threads if t <= 64] if aligned else []
+    grid, threads = draw(st.integers(1, 3)), draw(st.sampled_from(narrow or threads))
+    b = _Builder(draw, grid=grid, threads=threads, ops=list(ops), cap=cap, max_ops=max_ops, aligned=aligned)
     for _ in range(draw(st.integers(1, 3))):
         spec, tile = b.input_array()
         b.load(spec, tile)
