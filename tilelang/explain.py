@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ._backends.cpu import host_facts
 from ._lower.thread_ir import format_thread_program, takes_arrays
 from ._passes.estimate_cost import estimate_cost
 from ._runtime import c_strides, device_peaks, host_array, launch_grid
@@ -77,8 +78,7 @@ def _facts(arguments, infos, backend) -> dict:
         elif backend == "cuda":
             facts[name] = (0, info.shape, c_strides(info.shape), info.dtype.itemsize)
         else:
-            a = host_array(name, arguments[name], info)[0]
-            facts[name] = (a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides], a.itemsize)
+            facts[name] = host_facts(host_array(name, arguments[name], info)[0])
     return facts
 
 

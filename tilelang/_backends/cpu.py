@@ -615,13 +615,14 @@ class CpuKernel:
         grid = tuple(grid) + (1,) * (3 - len(grid))
         if 0 in grid:
             return
-        if not arrays_ok(self.program, args):  # (what the CUDA launcher decides, by the same rules)
+        facts = {p.name: host_facts(a) for p, a in zip(self.program.params, args) if isinstance(p, ArrayParam)}
+        if not takes_arrays(self.program, facts):  # (what the CUDA launcher decides, by the same rules)
             return self.general()(grid, args)
         flat = []
         for p, value in zip(self.program.params, args):
             if isinstance(p, ArrayParam):
-                flat += [value.__array_interface__["data"][0], *value.shape]
-                flat += [s // value.itemsize for s in value.strides]
+                pointer, shape, strides, _ = facts[p.name]
+                flat += [pointer, *shape, *strides]
             else:
                 flat.append(value.item() if hasattr(value, "item") else value)
         blocks = grid[0] * grid[1] * grid[2]
@@ -646,12 +647,7 @@ class CpuKernel:
                 raise TileCompilerError(f"tilelang: {_ERRORS[code]}")
 
 
-def arrays_ok(program: ThreadProgram, args) -> bool:
-    """Whether the arrays (``args`` as ``CpuKernel`` takes them) are as ``program`` takes them
-    (``thread_ir.takes_arrays``)."""
-    facts = {
-        p.name: (a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides], a.itemsize)
-        for p, a in zip(program.params, args)
-        if isinstance(p, ArrayParam)
-    }
-    return takes_arrays(program, facts)
+def host_facts(a) -> tuple:
+    """A NumPy array's (pointer, shape, strides in elements, itemsize): what the kernel takes
+    of it, and what ``thread_ir.takes_arrays`` judges."""
+    return a.__array_interface__["data"][0], a.shape, [s // a.itemsize for s in a.strides], a.itemsize
