@@ -175,3 +175,30 @@ def test_the_cpu_backend_refuses_a_claimed_whole_group_that_is_misaligned(monkey
     assert "lanes=4 whole" in tl.explain(kernel, x, out, START=3, STEP=128, BN=128, backend="cpu")["thread_ir"]
     with pytest.raises(tl.TileCompilerError, match="misaligned"):
         kernel[2](x, out, START=3, STEP=128, BN=128)
+
+
+@tl.tile_kernel(backend="cpu")
+def rounded_rows(x, y, out, BN: tl.Constant):
+    """out = x * y in 16 bits (rounded from float32 as it is packed) and the float32 quotient
+    x / 3 converted, one row per block, windows ``1`` element in where ``x`` is a view."""
+    i = tl.block_id(0)
+    for j in tl.range(0, tl.cdiv(x.shape[1], BN)):
+        a, b = tl.load(x, index=(i, j), shape=(1, BN)), tl.load(y, index=(i, j), shape=(1, BN))
+        tl.store(out, a * b + (a.astype(tl.float32) / 3).astype(out.dtype), index=(i, j))
+
+
+@settings(max_examples=20, deadline=None)
+@given(cols=st.integers(1, 100), first=st.integers(0, 8), dtype=st.sampled_from(["float16", "bfloat16"]))
+def test_16_bit_results_stored_as_words_are_rounded_once(cols, first, dtype):
+    """Vectors of 16-bit floats are stored as words that round two float32s each (the sum is
+    not rounded before it is packed, the quotient's conversion is the pack's): the bits are
+    NumPy's, on aligned views (whole groups) and the others (lane by lane)."""
+    d = getattr(tl, dtype).np
+    rng = np.random.default_rng(cols * 10 + first)
+    base = rng.standard_normal((3, first + cols + 8)).astype(np.float32).astype(d)
+    x, y = base[:, first : first + cols], rng.standard_normal((3, cols)).astype(np.float32).astype(d)
+    out = np.zeros((3, cols), d)
+    rounded_rows[3](x, y, out, BN=64)
+    a, b = x.astype(np.float32), y.astype(np.float32)
+    product, quotient = (a * b).astype(d).astype(np.float32), (a / np.float32(3)).astype(d).astype(np.float32)
+    np.testing.assert_array_equal(out.view(np.uint16), (product + quotient).astype(d).view(np.uint16))

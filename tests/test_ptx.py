@@ -58,7 +58,9 @@ def test_half_precision_vectors_carry_eight_elements():
     ptx = explain(vector_add, "bf16[:]", "bf16[:]", "bf16[:]", TILE=2048)["ptx"]
     ops = instructions(ptx)
     assert {"ld.global.v4.u32", "st.global.v4.u32"} <= ops, ops  # 8 bfloat16 in one 16-byte access
-    assert "cvt.rn.bf16.f32" in ptx  # results rounded to bfloat16 (they live in float32 registers)
+    # the sums, computed in float32, are rounded to bfloat16 two at a time as they are packed
+    # into the stored words (one F2FP each), not each on its own and then cut and shifted
+    assert "cvt.rn.bf16x2.f32" in ptx and "cvt.rn.bf16.f32" not in ptx
 
 
 @tl.tile_kernel
@@ -75,6 +77,7 @@ def test_half_precision_rmsnorm_moves_16_bytes_and_broadcasts_its_statistic_in_r
     e = explain(rmsnorm, f"{dtype}[:, :]", f"{dtype}[:]", f"{dtype}[:, :]", 4096, 1e-5, BLOCK=4096)
     ops = instructions(e["ptx"])
     assert {"ld.global.v4.u32", "st.global.v4.u32"} <= ops, ops  # 8 16-bit values per access, in and out
+    assert f"cvt.rn.{dtype}x2.f32" in ops and f"cvt.rn.{dtype}.f32" not in ops  # .astype rounds in the pack
     assert "convert_layout" not in e["layouts"]  # the float32 math keeps the 16-bit loads' layout
     # shared memory only for the row sum across the 4 warps: each warp's lane 0 stores its partial
     # once, every thread reads the 4 (a broadcast statistic converted through shared memory would

@@ -36,7 +36,6 @@ from .._lower.thread_ir import (
     WgmmaWait,
     box_coords,
     extent,
-    registers,
     shared_alignment,
     shared_offsets,
     walk_statements,
@@ -78,8 +77,8 @@ class CudaTarget:
     ``cvt`` instructions for 16-bit and TF32 rounding, division without subroutine calls
     (cuda_arith.py) and the faster instructions of :meth:`fast`."""
 
-    def __init__(self, builder: ir.IRBuilder, rounded_to_16: set, no_calls: bool):
-        self.builder, self.rounded_to_16, self.no_calls = builder, rounded_to_16, no_calls
+    def __init__(self, builder: ir.IRBuilder, rounded_by_readers: set, no_calls: bool):
+        self.builder, self.rounded_by_readers, self.no_calls = builder, rounded_by_readers, no_calls
 
     def math(self, name: str, *args):
         t = args[0].type
@@ -120,7 +119,7 @@ class CudaTarget:
             return instruction_f32(self.builder, f"{op.op[:3]}.NaN.f32", *args)
         if op.op == "div":
             # a quotient rounded to 16 bits next needs no correctly rounded float32 (cuda_arith.py)
-            if d.bits == 16 or op.dst in self.rounded_to_16:
+            if d.bits == 16 or op.dst in self.rounded_by_readers:
                 return instruction_f32(self.builder, "div.full.f32", *args)
             if self.no_calls:
                 return div_rn_f32(self.builder, *args)
@@ -145,7 +144,7 @@ class KernelEmitter(ThreadEmitter):
         # ptxas serializes every wgmma of a function that calls a subroutine (C7509): such
         # kernels divide floats without div.rn.f32's (cuda_arith.py)
         no_calls = any(isinstance(s, Wgmma) for s in walk_statements(program.body))
-        self.target = CudaTarget(self.builder, _rounded_to_16_bits(program.body), no_calls)
+        self.target = CudaTarget(self.builder, self.rounded_by_readers, no_calls)
         self.exit_waits = _exit_waits(program.body)
         self.moved_waits = {id(w) for waits in self.exit_waits.values() for w in waits}
         self.statements(program.body)
@@ -462,21 +461,6 @@ class KernelEmitter(ThreadEmitter):
                 skipped = before[x] if len(before[x]) > 1 else before[x] * x.slots
             ended = after[x] if len(after[x]) > 1 else after[x] * x.slots
             self.values[x] = self.join(skipped, entry, ended, ran)
-
-
-def _rounded_to_16_bits(stmts) -> set:
-    """The float32 registers every reader of which rounds them to a 16-bit float (``convert``)."""
-    readers: dict = {}
-    for s in walk_statements(stmts):
-        for x in registers(s, s.USES):
-            if isinstance(x, Reg):
-                readers.setdefault(x, []).append(s)
-    return {
-        x
-        for x, reads in readers.items()
-        if x.dtype.name == "float32"
-        and all(isinstance(s, Op) and s.op == "convert" and s.attr.is_float and s.attr.bits == 16 for s in reads)
-    }
 
 
 def _exit_waits(stmts, found=None) -> dict:

@@ -269,19 +269,32 @@ def store(builder, d: DType, ptr, offset, ok, value, host=None):
         _store_element(builder, ptr, offset, 0, value, d, host)
 
 
-def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None):
-    """Each group's ``lanes`` of ``values`` stored as :func:`load_vectors` loads them."""
-    parts = [values[g * lanes : (g + 1) * lanes] for g in range(len(groups))]
+def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None, words=False):
+    """Each group's ``lanes`` of ``values`` stored as :func:`load_vectors` loads them (with
+    ``words``, ``values`` are uint32 words of two 16-bit lanes each, the first low)."""
+    width = lanes // 2 if words else lanes
+    parts = [values[g * width : (g + 1) * width] for g in range(len(groups))]
 
     def store_whole(g):
-        value = _words(builder, [narrow(builder, x, d, host) for x in parts[g]], d, lanes)
+        if words:
+            value = ir.Constant(ir.VectorType(I32, width), ir.Undefined)
+            for w, word in enumerate(parts[g]):
+                value = builder.insert_element(value, word, ir.Constant(I32, w))
+        else:
+            value = _words(builder, [narrow(builder, x, d, host) for x in parts[g]], d, lanes)
         builder.store(value, _address(builder, ptr, groups[g][0], d, lanes, _space(host)), align=d.itemsize * lanes)
 
     def lanewise(g):
         offset, ok, first, last = groups[g]
-        for i, item in enumerate(parts[g]):
+        for i in range(lanes):
             with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                _store_element(builder, ptr, offset, i, item, d, host)
+                if not words:
+                    _store_element(builder, ptr, offset, i, parts[g][i], d, host)
+                    continue
+                word = parts[g][i // 2]
+                half = builder.trunc(builder.lshr(word, ir.Constant(I32, 16)) if i % 2 else word, I16)
+                at = builder.add(offset, ir.Constant(I64, i)) if i else offset
+                builder.store(half, _address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
 
     wholes = [_whole(builder, ptr, *group, d, lanes) for group in groups]
     _move_groups(builder, wholes, store_whole, lanewise if groups[0][2] is not None else None)

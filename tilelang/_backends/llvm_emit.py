@@ -18,7 +18,21 @@ import types
 
 from llvmlite import ir
 
-from .._lower.thread_ir import Atomic, Imm, Load, Loop, Op, SharedLoad, SharedStore, Store, ThreadProgram, extent
+from .._lower.thread_ir import (
+    Atomic,
+    Imm,
+    Load,
+    Loop,
+    Op,
+    Reg,
+    SharedLoad,
+    SharedStore,
+    Store,
+    ThreadProgram,
+    extent,
+    registers,
+    walk_statements,
+)
 from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
@@ -44,6 +58,35 @@ def stored_type(d):
     return I8 if d.is_bool else register_type(d)
 
 
+def rounded_by_readers(stmts) -> set:
+    """The float registers every reader of which rounds them to a 16-bit float: float32s
+    converted to one or packed into words of two, 16-bit floats packed (``pack16`` rounds
+    float32s itself), and picks of them that are themselves so read. A 16-bit result there
+    needs no rounding of its own; a float32 quotient no correctly rounded division."""
+    flat = list(walk_statements(stmts))
+    readers: dict = {}
+    for s in flat:
+        for x in registers(s, s.USES):
+            if isinstance(x, Reg):
+                readers.setdefault(x, []).append(s)
+
+    def rounds(s, x) -> bool:
+        if not isinstance(s, Op):
+            return False
+        if s.op == "pack16":
+            return x.dtype.name == "float32" or s.attr == x.dtype
+        if s.op == "pick":
+            return s.dst in found
+        return s.op == "convert" and x.dtype.name == "float32" and s.attr.is_float and s.attr.bits == 16
+
+    found: set = set()
+    for s in reversed(flat):  # (a pick's readers before the pick)
+        if isinstance(s, Op) and s.dst.dtype.is_float and s.dst.dtype.bits <= 32 and s.dst in readers:
+            if all(rounds(r, s.dst) for r in readers[s.dst]):
+                found.add(s.dst)
+    return found
+
+
 class ThreadEmitter:
     SHARED_SPACE = 3
     host = None  # the host target (host_llvm.HostTarget) where the code runs on the CPU
@@ -52,6 +95,7 @@ class ThreadEmitter:
         self.program = program
         self.values: dict = {}
         self.arrays = {p.name: p for p in program.params if hasattr(p, "ndim")}
+        self.rounded_by_readers = rounded_by_readers(program.body)
 
     # ------------------------------------------------------------------ values
 
@@ -110,7 +154,8 @@ class ThreadEmitter:
         if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
             word = self.target.tf32_bits(self.get(s.args[0], r))
             return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
-        return op_value(self.target, s, [self.get(a, r) for a in s.args])
+        # (a 16-bit float that is only packed into words is rounded there, cvt.rn.bf16x2.f32)
+        return op_value(self.target, s, [self.get(a, r) for a in s.args], s.dst not in self.rounded_by_readers)
 
     def _Load(self, s: Load):
         b, array = self.builder, self.arrays[s.array]
@@ -136,8 +181,12 @@ class ThreadEmitter:
                 offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
                 memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d), host=self.host)
             return
-        values = [self.get(s.values, i, d) for i in range(count * s.lanes)]
-        memory.store_vectors(b, d, s.lanes, ptr, [self.group(s, g) for g in range(count)], values, self.host)
+        if s.pack > 1:  # the words themselves
+            values = [self.get(s.values, i) for i in range(count * s.lanes // 2)]
+        else:
+            values = [self.get(s.values, i, d) for i in range(count * s.lanes)]
+        groups = [self.group(s, g) for g in range(count)]
+        memory.store_vectors(b, d, s.lanes, ptr, groups, values, self.host, words=s.pack > 1)
 
     def group(self, s, g: int) -> tuple:
         """Group ``g`` of a vector access: (offset, mask, first lane, end lane); no lanes where

@@ -87,8 +87,9 @@ def convert(t, x, src: DType, dst: DType):
     return b.zext(x, to) if src.is_bool or src.kind == "u" else b.sext(x, to)
 
 
-def op_value(t, op, args: list):
-    """One slot of ``op`` (``dst = op(args)``) from the LLVM values of its arguments."""
+def op_value(t, op, args: list, rounded: bool = True):
+    """One slot of ``op`` (``dst = op(args)``) from the LLVM values of its arguments (a
+    16-bit float result computed in float32 and left so where not ``rounded``)."""
     d, name = op.dst.dtype, op.op
     kinds = [a.dtype for a in op.args]
     if name == "convert":
@@ -105,7 +106,7 @@ def op_value(t, op, args: list):
     args = [convert(t, a, k, c) if compute_dtype(k) is not c else a for a, k in zip(args, kinds)]
     fast = t.fast(op, args)
     out = fast if fast is not None else _arithmetic(t, name, c, args)
-    return t.rounded(out, d) if d is not c else out
+    return t.rounded(out, d) if d is not c and rounded else out
 
 
 def _common(a: DType, b: DType) -> DType:

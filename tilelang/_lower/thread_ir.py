@@ -130,7 +130,8 @@ class Load:
 
 @dataclass
 class Store:
-    """``values`` to global memory, in groups of ``lanes`` slots as ``Load`` reads them."""
+    """``values`` to global memory, in groups of ``lanes`` slots as ``Load`` reads them (with
+    ``pack`` 2, each ``values`` slot a uint32 of two 16-bit elements' bits, as ``Load``'s)."""
 
     array: str
     offset: object
@@ -139,6 +140,7 @@ class Store:
     lanes: int = 1
     first: object = None
     last: object = None
+    pack: int = 1
     USES: ClassVar = ("offset", "values", "mask", "first", "last")
     DEFS: ClassVar = ()
 
@@ -574,7 +576,7 @@ def extent(s) -> int:
     if isinstance(s, (Op, Shuffle)):
         return s.dst.slots
     if isinstance(s, Store):  # (the values may be one, stored everywhere)
-        return max(slots(s.values) // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
+        return max(slots(s.values) * s.pack // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
     if isinstance(s, (Atomic, SharedStore)):  # (each element combines, even where its operands are uniform)
         return max(s.count, *(slots(x) for x in registers(s, s.USES)))
     return max((slots(x) for x in registers(s, s.DEFS + s.USES)), default=1)
@@ -610,7 +612,8 @@ def _lines(stmts, indent):
             mask = f"mask={_text(s.mask)} pad={_text(s.pad)}{_lanes(s)}{' packed' if s.pack > 1 else ''}"
             yield f"{pad}{_typed(s.dst)} = load {s.array}[{_text(s.offset)}] {mask}"
         elif isinstance(s, Store):
-            yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}"
+            packed = " packed" if s.pack > 1 else ""
+            yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}{packed}"
         elif isinstance(s, Atomic):
             yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}{_times(s)}"
         elif isinstance(s, SharedLoad):

@@ -213,10 +213,16 @@ def _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last):
 @rule("store")
 def _lower_store(lw, eqn, array, tile, *starts):
     layout = lw.layout(tile)
-    values = lw.regs(tile, layout)
     window = Window(lw, array, layout, [lw.scalar(s) for s in starts])
     offset, mask, first, last = window.access()
-    lw.stmts.append(Store(window.name, offset, values, lw.land(mask, lw.owner(layout)), window.lanes, first, last))
+    mask, d = lw.land(mask, lw.owner(layout)), tile.type.dtype
+    if d.is_float and d.bits == 16 and window.lanes > 1:
+        # vectors of 16-bit floats leave as words: two float32s rounded into one
+        # (cvt.rn.bf16x2.f32), or the words they were loaded as, nothing cut out and put back
+        words = lw.words(tile, layout)
+        lw.stmts.append(Store(window.name, offset, words, mask, window.lanes, first, last, pack=2))
+        return
+    lw.stmts.append(Store(window.name, offset, lw.regs(tile, layout), mask, window.lanes, first, last))
 
 
 def _indexed(lw, eqn, array, rest, masked, has_values, layout):
