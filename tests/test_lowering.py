@@ -889,6 +889,51 @@ def test_where_and_scalars_from_array_shapes(seed, shape):
     check(where_kernel, (gm, gn), make, reference, ("out", "stats"), BM=3, BN=40)
 
 
+@tl.tile_kernel(num_threads=64)
+def counted_comparisons(out, bound, START: tl.Constant, STOP: tl.Constant):
+    """``arange(START, STOP)`` against one integer, by each comparison both ways round, as a
+    row and as a column (another layout)."""
+    c = tl.arange(START, STOP)
+    row, col = c[None, :], c[:, None]
+    for k, r in enumerate([row < bound, row <= bound, row > bound, bound >= row, bound == row, row != bound]):
+        tl.store(out, r, index=(k, 0))
+    tl.store(out, tl.transpose(bound > col), index=(6, 0))
+    tl.store(out, tl.transpose(col >= bound), index=(7, 0))
+
+
+@examples(40)
+@given(
+    start=st.integers(-70, 70),
+    n=st.integers(1, 200),
+    at=st.integers(-3, 3),
+    far=st.sampled_from([0, 2**31, 2**31 - 1, 2**63 - 1]),
+    dtype=st.sampled_from([np.int32, np.int64, np.uint32, np.int16, np.uint64]),
+    sign=st.sampled_from([1, -1]),
+)
+def test_an_iota_compared_with_a_scalar(start, n, at, far, dtype, sign):
+    """``cols < N``: each slot's constant against the bound less the thread's part
+    (thread IR), exactly NumPy's comparisons for bounds inside the range, at its ends, far
+    outside (int64, uint32) and of a dtype the rewrite leaves alone (uint64)."""
+    stop = start + n
+    value = sign * far + start + at * (n // 2) if far else start + at * (n // 2)
+    info = np.iinfo(dtype)
+    bound = dtype(min(max(value, info.min), info.max))
+
+    def reference(out, bound):
+        c = np.arange(start, stop, dtype=np.int32)
+        rows = [c < bound, c <= bound, c > bound, bound >= c, bound == c, c != bound, bound > c, c >= bound]
+        return np.stack(rows)
+
+    make = lambda: (np.zeros((8, n), np.bool_), bound)  # noqa: E731
+    check(counted_comparisons, (1,), make, reference, ("out",), START=start, STOP=stop)
+
+
+def test_the_comparison_of_an_iota_adds_nothing_per_element():
+    ir = thread_ir(counted_comparisons, lambda: (np.zeros((8, 100), np.bool_), np.int32(7)), START=3, STOP=103)
+    compares = re.findall(r"= (lt|le|gt|ge|eq|ne) (\S+) (\S+)", ir)
+    assert len(compares) >= 8 and all(re.fullmatch(r"i\d+|\d+:i32", a) for _, a, _ in compares), ir
+
+
 def test_a_scratch_buffer_holding_live_data_is_not_handed_out_again():
     """A conversion between a shared store and its reads (a dot's accumulator, between the
     staged operands and the k loop) got the same buffer and overwrote them (issue 19, item 16)."""

@@ -57,6 +57,7 @@ class Lowering:
         self.tma = self.assume_aligned = not general
         self.aligned: set = set()
         self.multiples: dict = {}  # int register -> a number it is a multiple of (see ``multiple``)
+        self.counts: dict = {}  # an iota's int32 register -> (the thread's part, a constant per slot): their sum
         self.saturated: dict = {}  # int64 select -> the same for its arms or an int64 end (``start_multiple``)
         self.tensor_maps: list = []  # the TensorMaps TMA copies read
         self.stmts: list = []

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var
-from .._ir.primitives import ELEMENTWISE
+from .._ir.primitives import COMPARE, ELEMENTWISE
 from .._lower.layout import reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.thread_ir import (
@@ -51,6 +51,10 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
     operands = [lw.regs(a, layout) for a in inputs]
     name = "select" if eqn.prim.name == "where" else eqn.prim.name
     attr = params.get("dtype")
+    if name in COMPARE:
+        for count, other, op in ((*operands, name), (*operands[::-1], _FLIPPED[name])):
+            if count in lw.counts and _uniform_int(other):
+                return output(lw, eqn, _compared_count(lw, op, count, other))
     if name in ("floordiv", "mod") and out.type.dtype.is_float:
         return output(lw, eqn, _float_divmod(lw, name, out.type.dtype, *operands))
     output(lw, eqn, lw.op(out.type.dtype, name, *operands, attr=attr))
@@ -91,6 +95,27 @@ def _float_divmod(lw, name, dtype, a, b):
     return out if dtype is t else lw.op(dtype, "convert", out, attr=dtype)
 
 
+_FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _uniform_int(x) -> bool:
+    """One integer for the whole thread that int64 holds exactly."""
+    d = x.dtype
+    return slots(x) == 1 and d.is_int and (d.kind == "i" or d.bits < 64)
+
+
+def _compared_count(lw, op, count, bound):
+    """``count op bound`` for an iota's ``count`` (the thread's part plus a constant per
+    slot) and one integer ``bound``: each slot's constant against ``bound`` less the
+    thread's part, a subtraction per thread instead of an addition per element (``cols <
+    N``). In int64, clamped to int32: the constants lie well inside it, so no comparison
+    changes."""
+    thread, constants = lw.counts[count]
+    less = lw.op(i64, "sub", lw.op(i64, "convert", bound, attr=i64), lw.op(i64, "convert", thread, attr=i64))
+    less = lw.op(i64, "minimum", lw.op(i64, "maximum", less, Imm(-(2**31), i64)), Imm(2**31 - 1, i64))
+    return lw.op(b1, op, constants, lw.op(i32, "convert", less, attr=i32))
+
+
 @rule("full")
 def _lower_full(lw, eqn, value, *, shape, dtype):
     output(lw, eqn, lw.scalar(value))  # one value, the same in every slot of every thread
@@ -98,7 +123,11 @@ def _lower_full(lw, eqn, value, *, shape, dtype):
 
 @rule("iota")
 def _lower_iota(lw, eqn, *, start, stop):
-    output(lw, eqn, lw.op(i32, "add", lw.coord(lw.layout(eqn.outputs[0]), 0), Imm(start, i32)))
+    thread, constants = lw.coord_parts(lw.layout(eqn.outputs[0]), 0)
+    count = lw.op(i32, "add", lw.op(i32, "add", thread, constants), Imm(start, i32))
+    if not isinstance(constants, Imm):
+        lw.counts[count] = (lw.op(i32, "add", thread, Imm(start, i32)), constants)
+    output(lw, eqn, count)
 
 
 @rule("block_id", "num_blocks")
