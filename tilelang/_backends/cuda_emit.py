@@ -117,6 +117,8 @@ class CudaTarget:
             return instruction_f32(self.builder, "ex2.approx.ftz.f32", *args)
         if op.op in ("maximum", "minimum"):
             return instruction_f32(self.builder, f"{op.op[:3]}.NaN.f32", *args)
+        if op.op == "rsqrt":  # rsqrt.approx.f32, within 2 ulps (docs/dtypes.md's bound): one MUFU.RSQ
+            return self.math("rsqrt", *args)  # where 1 / sqrt(x) rounded twice took ~25 instructions
         if op.op == "div":
             # a quotient rounded to 16 bits next needs no correctly rounded float32 (cuda_arith.py)
             if d.bits == 16 or op.dst in self.rounded_by_readers:
