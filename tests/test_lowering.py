@@ -29,7 +29,7 @@ import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
 from _blocks import padded_blocks
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tilelang as tl
@@ -910,10 +910,12 @@ def counted_comparisons(out, bound, START: tl.Constant, STOP: tl.Constant):
     dtype=st.sampled_from([np.int32, np.int64, np.uint32, np.int16, np.uint64]),
     sign=st.sampled_from([1, -1]),
 )
+@example(start=1, n=1, at=0, far=2**63 - 1, dtype=np.uint64, sign=1)  # 2^63: -2^63 in int64
 def test_an_iota_compared_with_a_scalar(start, n, at, far, dtype, sign):
     """``cols < N``: each slot's constant against the bound less the thread's part
     (thread IR), exactly NumPy's comparisons for bounds inside the range, at its ends, far
-    outside (int64, uint32) and of a dtype the rewrite leaves alone (uint64)."""
+    outside (int64, uint32) and of a dtype the rewrite leaves alone (uint64, which meets
+    int32 in int64)."""
     stop = start + n
     value = sign * far + start + at * (n // 2) if far else start + at * (n // 2)
     info = np.iinfo(dtype)
@@ -921,6 +923,7 @@ def test_an_iota_compared_with_a_scalar(start, n, at, far, dtype, sign):
 
     def reference(out, bound):
         c = np.arange(start, stop, dtype=np.int32)
+        bound = np.array(bound).view(np.int64)[()] if dtype is np.uint64 else bound  # (docs/dtypes.md: int64)
         rows = [c < bound, c <= bound, c > bound, bound >= c, bound == c, c != bound, bound > c, c >= bound]
         return np.stack(rows)
 
