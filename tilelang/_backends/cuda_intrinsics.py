@@ -146,10 +146,30 @@ def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
     aligned = builder.icmp_unsigned(
         "==", builder.and_(byte, ir.Constant(I64, d.itemsize * lanes - 1)), ir.Constant(I64, 0)
     )
+    return builder.and_(_inside(builder, ok, first, last, lanes), aligned)
+
+
+def _inside(builder, ok, first, last, lanes: int):
+    """Whether every lane of a group is accessed: ``ok and first <= 0 and last >= lanes``."""
     inside = builder.and_(
         builder.icmp_signed("<=", first, ir.Constant(I32, 0)), builder.icmp_signed(">=", last, ir.Constant(I32, lanes))
     )
-    return builder.and_(builder.and_(ok, inside), aligned)
+    return builder.and_(ok, inside)
+
+
+def _lane_by_lane(builder, ok, first, last, lanes: int, move):
+    """``move(i, test)`` for each lane ``i``, the lanes moved one by one: with no test at all
+    where every lane is in (a group inside its row but not aligned, as every group of a
+    row of 4095 float32s that starts off 16 bytes: a load each, no branch), else each lane
+    under its own test."""
+    with builder.if_else(_inside(builder, ok, first, last, lanes)) as (every, some):
+        with every:
+            for i in range(lanes):
+                move(i)
+        with some:
+            for i in range(lanes):
+                with builder.if_then(_lane_ok(builder, ok, first, last, i)):
+                    move(i)
 
 
 def _load_element(builder, ptr, offset, i, slot, d: DType, host):
@@ -243,18 +263,20 @@ def _move_groups(builder, wholes, whole, lanewise):
 
 def _load_lanes(builder, d, lanes, ptr, offset, ok, first, last, slots, host, words):
     """The lane-by-lane load of one group into its ``slots``, each lane where it is accessed."""
-    for i in range(lanes):
-        with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-            if not words:
-                _load_element(builder, ptr, offset, i, slots[i], d, host)
-                continue
-            at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-            raw = builder.load(_address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
-            bits = builder.zext(raw, I32)
-            keep = ir.Constant(I32, 0xFFFF0000 if i % 2 == 0 else 0xFFFF)
-            word = builder.and_(builder.load(slots[i // 2]), keep)
-            shifted = builder.shl(bits, ir.Constant(I32, 16)) if i % 2 else bits
-            builder.store(builder.or_(word, shifted), slots[i // 2])
+
+    def move(i):
+        if not words:
+            _load_element(builder, ptr, offset, i, slots[i], d, host)
+            return
+        at = builder.add(offset, ir.Constant(I64, i)) if i else offset
+        raw = builder.load(_address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
+        bits = builder.zext(raw, I32)
+        keep = ir.Constant(I32, 0xFFFF0000 if i % 2 == 0 else 0xFFFF)
+        word = builder.and_(builder.load(slots[i // 2]), keep)
+        shifted = builder.shl(bits, ir.Constant(I32, 16)) if i % 2 else bits
+        builder.store(builder.or_(word, shifted), slots[i // 2])
+
+    _lane_by_lane(builder, ok, first, last, lanes, move)
 
 
 def _store_element(builder, ptr, offset, i, value, d: DType, host):
@@ -286,15 +308,17 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None,
 
     def lanewise(g):
         offset, ok, first, last = groups[g]
-        for i in range(lanes):
-            with builder.if_then(_lane_ok(builder, ok, first, last, i)):
-                if not words:
-                    _store_element(builder, ptr, offset, i, parts[g][i], d, host)
-                    continue
-                word = parts[g][i // 2]
-                half = builder.trunc(builder.lshr(word, ir.Constant(I32, 16)) if i % 2 else word, I16)
-                at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-                builder.store(half, _address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
+
+        def move(i):
+            if not words:
+                _store_element(builder, ptr, offset, i, parts[g][i], d, host)
+                return
+            word = parts[g][i // 2]
+            half = builder.trunc(builder.lshr(word, ir.Constant(I32, 16)) if i % 2 else word, I16)
+            at = builder.add(offset, ir.Constant(I64, i)) if i else offset
+            builder.store(half, _address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
+
+        _lane_by_lane(builder, ok, first, last, lanes, move)
 
     wholes = [_whole(builder, ptr, *group, d, lanes) for group in groups]
     _move_groups(builder, wholes, store_whole, lanewise if groups[0][2] is not None else None)
