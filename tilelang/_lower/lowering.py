@@ -24,6 +24,7 @@ from .. import dtypes as D
 from .._ir.core import PRIMITIVES, Block, Literal, Var
 from ..errors import TileCompilerError
 from .layout import Layout, log2, same_threads, scalar_layout, unbroadcast
+from .ranges import decided, op_range
 from .thread_ir import Barrier, Imm, LdMatrix, Op, Reg, SharedLoad, SharedStore, SlotMap, slots
 
 i32, i64, b1 = D.int32, D.int64, D.bool_
@@ -57,6 +58,7 @@ class Lowering:
         self.tma = self.assume_aligned = not general
         self.aligned: set = set()
         self.multiples: dict = {}  # int register -> a number it is a multiple of (see ``multiple``)
+        self.ranges: dict = {}  # int register -> the interval of values it holds (``range``)
         self.counts: dict = {}  # an iota's int32 register -> (the thread's part, a constant per slot): their sum
         self.saturated: dict = {}  # int64 select -> the same for its arms or an int64 end (``start_multiple``)
         self.tensor_maps: list = []  # the TensorMaps TMA copies read
@@ -95,8 +97,14 @@ class Lowering:
         folded = fold(op, dtype, args, attr)
         if folded is not None:
             return folded
+        ranges = [self.range(a) for a in args]
+        known = decided(op, dtype, args, ranges) if len(args) == 2 else None
+        if known is not None:
+            return known
         dst = self.reg(dtype, n, "v" if dtype.is_float else "i")
         self.stmts.append(Op(dst, op, tuple(args), attr))
+        if (r := op_range(op, dtype, args, ranges, attr, self.t)) is not None:
+            self.ranges[dst] = r
         if dtype.is_int and op in _MULTIPLES:
             m = _MULTIPLES[op](*map(self.multiple, args), *args[1:])
             if m != 1:
@@ -104,6 +112,12 @@ class Lowering:
         if op == "select" and dtype is i64:
             self.saturated[dst] = math.gcd(*(self.start_multiple(a) for a in args[1:]))
         return dst
+
+    def range(self, x):
+        """The interval ``(lo, hi)`` the integer ``x`` lies in, or None (ranges.py)."""
+        if isinstance(x, Imm):
+            return (int(x.value), int(x.value)) if x.dtype.is_int else None
+        return self.ranges.get(x)
 
     def multiple(self, x) -> int:
         """A number the integer ``x`` is known to be a multiple of (0: of every number). Its

@@ -607,6 +607,8 @@ def lower_to_threads(
         if isinstance(var.type, ArrayType):
             lw.array_names[var] = name
             params.append(ArrayParam(name, var.type.dtype, var.type.ndim))
+            for axis in range(var.type.ndim):  # (shapes are never negative)
+                lw.ranges[array_reg(name, "shape", axis)] = (0, 2**63 - 1)
         else:
             reg = Reg(scalar_reg_name(name), var.type.dtype)
             lw.values[var] = reg
