@@ -22,7 +22,7 @@ loop does not convert its carried values every iteration. Where layouts still di
 
 from __future__ import annotations
 
-from .._ir.core import PRIMITIVES, ArrayType, Block, Eqn, Program, TileType, Var, tile_outputs
+from .._ir.core import PRIMITIVES, Block, Eqn, Program, TileType, Var, tile_outputs
 from .._ir.primitives import ELEMENTWISE
 from .._lower.layout import (
     Layout,
@@ -40,19 +40,13 @@ from .lower_wgmma import operand_wants
 
 
 def default_num_threads(program: Program) -> int:
-    """Threads per block from the largest tile and the bytes a thread moves: about 128 bytes
-    per thread (32 elements, 64 where every array holds 16-bit or narrower values and no
-    ``dot`` takes threads of its own), at least 4 warps once a tile has 1024 elements,
-    between 32 and 512. Measured on the H200: a 4096-wide float32 softmax row is fastest with
-    128 threads, a 1024-element vector add with 128; an 8192-wide bfloat16 rmsnorm row with
-    128 (2% faster than 256), a float32 one with 256."""
-    tiles = list(tile_outputs(program.body))
-    largest = max((padded_size(v.type.shape) for _, v in tiles), default=1)
-    arrays = [p.type.dtype.itemsize for p in program.body.params if isinstance(p.type, ArrayType)]
-    narrow = arrays and max(arrays) <= 2 and not any(eqn.prim.name == "dot" for eqn, _ in tiles)
-    per_thread = 64 if narrow else 32
+    """Threads per block from the largest tile: about 32 elements per thread (independent
+    loads in flight per thread, few warps to combine in reductions), at least 4 warps
+    once a tile has 1024 elements, between 32 and 512. Measured on the H200: a 4096-wide
+    softmax row is fastest with 128 threads, a 1024-element vector add with 128."""
+    largest = max((padded_size(v.type.shape) for _, v in tile_outputs(program.body)), default=1)
     t = 32
-    while t < 512 and t * per_thread < largest:
+    while t < 512 and t * 32 < largest:
         t *= 2
     return max(t, 128) if largest >= 1024 else t
 
