@@ -210,7 +210,7 @@ MARKERS = {
     "binary": " * ", "unary": "abs(", "math": "tl.exp", "where": "tl.where(", "astype": ".astype(",
     "reduce": "tl.argmax(", "scan": "tl.cumsum(", "shape": ".reshape(", "dot": "tl.dot(", "load": "offset=(",
     "gather": "tl.gather(", "scatter": "tl.scatter(", "atomic": "tl.atomic_", "loop": "tl.range(",
-    "reload": "tl.load(out", "store": "tl.store(", "matmul loop": "tl.dot(a",
+    "reload": "tl.load(out", "store": "tl.store(", "matmul loop": "tl.dot(a", "arange": " = tl.arange(",
 }  # fmt: skip
 
 

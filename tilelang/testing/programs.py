@@ -28,7 +28,21 @@ SIZES = [1, 2, 3, 4, 5, 7, 8, 13, 16, 32]
 BINARY = ["+", "-", "*", "maximum", "minimum", "<", "==", ">=", "!=", "/", "//", "%", "&", "|", "^", "<<", ">>"]
 UNARY = ["-", "abs", "~", "floor", "ceil"]
 REDUCTIONS = ["sum", "max", "min", "argmax", "argmin", "prod"]
-OPS = ["binary", "unary", "math", "where", "astype", "reduce", "scan", "shape", "dot", "load", "gather", "reload"]
+OPS = [
+    "binary",
+    "unary",
+    "math",
+    "where",
+    "astype",
+    "reduce",
+    "scan",
+    "shape",
+    "dot",
+    "load",
+    "gather",
+    "reload",
+    "arange",
+]
 STATEMENTS = ["scatter", "atomic", "store"]
 
 
@@ -367,6 +381,29 @@ class _Builder:
 
     def op_load(self):
         return self.load()
+
+    def op_arange(self):
+        """``tl.arange(start, start + n)``, or it compared with one integer, a runtime argument
+        (weak, or a NumPy int32/int64/uint32) or the block index (``cols < N``: the lowering
+        compares each slot's constant with the bound less the thread's part)."""
+        n, start = self.pick(SIZES), self.draw(st.integers(-40, 40))
+        count, text = V.Value(self.name(), (n,), _dt.int32, start, start + n - 1), f"tl.arange({start}, {start + n})"
+        if self.draw(st.booleans()):
+            return self.define(count, text)
+        bound = self.draw(st.integers(start - 3, start + n + 3))
+        kind = self.draw(st.integers(0, 2))
+        if kind == 2:
+            bound_text, d = "i", _dt.int32
+            bound = V.Value("i", (), d, 0, self.grid - 1)
+        else:
+            d = self.pick([_dt.int32, _dt.int64, _dt.uint32]) if kind else _dt.int32
+            bound_text = self.scalar(max(bound, 0) if d.kind == "u" else bound, d if kind else None)
+            bound = V.constant(bound_text, max(bound, 0) if d.kind == "u" else bound, d)
+        op = self.pick(["<", "<=", ">", ">=", "==", "!="])
+        left, right = (count, bound) if self.draw(st.booleans()) else (bound, count)
+        names = {id(count): text, id(bound): bound_text}
+        value = V.binary(op, left, right, _dt.promote_strong(left.dtype, right.dtype), (n,), self.name())
+        return self.define(value, f"({names[id(left)]} {op} {names[id(right)]})")
 
     def op_gather(self):
         """``tl.gather`` from an input: indices from an int tile of the pool (taken modulo the
