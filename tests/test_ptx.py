@@ -86,6 +86,16 @@ def test_half_precision_rmsnorm_moves_16_bytes_and_broadcasts_its_statistic_in_r
     assert len(re.findall(r"^\s+bar\.sync", e["ptx"], re.M)) == 1  # partials written; none after reading
 
 
+def test_a_threads_one_quotient_calls_no_subroutine():
+    """``ms / N`` is one float32 per thread: divided correctly rounded without div.rn.f32,
+    whose slow path is a subroutine call (its calling convention cost the bf16 rmsnorm 8
+    registers); nor is rsqrt one."""
+    ptx = explain(rmsnorm, "bf16[:, :]", "bf16[:, :]", "bf16[:, :]", 4096, 1e-5, BLOCK=4096)["ptx"]
+    ops = instructions(ptx)
+    assert not {op for op in ops if op.startswith(("call", "div.rn"))}, ops
+    assert "rsqrt.approx.f32" in ops and "rcp.approx.ftz.f64" in ops
+
+
 @pytest.mark.parametrize("dtype, elements", [("bf16", 8), ("f32", 4)])
 def test_a_threads_vector_accesses_go_back_to_back_when_all_are_whole(dtype, elements):
     """One test for all of a thread's groups, then their 16-byte accesses with no branch

@@ -123,7 +123,9 @@ class CudaTarget:
             # a quotient rounded to 16 bits next needs no correctly rounded float32 (cuda_arith.py)
             if d.bits == 16 or op.dst in self.rounded_by_readers:
                 return instruction_f32(self.builder, "div.full.f32", *args)
-            if self.no_calls:
+            # no subroutine call in a kernel with wgmma, nor for a thread's one quotient (a row's
+            # mean: the call's convention cost a bf16 rmsnorm 8 registers, 72 -> 64)
+            if self.no_calls or op.dst.slots == 1:
                 return div_rn_f32(self.builder, *args)
         return None
 
