@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang import dtypes as D
-from tilelang._lower.ranges import decided, dtype_range, op_range
+from tilelang._lower.ranges import decided, dtype_range, loop_index_range, op_range
 from tilelang._lower.thread_ir import Imm, Reg, SlotMap
 
 DTYPES = [D.int16, D.int32, D.int64, D.uint32]
@@ -21,6 +21,8 @@ NUMPY = {
     "and": np.bitwise_and,
     "shl": np.left_shift,
     "shr": np.right_shift,
+    "floordiv": np.floor_divide,
+    "mod": np.mod,
 }
 
 DECIDED = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal, "maximum": max, "minimum": min}
@@ -42,8 +44,8 @@ def values(draw, r, d, n=20):
 @given(data=st.data(), d=st.sampled_from(DTYPES), op=st.sampled_from(sorted(NUMPY) + ["neg"]))
 def test_an_interval_holds_every_result(data, d, op):
     ra = data.draw(intervals(d))
-    if op in ("shl", "shr", "and"):  # (by an immediate)
-        lo, hi = (0, d.bits - 1) if op != "and" else (0, dtype_range(d)[1])
+    if op in ("shl", "shr", "and", "floordiv", "mod"):  # (by an immediate)
+        lo, hi = (0, d.bits - 1) if op in ("shl", "shr") else (op != "and", dtype_range(d)[1])
         c = data.draw(st.integers(lo, hi))
         args, ranges, b = [Reg("x", d), Imm(c, d)], [ra, (c, c)], np.full(22, c, d.np)
     elif op == "neg":
@@ -98,6 +100,17 @@ def test_a_decided_comparison_holds_for_every_value(data, d, e, op):
         assert all(compare[op](u, v) == known.value for u in a for v in b)
 
 
+@settings(max_examples=300, deadline=None)
+@given(start=st.integers(-50, 50), stop=st.integers(-50, 50), step=st.integers(-5, 5), spread=st.integers(0, 9))
+def test_a_loop_index_stays_in_its_interval(start, stop, step, spread):
+    """Every index ``range(a, b, c)`` gives, for bounds anywhere in their intervals."""
+    r = loop_index_range((start, start + spread), (stop, stop + spread), (step, step + spread % 2))
+    for a in (start, start + spread):
+        for b in (stop, stop + spread):
+            for c in {step, step + spread % 2} - {0}:
+                assert r is None or all(r[0] <= k <= r[1] for k in range(a, b, c)), (r, a, b, c)
+
+
 def test_ids_slots_and_shapes():
     assert op_range("thread_id", D.int32, [], [], None, 256) == (0, 255)
     assert op_range("block_id", D.int32, [], [], 0, 256) == (0, 2**31 - 1)
@@ -112,15 +125,17 @@ def test_ids_slots_and_shapes():
 @tl.tile_kernel(backend="cpu")
 def rows_plus_one(x, out, BN: tl.Constant):
     i = tl.block_id(0)
-    tl.store(out, tl.load(x, index=(i, 0), shape=(1, BN)) + 1, index=(i, 0))
+    for j in tl.range(0, tl.cdiv(x.shape[1], BN)):
+        tl.store(out, tl.load(x, index=(i, j), shape=(1, BN)) + 1, index=(i, j))
 
 
 def test_a_rows_window_tests_no_lower_bounds():
-    """The row is a block id and the columns start at 0: no window bound below is tested
-    (no ``neg`` of the corner, no comparison with 0), the upper ones are."""
-    ir = tl.explain(rows_plus_one, "f32[:, :]", "f32[:, :]", BN=256, backend="cpu")["thread_ir"]
-    assert " neg " not in ir and " ge " not in ir and " lt " in ir, ir
+    """The row is a block id and the column windows start at multiples of the loop index,
+    which counts up from 0: no window bound below is tested (no ``neg`` of a corner, no
+    comparison with 0, no saturation of the offset), the upper ones are."""
+    ir = tl.explain(rows_plus_one, "f32[:, :]", "f32[:, :]", BN=64, backend="cpu")["thread_ir"]
+    assert " neg " not in ir and " ge " not in ir and " select " not in ir and " lt " in ir, ir
     x = np.arange(3 * 200, dtype=np.float32).reshape(3, 200)
     out = np.zeros_like(x)
-    rows_plus_one[3](x, out, BN=256)
+    rows_plus_one[3](x, out, BN=64)
     np.testing.assert_array_equal(out, x + 1)

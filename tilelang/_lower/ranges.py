@@ -70,6 +70,9 @@ def op_range(op: str, d, args: list, ranges: list, attr, threads: int):
         return None if None in arms else within((min(a[0] for a in arms), max(a[1] for a in arms)), d)
     if op == "and" and any(isinstance(a, Imm) and a.value >= 0 for a in args):  # x & c lies in [0, c]
         return 0, min(int(a.value) for a in args if isinstance(a, Imm) and a.value >= 0)
+    if op in ("floordiv", "mod") and isinstance(args[1], Imm) and args[1].value > 0 and ranges[0] is not None:
+        c, (lo, hi) = int(args[1].value), ranges[0]  # (floor division and its nonnegative remainder)
+        return within((lo // c, hi // c) if op == "floordiv" else (0, c - 1), d)
     if op in ("shl", "shr") and isinstance(args[1], Imm) and ranges[0] is not None and 0 <= args[1].value < d.bits:
         k, (lo, hi) = int(args[1].value), ranges[0]
         if op == "shl":
@@ -94,4 +97,16 @@ def decided(op: str, d, args: list, ranges: list):
         if op == "minimum":
             a, b = (-a[1], -a[0]), (-b[1], -b[0])  # min(x, y) = -max(-x, -y)
         return args[0] if a[0] >= b[1] else args[1] if b[0] >= a[1] else None
+    return None
+
+
+def loop_index_range(start, stop, step):
+    """The interval a loop index lies in where the body runs, from its bounds' intervals: from
+    the start to just short of the stop, counting up or down by the step's sign (unknown: None)."""
+    if None in (start, stop, step):
+        return None
+    if step[0] > 0:
+        return start[0], max(start[0], stop[1] - 1)
+    if step[1] < 0:
+        return min(start[1], stop[0] + 1), start[1]
     return None

@@ -19,6 +19,7 @@ from .._ir.core import ArrayType, Literal, Program, Var
 from .._ir.primitives import COMPARE, ELEMENTWISE
 from .._lower.layout import reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
+from .._lower.ranges import loop_index_range
 from .._lower.thread_ir import (
     ArrayParam,
     Atomic,
@@ -569,6 +570,8 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         init_regs += [Imm(0, i32), Imm(0, i32)] if pipeline.tma else [Imm(0, i32)]
     bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.multiples[index_reg] = math.gcd(lw.multiple(bounds[0]), lw.multiple(bounds[2]))  # (window corners)
+    if (r := loop_index_range(*map(lw.range, bounds))) is not None:
+        lw.ranges[index_reg] = r
     outer, lw.stmts = lw.stmts, []
     outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
     if pipeline:
