@@ -158,7 +158,7 @@ def _inside(builder, ok, first, last, lanes: int):
 
 
 def _lane_by_lane(builder, ok, first, last, lanes: int, move):
-    """``move(i, test)`` for each lane ``i``, the lanes moved one by one: with no test at all
+    """``move(i)`` for each lane ``i``, the lanes moved one by one: with no test at all
     where every lane is in (a group inside its row but not aligned, as every group of a
     row of 4095 float32s that starts off 16 bytes: a load each, no branch), else each lane
     under its own test."""
@@ -315,8 +315,7 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None,
                 return
             word = parts[g][i // 2]
             half = builder.trunc(builder.lshr(word, ir.Constant(I32, 16)) if i % 2 else word, I16)
-            at = builder.add(offset, ir.Constant(I64, i)) if i else offset
-            builder.store(half, _address(builder, ptr, at, dtypes.uint16, 1, _space(host)), align=2)
+            _store_element(builder, ptr, offset, i, half, dtypes.uint16, host)
 
         _lane_by_lane(builder, ok, first, last, lanes, move)
 

@@ -14,6 +14,8 @@ dtype: a result that might is unknown (None), as is every float.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..dtypes import bool_ as BOOL
 from .thread_ir import Imm
 
@@ -36,9 +38,8 @@ _COMPARE = {
 
 def dtype_range(d) -> tuple:
     """Every value an integer dtype holds."""
-    if d.kind == "u":
-        return 0, 2**d.bits - 1
-    return -(2 ** (d.bits - 1)), 2 ** (d.bits - 1) - 1
+    info = np.iinfo(d.np)
+    return int(info.min), int(info.max)
 
 
 def within(r, d):

@@ -125,9 +125,10 @@ def _lower_full(lw, eqn, value, *, shape, dtype):
 @rule("iota")
 def _lower_iota(lw, eqn, *, start, stop):
     thread, constants = lw.coord_parts(lw.layout(eqn.outputs[0]), 0)
-    count = lw.op(i32, "add", lw.op(i32, "add", thread, constants), Imm(start, i32))
+    first = lw.op(i32, "add", thread, Imm(start, i32))  # the thread's part
+    count = lw.op(i32, "add", first, constants)
     if not isinstance(constants, Imm):
-        lw.counts[count] = (lw.op(i32, "add", thread, Imm(start, i32)), constants)
+        lw.counts[count] = (first, constants)
     output(lw, eqn, count)
 
 

@@ -397,8 +397,9 @@ class _Builder:
             bound = V.Value("i", (), d, 0, self.grid - 1)
         else:
             d = self.pick([_dt.int32, _dt.int64, _dt.uint32]) if kind else _dt.int32
-            bound_text = self.scalar(max(bound, 0) if d.kind == "u" else bound, d if kind else None)
-            bound = V.constant(bound_text, max(bound, 0) if d.kind == "u" else bound, d)
+            value = max(bound, 0) if d.kind == "u" else bound
+            bound_text = self.scalar(value, d if kind else None)
+            bound = V.constant(bound_text, value, d)
         op = self.pick(["<", "<=", ">", ">=", "==", "!="])
         left, right = (count, bound) if self.draw(st.booleans()) else (bound, count)
         names = {id(count): text, id(bound): bound_text}
