@@ -31,10 +31,10 @@ def _lines(text):
 
 def test_the_wgmma_loop_copies_its_tiles_with_tma():
     """Tensor maps of a and b (a box per swizzled column block); before the loop the
-    mbarriers made valid, a barrier, the TMA copies of two stages (the dot stays in flight:
-    one iteration less ahead); in it a wait on the stage's mbarrier, one barrier, the copies
-    one stage ahead, the wgmma; after it the dot waited for and the mbarriers invalidated.
-    No cp.async and no proxy fence."""
+    mbarriers made valid, a barrier, the TMA copies of three stages; in it a wait on the
+    stage's mbarrier, the wgmma (left in flight), then one barrier and the copies three
+    stages ahead, into the stage the dot before read (done once the barrier passes); after
+    it the dot waited for and the mbarriers invalidated. No cp.async and no proxy fence."""
     e = tl.explain(HOPPER, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, BK=32, backend="cpu")
     lines = _lines(e["thread_ir"])
     assert "map0 = tensor map of a, box (64, 32), 64-byte swizzle" in lines
@@ -43,10 +43,12 @@ def test_the_wgmma_loop_copies_its_tiles_with_tma():
     end = next(i for i, line in enumerate(lines) if line.startswith("next "))
     before, body = lines[:loop], lines[loop + 1 : end]
     assert "mbarriers mbarriers_uint64_0[4] init" in before
-    assert sum(line.startswith("tma ") for line in before) == 2
-    assert body[0].startswith("mbarrier_wait mbarriers_uint64_0[stage") and body[1] == "barrier"
+    assert sum(line.startswith("tma ") for line in before) == 3
+    assert body[0].startswith("mbarrier_wait mbarriers_uint64_0[stage")
     assert sum(line == "barrier" for line in body) == 1 and sum(line.startswith("tma ") for line in body) == 1
-    assert sum("wgmma[" in line and line.endswith("in_flight=1") for line in body) == 1
+    dot = next(i for i, line in enumerate(body) if "wgmma[" in line)
+    assert body[dot].endswith("in_flight=1") and body.index("barrier") > dot
+    assert any(line.startswith("i") and "= add k" in line and line.endswith(" 3:i64") for line in body)
     assert lines[end + 1].startswith("wgmma_wait 0") and lines[end + 2 : end + 4] == [
         "mbarriers mbarriers_uint64_0[4] inval",
         "barrier",

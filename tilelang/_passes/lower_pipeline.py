@@ -117,7 +117,6 @@ class Pipeline:
         # the H200 copies two iterations ahead pay more than the overlap (128x128x32 fp16,
         # 3 stages: 273 TFLOP/s not overlapped, 233 overlapped; 4 stages overlapped 256)
         self.overlapped = overlapped_dots(body, copies) if self.stages >= 4 else {}
-        self.ahead = self.stages - 1 - bool(self.overlapped)
         self.index, (self.start, self.stop, self.step) = body.params[0], loop.inputs[:3]
         for c in copies:
             c.stage_words = c.words(lw)
@@ -127,6 +126,11 @@ class Pipeline:
         self.tma = lw.tma and all(c.tma_boxes() for c in copies)
         if self.tma:  # one mbarrier per stage, counting the bytes of its copies
             self.barriers = lw.buffer(D.uint64, self.stages, "mbarriers")
+        # TMA copies with a dot in flight are issued after the body, once the dot of the
+        # iteration before has completed (its stage is the one refilled): S - 1 ahead, as
+        # without overlap, behind the one barrier an iteration takes anyway
+        self.copies_last = self.tma and bool(self.overlapped)
+        self.ahead = self.stages - 1 - (bool(self.overlapped) and not self.copies_last)
 
     def prologue(self):
         """The copies of the first ``ahead`` iterations, a group (or a stage's mbarrier) each."""
@@ -139,7 +143,8 @@ class Pipeline:
             self._issue(lw.op(i64, "add", start, lw.op(i64, "mul", step, Imm(s, i64))), Imm(s, i32))
 
     def refill(self, index, stage, phase):
-        """At the top of the body: wait for this iteration's tiles, then copy ahead."""
+        """At the top of the body: wait for this iteration's tiles, then copy ahead (unless
+        the copies come last, :meth:`copy_last`)."""
         lw = self.lw
         if self.tma:
             lw.stmts.append(MbarrierWait(self.barriers, stage, phase))
@@ -147,6 +152,18 @@ class Pipeline:
             lw.stmts.append(AsyncWait(self.ahead - 1))
             if any(c.wgmma() for c in self.copies):  # the tensor cores read what the copies wrote
                 lw.stmts.append(ProxyFence())
+        if not self.copies_last:
+            self.copy_ahead(index, stage)
+
+    def copy_last(self, index, stage):
+        """At the end of the body, where the copies come last."""
+        if self.copies_last:
+            self.copy_ahead(index, stage)
+
+    def copy_ahead(self, index, stage):
+        """A barrier (every thread is done with the stage about to be refilled), then the
+        copies of the iteration ``ahead`` of ``index``."""
+        lw = self.lw
         lw.barrier()
         ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.ahead, i64)))
         self._issue(ahead, self.stage_after(stage, self.ahead))

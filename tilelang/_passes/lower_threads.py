@@ -580,6 +580,7 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     lw.lower_block(body, folded_transposes(lw, body) | (pipeline.rules(stage) if pipeline else {}))
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     if pipeline:
+        pipeline.copy_last(index_reg, stage)
         results += pipeline.advance(stage, phase)
     if lw.read:  # the next iteration writes them again: every thread must be done reading
         lw.barrier()
