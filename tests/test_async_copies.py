@@ -2,9 +2,15 @@
 wait that covers its group, not before, so a program missing a wait reads stale data on
 the CPU as it may on the GPU. Hand-written thread programs, then the pipelined matmul."""
 
+import functools
+import re
+
+import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
 from _blocks import repeated_matmul, tiled_matmul
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang import dtypes as D
@@ -360,3 +366,48 @@ def test_a_loop_invariant_wgmma_operand_in_a_loop_run_twice():
     tl.tile_kernel(scores, num_threads=128, arch="sm_90a")[1, 2](q, k, once, BN=32, D=32, backend="cpu")
     tl.tile_kernel(scores_twice, num_threads=128, arch="sm_90a")[1, 2](q, k, twice, BN=32, D=32, backend="cpu")
     np.testing.assert_allclose(twice, 2 * once, rtol=1e-6)
+
+
+def matmul_16_bit_out(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc.astype(c.dtype), index=(i, j))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@settings(max_examples=6, deadline=None)
+@given(m=st.integers(1, 150), n=st.integers(1, 150), k=st.integers(0, 100))
+def test_a_dot_result_leaves_through_the_retired_ring_in_16_byte_rows(arch, dtype, m, n, k):
+    """After its pipelined loop, the 16-bit result of a dot (two consecutive elements of a
+    row a thread) is stored into the loop's ring, now free, and read back 8 elements of a row
+    a thread: the global store is of 16-byte vectors. Right on tiles past the array's edges;
+    a kernel with no ring to reuse (num_stages=1) stores from the dot's layout."""
+    d = np.dtype(dtype)
+    kernel = _out_16_bit(arch, 3)  # (2 stages of 64 x 32 and 32 x 64: a ring too small for the 64 x 72 tile)
+    rng = np.random.default_rng(m * 1000 + n + k)
+    a = rng.uniform(-2, 2, (m, k)).astype(np.float16)
+    b = rng.uniform(-2, 2, (k, n)).astype(np.float16)
+    c = np.full((m, n), np.nan, d)
+    kernel[(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, BM=64, BN=64, BK=32, backend="cpu")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    # the float32 sum rounded once to 16 bits: within an ulp of the exact product rounded
+    np.testing.assert_allclose(c.astype(np.float64), want, rtol=2 * float(np.finfo(np.float16).eps) if dtype ==
+                               "float16" else 2**-7, atol=1e-3)  # fmt: skip
+    signature = ("f16[:, :]", "f16[:, :]", f"{D.dtype(dtype).short}[:, :]")
+    after = _thread_ir(kernel, signature).split("\n    for ")[1].split("\n    store c[")
+    assert "lanes=4" in after[0] and re.search(r"shared \w+_uint32_\d\[\w+\] = ", after[0])
+    assert " lanes=8 whole packed" in after[1].splitlines()[0]
+    plain = _thread_ir(_out_16_bit(arch, 1), signature)
+    assert "lanes=4" not in plain and " lanes=2 whole packed" in plain
+
+
+@functools.cache
+def _out_16_bit(arch, stages):
+    return tl.tile_kernel(matmul_16_bit_out, num_threads=128, num_stages=stages, arch=arch)
+
+
+def _thread_ir(kernel, signature):
+    return tl.explain(kernel, *signature, BM=64, BN=64, BK=32, backend="cpu")["thread_ir"]

@@ -73,6 +73,10 @@ class Lowering:
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
         self.busy: set = set()  # scratch buffers holding data some thread has yet to read
+        # the shared rings of pipelined loops done for good (drained outside any loop), by name:
+        # their words (a staged store's scratch; no buffer() hands them out again)
+        self.retired: dict = {}
+        self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()
         self.cache: dict = {}
@@ -334,7 +338,8 @@ class Lowering:
         turns between two), and a use nested in another gets its own. ``kind`` "swizzled":
         for tiles wgmma reads (1024-byte aligned, ``thread_ir.shared_alignment``)."""
         d = smem_dtype(dtype)
-        name = next(n for k in itertools.count() if (n := f"{kind}_{d.name}_{k}") not in self.busy)
+        taken = self.busy | self.retired.keys()
+        name = next(n for k in itertools.count() if (n := f"{kind}_{d.name}_{k}") not in taken)
         self.busy.add(name)
         if size > self.shared.get(name, (d, 0))[1]:
             self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error

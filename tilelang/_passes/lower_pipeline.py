@@ -223,6 +223,9 @@ class Pipeline:
         # (with TMA no copy is in flight: each was waited for by its iteration)
         self.lw.stmts.append(Mbarriers(self.barriers, self.stages, False) if self.tma else AsyncWait(0))
         self.lw.barrier()
+        if self.lw.depth == 0:  # nothing copies into the ring again: its words are scratch from here on
+            words = {c.buffer: self.lw.shared[c.buffer] for c in self.copies}
+            self.lw.retired.update({name: size for name, (d, size) in words.items() if d == D.uint32})
 
     def _issue(self, index, stage):
         lw = self.lw

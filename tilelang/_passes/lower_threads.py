@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var
 from .._ir.primitives import COMPARE, ELEMENTWISE
-from .._lower.layout import reshaped, same_threads, scalar_layout
+from .._lower.layout import blocked, reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.ranges import loop_index_range
 from .._lower.thread_ir import (
@@ -243,17 +243,66 @@ def _load_16_bit_floats(lw, layout, window, pad, offset, mask, first, last):
 
 @rule("store")
 def _lower_store(lw, eqn, array, tile, *starts):
-    layout = lw.layout(tile)
+    layout, d = lw.layout(tile), tile.type.dtype
+    staged = _staging_ring(lw, array, tile, layout)
+    if staged:
+        layout, words = _staged_rows(lw, tile, layout, staged)
     window = Window(lw, array, layout, [lw.scalar(s) for s in starts])
     offset, mask, first, last = window.access()
-    mask, d = lw.land(mask, lw.owner(layout)), tile.type.dtype
+    mask = lw.land(mask, lw.owner(layout))
     if d.is_float and d.bits == 16 and window.lanes > 1:
         # vectors of 16-bit floats leave as words: two float32s rounded into one
         # (cvt.rn.bf16x2.f32), or the words they were loaded as, nothing cut out and put back
-        words = lw.words(tile, layout)
+        words = words if staged else lw.words(tile, layout)
         lw.stmts.append(Store(window.name, offset, words, mask, window.lanes, first, last, pack=2))
         return
     lw.stmts.append(Store(window.name, offset, lw.regs(tile, layout), mask, window.lanes, first, last))
+
+
+def _staging_ring(lw, array, tile, layout):
+    """The retired ring (``Lowering.retired``) a store of 16-bit floats goes through to leave
+    in 16-byte vectors, or None: where its layout holds fewer than 8 consecutive elements of a
+    row (a dot's result: 2), and the tile, its rows 16 bytes apart more, fits a ring."""
+    d, shape = tile.type.dtype, tile.type.shape
+    if not (d.is_float and d.bits == 16 and array.type.unit_stride and len(shape) >= 2 and lw.retired):
+        return None
+    if not 2 <= layout.vector_width() < 8 or blocked(shape, 2, lw.t).vector_width() < 8:
+        return None
+    words = math.prod(_staged_tile(layout))
+    return next((name for name, size in lw.retired.items() if size >= words), None)
+
+
+def _staged_tile(layout):
+    """The tile's shape in shared memory for a staged store, in words of two elements: rows
+    16 bytes (4 words) longer, so a dot's 8 rows of 4 words a warp stores hit distinct banks."""
+    *rows, last = layout.padded
+    return (*rows, last // 2 + 4)
+
+
+def _word_index(lw, layout, lanes):
+    """Each group's word in the staged tile: the thread's part and a constant per slot, kept
+    apart (the constant then folds into the shared access's address)."""
+    parts = [lw.coord_parts(layout, d, lanes) for d in range(len(layout.shape))]
+    parts[-1] = tuple(lw.op(i32, "shr", p, Imm(1, i32)) for p in parts[-1])  # (both even: whole words)
+    return lw.flat([lw.op(i32, "add", *p) for p in parts], _staged_tile(layout))
+
+
+def _staged_rows(lw, tile, layout, ring):
+    """``tile`` through ``ring``: each thread stores its words (two elements each) where they
+    belong in the tile, then reads back 16 bytes of a row at a time in the blocked layout, the
+    words of its vectors (the layout, the words). A barrier before, if a staged store read the
+    ring since the last one, and after the stores."""
+    if ring in lw.read:
+        lw.barrier()
+    dst = blocked(tile.type.shape, 2, lw.t)
+    ok = lw.land(lw.valid(layout, lanes=2), lw.owner(layout))
+    lw.stmts.append(SharedStore(ring, _word_index(lw, layout, 2), lw.words(tile, layout), ok))
+    lw.barrier()
+    read = lw.op(i32, "select", lw.valid(dst, lanes=8), _word_index(lw, dst, 8), Imm(0, i32))
+    words = lw.reg(D.uint32, dst.num_regs // 2, "i")
+    lw.stmts.append(SharedLoad(words, ring, read, lanes=4))
+    lw.read.add(ring)  # (a barrier before the ring is written again; retired, no buffer() takes it)
+    return dst, words
 
 
 def _indexed(lw, eqn, array, rest, masked, has_values, layout):
@@ -577,7 +626,9 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     outer_read, lw.read = lw.read, set()  # (a barrier in the body may never run: these stay busy)
     if pipeline:
         pipeline.refill(index_reg, stage, phase)
+    lw.depth += 1
     lw.lower_block(body, folded_transposes(lw, body) | (pipeline.rules(stage) if pipeline else {}))
+    lw.depth -= 1
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     if pipeline:
         pipeline.copy_last(index_reg, stage)
