@@ -36,3 +36,12 @@ def repeated_matmul(a, b, c, TIMES: tl.Constant, BM: tl.Constant, BN: tl.Constan
             acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
         total = total + acc
     tl.store(c, total, index=(i, j))
+
+
+def rounded_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = a @ b`` accumulated in float32, rounded to ``c``'s dtype once, at the store."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc.astype(c.dtype), index=(i, j))

@@ -8,7 +8,7 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
-from _blocks import repeated_matmul, tiled_matmul
+from _blocks import repeated_matmul, rounded_matmul, tiled_matmul
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -368,14 +368,6 @@ def test_a_loop_invariant_wgmma_operand_in_a_loop_run_twice():
     np.testing.assert_allclose(twice, 2 * once, rtol=1e-6)
 
 
-def matmul_16_bit_out(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    i, j = tl.block_id(0), tl.block_id(1)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
-    tl.store(c, acc.astype(c.dtype), index=(i, j))
-
-
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @settings(max_examples=6, deadline=None)
@@ -406,7 +398,7 @@ def test_a_dot_result_leaves_through_the_retired_ring_in_16_byte_rows(arch, dtyp
 
 @functools.cache
 def _out_16_bit(arch, stages):
-    return tl.tile_kernel(matmul_16_bit_out, num_threads=128, num_stages=stages, arch=arch)
+    return tl.tile_kernel(rounded_matmul, num_threads=128, num_stages=stages, arch=arch)
 
 
 def _thread_ir(kernel, signature):

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import rows
-from _blocks import tiled_matmul
+from _blocks import rounded_matmul, tiled_matmul
 
 import tilelang as tl
 from tilelang._ir.core import ArrayType
@@ -482,14 +482,8 @@ def test_wgmma_kernels_call_no_subroutine():
     assert "wgmma.mma_async" in e["ptx"] and "serialized" not in e["resources"], e["resources"]
 
 
-@tl.tile_kernel(num_threads=256, arch="sm_90a", num_stages=4)
-def half_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
-    """``tiled_matmul`` storing float16: the store's bounds are computed before the loop too."""
-    i, j = tl.block_id(0), tl.block_id(1)
-    acc = tl.zeros((BM, BN), tl.float32)
-    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
-        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
-    tl.store(c, acc.astype(c.dtype), index=(i, j))
+# ``tiled_matmul`` storing float16: the store's bounds are computed before the loop too
+half_matmul = tl.tile_kernel(rounded_matmul, num_threads=256, arch="sm_90a", num_stages=4)
 
 
 @pytest.mark.parametrize("tile", [(128, 128, 32), (128, 256, 64)])
@@ -501,6 +495,18 @@ def test_the_wait_for_a_dot_in_flight_is_first_after_its_loop(tile):
     bm, bn, bk = tile
     e = explain(half_matmul, "f16[:, :]", "f16[:, :]", "f16[:, :]", BM=bm, BN=bn, BK=bk)
     assert "wgmma.wait_group.sync.aligned 1;" in e["ptx"] and "serialized" not in e["resources"], e["resources"]
+
+
+def test_a_dot_result_leaves_through_the_ring_in_16_byte_stores():
+    """The 128x256 float16 result (128 elements a thread, two to a word in the wgmma layout)
+    goes to the loop's ring a word at a time, comes back 8 elements of a row at a time, and
+    leaves in 16 16-byte stores a thread: no 4-byte global store, no shared memory beyond the
+    ring's (4 stages of 128x64 and 64x256 halves, and the mbarriers)."""
+    e = explain(half_matmul, "f16[:, :]", "f16[:, :]", "f16[:, :]", BM=128, BN=256, BK=64)
+    ptx = e["ptx"]
+    assert ptx.count("st.shared.u32") == 64 and ptx.count("ld.shared.v4") == 16
+    assert ptx.count("st.global") == ptx.count("st.global.v4") == 16
+    assert "shared memory per block 196640 bytes" in e["resources"], e["resources"]
 
 
 def test_a_128x256_block_of_two_warpgroups_takes_m64n256_instructions():
