@@ -403,3 +403,37 @@ def _out_16_bit(arch, stages):
 
 def _thread_ir(kernel, signature):
     return tl.explain(kernel, *signature, BM=64, BN=64, BK=32, backend="cpu")["thread_ir"]
+
+
+def rounded_twice(a, b, c, e, TIMES: tl.Constant, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = a @ b`` and, in a loop after the product's, ``e = 2 (a @ b)`` stored TIMES times:
+    two staged stores through one ring, the second inside a loop."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc.astype(c.dtype), index=(i, j))
+    for _ in tl.range(0, TIMES):
+        tl.store(e, (acc * 2.0).astype(e.dtype), index=(i, j))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_staged_stores_one_after_another_and_in_a_loop(arch):
+    """The second staged store waits at a barrier until every thread has read the first's
+    rows back before it writes the ring; in a loop, each iteration's does (the barrier at
+    the end of the body). Right on partial tiles; both stores staged."""
+    kernel = tl.tile_kernel(rounded_twice, num_threads=128, num_stages=3, arch=arch)
+    rng = np.random.default_rng(7)
+    a, b = rng.uniform(-2, 2, (100, 70)).astype(np.float16), rng.uniform(-2, 2, (70, 90)).astype(np.float16)
+    c, e = (np.full((100, 90), np.nan, np.float16) for _ in range(2))
+    kernel[(2, 2)](a, b, c, e, TIMES=3, BM=64, BN=64, BK=32, backend="cpu")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=2e-3, atol=1e-3)
+    np.testing.assert_allclose(e, 2 * want, rtol=2e-3, atol=2e-3)
+    ir = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f16[:, :]", "f16[:, :]", TIMES=3, BM=64, BN=64, BK=32,
+                    backend="cpu")["thread_ir"]  # fmt: skip
+    after = [line.strip() for line in ir.split("\n    for ", 1)[1].splitlines()]
+    reads = [i for i, line in enumerate(after) if line.endswith("lanes=4")]
+    writes = [i for i, line in enumerate(after) if re.match(r"shared \w+_uint32_\d\[\w+\] = ", line)]
+    assert len(reads) == len(writes) == 2 and writes[0] < reads[0] < writes[1] < reads[1]
+    assert "barrier" in after[reads[0] : writes[1]]

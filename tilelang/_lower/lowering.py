@@ -76,6 +76,7 @@ class Lowering:
         # the shared rings of pipelined loops done for good (drained outside any loop), by name:
         # their words (a staged store's scratch; no buffer() hands them out again)
         self.retired: dict = {}
+        self.rings_read: set = set()  # retired rings a staged store has read back: a barrier before another writes one
         self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()

@@ -290,9 +290,11 @@ def _word_index(lw, layout, lanes):
 def _staged_rows(lw, tile, layout, ring):
     """``tile`` through ``ring``: each thread stores its words (two elements each) where they
     belong in the tile, then reads back 16 bytes of a row at a time in the blocked layout, the
-    words of its vectors (the layout, the words). A barrier before, if a staged store read the
-    ring since the last one, and after the stores."""
-    if ring in lw.read:
+    words of its vectors (the layout, the words). A barrier after the stores, and one before
+    them where a staged store read the ring back before (in program order: the barriers
+    between may be in a loop that runs no iteration, and one in a loop's body must separate
+    its first iteration's writes from the reads before the loop)."""
+    if ring in lw.rings_read:
         lw.barrier()
     dst = blocked(tile.type.shape, 2, lw.t)
     ok = lw.land(lw.valid(layout, lanes=2), lw.owner(layout))
@@ -301,7 +303,8 @@ def _staged_rows(lw, tile, layout, ring):
     read = lw.op(i32, "select", lw.valid(dst, lanes=8), _word_index(lw, dst, 8), Imm(0, i32))
     words = lw.reg(D.uint32, dst.num_regs // 2, "i")
     lw.stmts.append(SharedLoad(words, ring, read, lanes=4))
-    lw.read.add(ring)  # (a barrier before the ring is written again; retired, no buffer() takes it)
+    lw.rings_read.add(ring)
+    lw.read.add(ring)  # (in a loop's body, a barrier at its end: the next iteration writes the ring again)
     return dst, words
 
 
