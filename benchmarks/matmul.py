@@ -4,7 +4,9 @@
 
 Each case checks tilelang's result against torch (float64 reference) on random inputs,
 output poisoned first, then times every implementation with CUDA events (median, run.py's
-``time_ms``) and reports TFLOP/s (2 M N K flops). benchmarks/run.py runs it too.
+``time_ms``) and reports TFLOP/s (2 M N K flops). Square fp16 and bf16 products at 4096^3
+(every config) and 8192^3 (the autotuned kernel and the peers: issue 14's sizes), the
+linear+bias+relu epilogue, an irregular shape, float32. benchmarks/run.py runs it too.
 """
 
 from __future__ import annotations
@@ -114,36 +116,11 @@ def bench_matmul(torch, time_ms, quick=False) -> str:
         err = ((got.double() - want).abs() / (want.abs() + k**0.5)).max().item()
         return "ok" if err < 1e-2 else f"WRONG (err {err:.1e})"
 
-    n = 1024 if quick else 4096
-    for dtype in (torch.float16, torch.bfloat16):
-        a, b = (torch.randn(n, n, device="cuda").to(dtype) for _ in range(2))
-        want = a.double() @ b.double()
-        case = f"matmul {n}^3 {str(dtype)[6:]}"
-        flops = 2 * n**3
-        for bm, bn, bk, t in CONFIGS:
-            c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-            run = _launcher(KERNELS[t][0], tl.cdiv(n, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8)
-            run()
-            report(case, f"tilelang {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c, want, n))
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-        run = _launcher(MMA_SYNC, tl.cdiv(n, 128) ** 2, (a, b, c), BM=128, BN=128, BK=32, GROUP=8)
-        run()
-        report(case, "tilelang mma.sync 128x128x32", time_ms(run, torch), flops, check(c, want, n))
-        c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
-        grid = lambda args: (tl.cdiv(n, args["BM"]) * tl.cdiv(n, args["BN"]),)  # noqa: E731
-        run = functools.partial(AUTOTUNED[grid], a, b, c, GROUP=8)
-        run()  # tunes (or finds the choice in the cache): the times of every config are in AUTOTUNED.tunings
-        tuned = "cached" if not AUTOTUNED.tunings else f"tuned in {AUTOTUNED.tunings[-1]['seconds']:.1f} s"
-        report(case, f"tilelang autotuned ({tuned})", time_ms(run, torch), flops, check(c, want, n))
-        report(case, "torch (cuBLAS)", time_ms(functools.partial(torch.matmul, a, b), torch), flops)
-        if tk is not None:
-            c = torch.empty((n, n), device="cuda", dtype=dtype)
-            for bm, bn, bk, warps, stages in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 32, 4, 4)):
-                grid = (tl.cdiv(n, bm) * tl.cdiv(n, bn),)
-                run = _launcher(tk, grid, (a, b, c, n, n, n), BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=warps,
-                                num_stages=stages)  # fmt: skip
-                run()
-                report(case, f"triton {bm}x{bn}x{bk} {warps}w {stages}s", time_ms(run, torch), flops, check(c, want, n))
+    sizes = (1024,) if quick else (4096, 8192)  # every config at the first; the autotuned kernel and the peers at each
+    for n in sizes:
+        for dtype in (torch.float16, torch.bfloat16):
+            _square(torch, time_ms, report, check, tk, n, dtype, configs=n == sizes[0])
+    n = sizes[0]
 
     # Linear + bias + ReLU, fp16, two configs
     x, w = (torch.randn(n, n, device="cuda").half() for _ in range(2))
@@ -176,6 +153,40 @@ def bench_matmul(torch, time_ms, quick=False) -> str:
     bench_float32(torch, time_ms, report, tk, quick)
     table = "| case | implementation | ms | TFLOP/s | check |\n|---|---|---|---|---|\n"
     return table + "".join(f"| {c} | {i} | {ms:.4f} | {f:.1f} | {ok} |\n" for c, i, ms, f, ok in rows)
+
+
+def _square(torch, time_ms, report, check, tk, n, dtype, configs):
+    """matmul n^3 of ``dtype``: the configs of CONFIGS and mma.sync (``configs``), the
+    autotuned kernel, cuBLAS and Triton's 128x256x64 (3 and 4 stages) and 128x128x32."""
+    a, b = (torch.randn(n, n, device="cuda").to(dtype) for _ in range(2))
+    want = a.double() @ b.double()
+    case = f"matmul {n}^3 {str(dtype)[6:]}"
+    flops = 2 * n**3
+    for bm, bn, bk, t in CONFIGS if configs else ():
+        c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+        run = _launcher(KERNELS[t][0], tl.cdiv(n, bm) * tl.cdiv(n, bn), (a, b, c), BM=bm, BN=bn, BK=bk, GROUP=8)
+        run()
+        report(case, f"tilelang {bm}x{bn}x{bk} {t} thr", time_ms(run, torch), flops, check(c, want, n))
+    if configs:
+        c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+        run = _launcher(MMA_SYNC, tl.cdiv(n, 128) ** 2, (a, b, c), BM=128, BN=128, BK=32, GROUP=8)
+        run()
+        report(case, "tilelang mma.sync 128x128x32", time_ms(run, torch), flops, check(c, want, n))
+    c = torch.full((n, n), float("nan"), device="cuda", dtype=dtype)
+    grid = lambda args: (tl.cdiv(n, args["BM"]) * tl.cdiv(n, args["BN"]),)  # noqa: E731
+    run, tunings = functools.partial(AUTOTUNED[grid], a, b, c, GROUP=8), len(AUTOTUNED.tunings)
+    run()  # tunes (or finds the choice in the cache): the times of every config are in AUTOTUNED.tunings
+    tuned = "cached" if len(AUTOTUNED.tunings) == tunings else f"tuned in {AUTOTUNED.tunings[-1]['seconds']:.1f} s"
+    report(case, f"tilelang autotuned ({tuned})", time_ms(run, torch), flops, check(c, want, n))
+    report(case, "torch (cuBLAS)", time_ms(functools.partial(torch.matmul, a, b), torch), flops)
+    if tk is not None:
+        c = torch.empty((n, n), device="cuda", dtype=dtype)
+        for bm, bn, bk, warps, stages in ((128, 256, 64, 8, 3), (128, 256, 64, 8, 4), (128, 128, 32, 4, 4)):
+            grid = (tl.cdiv(n, bm) * tl.cdiv(n, bn),)
+            run = _launcher(tk, grid, (a, b, c, n, n, n), BM=bm, BN=bn, BK=bk, GROUP=8, num_warps=warps,
+                            num_stages=stages)  # fmt: skip
+            run()
+            report(case, f"triton {bm}x{bn}x{bk} {warps}w {stages}s", time_ms(run, torch), flops, check(c, want, n))
 
 
 # float32 on CUDA cores: 8 x 8 results a thread, two blocks an SM (H200 sweep, 2026-12-03)
