@@ -261,8 +261,9 @@ def _lower_store(lw, eqn, array, tile, *starts):
 
 def _staging_ring(lw, array, tile, layout):
     """The retired ring (``Lowering.retired``) a store of 16-bit floats goes through to leave
-    in 16-byte vectors, or None: where its layout holds fewer than 8 consecutive elements of a
-    row (a dot's result: 2), and the tile, its rows 16 bytes apart more, fits a ring."""
+    in 16-byte vectors, or None: where its layout holds 2 to 4 consecutive elements of a row
+    (a dot's result: 2, so 4-byte stores), and the tile, its rows 16 bytes apart more, fits a
+    ring."""
     d, shape = tile.type.dtype, tile.type.shape
     if not (d.is_float and d.bits == 16 and array.type.unit_stride and len(shape) >= 2 and lw.retired):
         return None
