@@ -4,9 +4,14 @@ On tensor cores: on Hopper (sm_90a, also what the CPU backend runs without a GPU
 warpgroups of the 256 threads each multiply a 64x128 half of the 128x128 block with wgmma,
 straight from swizzled shared memory; before Hopper (`arch="sm_80"`) each of the 8 warps
 computes a 32x64 share with mma.sync from ldmatrix fragments. Either way the loop's tiles
-are copied to shared memory with cp.async two iterations ahead (`--explain` prints the
-thread program that says so). float32 inputs multiply exactly on CUDA cores, or with
-`PRECISION="tf32"` rounded to TF32 on tensor cores (mma.sync.m16n8k8).
+are copied to shared memory stages ahead (TMA boxes where the arrays allow it, cp.async
+otherwise: `--explain` prints the thread program that says so). float32 inputs multiply
+exactly on CUDA cores, or with `PRECISION="tf32"` rounded to TF32 on tensor cores
+(mma.sync.m16n8k8).
+
+`linear_relu` fuses an epilogue: bias and ReLU on the float32 accumulator, one rounding to
+bfloat16 at the store, which leaves through the loop's shared memory (free once the loop is
+done) in 16-byte rows.
 
 Run: python examples/matmul.py [--explain]
 """
@@ -27,6 +32,17 @@ def matmul(a, b, c, K, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, PRECIS
         y = tl.load(b, index=(k, j), shape=(BK, BN))
         acc = tl.dot(x, y, acc, precision=PRECISION)  # float16 x float16 -> float32 accumulator
     tl.store(c, acc, index=(i, j))
+
+
+@tl.tile_kernel(num_threads=256, num_stages=4)
+def linear_relu(x, w, bias, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """out = relu(x @ w.T + bias), ``w`` (N, K) as torch.nn.Linear stores it."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BK)):
+        acc = tl.dot(tl.load(x, index=(i, k), shape=(BM, BK)), tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
+    y = acc + tl.load(bias, index=(j,), shape=(BN,)).astype(tl.float32)[None, :]
+    tl.store(out, tl.maximum(y, 0.0).astype(out.dtype), index=(i, j))
 
 
 def launch(a, b, BM=128, BN=128, BK=32, precision="ieee"):
@@ -57,8 +73,23 @@ def main(explain=False):
     # float32 rounded to TF32 (10 mantissa bits): the products of the rounded values are exact
     x, y = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     check(launch(x, y, precision="tf32"), tf32_rounded(x), tf32_rounded(y), "float32 as TF32")
+    # the fused epilogue, to bfloat16: within the float32 bound, then half a bfloat16 ulp (2^-9 relative).
+    # Rows of 16-byte multiples (K, N multiples of 8): the program for aligned arrays, whose store is staged
+    N, K = 192, 320
+    x = np.ascontiguousarray(a[:, :K])
+    w, bias = rng.standard_normal((N, K)).astype(np.float16), rng.standard_normal(N).astype(np.float16)
+    out = np.empty((M, N), tl.bfloat16.np)
+    linear_relu[tl.cdiv(M, 128), tl.cdiv(N, 128)](x, w, bias, out, BM=128, BN=128, BK=64)
+    a64, w64 = x.astype(np.float64), w.astype(np.float64).T
+    want = np.maximum(a64 @ w64 + bias.astype(np.float64), 0)
+    bound = K * np.finfo(np.float32).eps * (np.abs(a64) @ np.abs(w64) + 1) + 2.0**-8 * np.abs(want)
+    error = np.abs(out.astype(np.float64) - want)
+    if not np.all(error <= bound):
+        raise AssertionError(f"linear_relu: error {error.max():.3g} exceeds the rounding-error bound")
+    print(f"relu(x @ w.T + bias) {M}x{K} @ {K}x{N} (float16 -> bfloat16) matches NumPy: max error {error.max():.2g}")
     if explain:
         print(tl.explain(matmul, a, b, c, K, BM=128, BN=128, BK=32))  # the arguments of the launch
+        print(tl.explain(linear_relu, x, w, bias, out, BM=128, BN=128, BK=64)["thread_ir"])
 
 
 def tf32_rounded(x):

@@ -9,7 +9,7 @@ import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
 from _blocks import repeated_matmul, rounded_matmul, tiled_matmul
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import tilelang as tl
@@ -372,11 +372,14 @@ def test_a_loop_invariant_wgmma_operand_in_a_loop_run_twice():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @settings(max_examples=6, deadline=None)
 @given(m=st.integers(1, 150), n=st.integers(1, 150), k=st.integers(0, 100))
+@example(m=100, n=96, k=64).via("aligned rows: the staged program runs")
+@example(m=64, n=128, k=0).via("aligned, no iteration")
 def test_a_dot_result_leaves_through_the_retired_ring_in_16_byte_rows(arch, dtype, m, n, k):
     """After its pipelined loop, the 16-bit result of a dot (two consecutive elements of a
     row a thread) is stored into the loop's ring, now free, and read back 8 elements of a row
-    a thread: the global store is of 16-byte vectors. Right on tiles past the array's edges;
-    a kernel with no ring to reuse (num_stages=1) stores from the dot's layout."""
+    a thread: the global store is of 16-byte vectors, in the program for aligned arrays (rows
+    of 16-byte multiples; the other stores from the dot's layout). Right on tiles past the
+    array's edges; a kernel with no ring to reuse (num_stages=1) stores from the dot's layout."""
     d = np.dtype(dtype)
     kernel = _out_16_bit(arch, 3)  # (2 stages of 64 x 32 and 32 x 64: a ring too small for the 64 x 72 tile)
     rng = np.random.default_rng(m * 1000 + n + k)
@@ -424,8 +427,8 @@ def test_staged_stores_one_after_another_and_in_a_loop(arch):
     the end of the body). Right on partial tiles; both stores staged."""
     kernel = tl.tile_kernel(rounded_twice, num_threads=128, num_stages=3, arch=arch)
     rng = np.random.default_rng(7)
-    a, b = rng.uniform(-2, 2, (100, 70)).astype(np.float16), rng.uniform(-2, 2, (70, 90)).astype(np.float16)
-    c, e = (np.full((100, 90), np.nan, np.float16) for _ in range(2))
+    a, b = rng.uniform(-2, 2, (100, 64)).astype(np.float16), rng.uniform(-2, 2, (64, 96)).astype(np.float16)
+    c, e = (np.full((100, 96), np.nan, np.float16) for _ in range(2))  # (rows of 16-byte multiples: staged)
     kernel[(2, 2)](a, b, c, e, TIMES=3, BM=64, BN=64, BK=32, backend="cpu")
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=2e-3, atol=1e-3)
