@@ -7,7 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import tilelang as tl
+from tilelang import dtypes as D
 from tilelang import testing as tlt
+from tilelang._backends.cpu import CpuKernel
+from tilelang._lower.thread_ir import ArrayParam, Barrier, Imm, Op, Reg, SharedLoad, SharedStore, Store, ThreadProgram
 
 
 @tl.tile_kernel
@@ -123,3 +126,35 @@ def test_barriers_only_where_threads_could_race():
     out = np.zeros(8, np.int32)
     histogram_then_read[1](h, bins, out, N=64, backend="cpu")
     np.testing.assert_array_equal(out, np.full(8, 24))
+
+
+def _neighbours(barrier: bool):
+    """32 threads: each zeroes its word of a shared buffer, a barrier, stores t + 1 there,
+    then (after a barrier, or with none) reads its neighbour's word into out[t]."""
+    i32, i64, b1 = D.int32, D.int64, D.bool_
+    t, one = Reg("t", i32), Imm(1, i32)
+    stmts = [Op(t, "thread_id", ()), SharedStore("buf", t, Imm(0, i32), Imm(True, b1)), Barrier()]
+    stmts += [Op(Reg("v", i32), "add", (t, one)), SharedStore("buf", t, Reg("v", i32), Imm(True, b1))]
+    stmts += [Barrier()] if barrier else []
+    stmts += [Op(Reg("n", i32), "and", (Reg("v", i32), Imm(31, i32))), SharedLoad(Reg("w", i32), "buf", Reg("n", i32))]
+    stmts += [Op(Reg("at", i64), "convert", (t,), i64), Store("out", Reg("at", i64), Reg("w", i32), Imm(True, b1))]
+    return ThreadProgram("neighbours", [ArrayParam("out", D.int32, 1)], 32, {"buf": (i32, 32)}, stmts)
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+def test_a_missing_barrier_shows_in_one_of_the_two_thread_orders(barrier, monkeypatch):
+    """The CPU backend runs a phase's threads one after another: a read of another thread's
+    write with no barrier between sees it or not by their order. TILELANG_CPU_REVERSED=1
+    runs them in reverse, so running a test both ways finds a missing barrier; with it
+    both orders agree."""
+    want = (np.arange(32) + 1) % 32 + 1
+    outs = []
+    for reversed_ in ("", "1"):
+        monkeypatch.setenv("TILELANG_CPU_REVERSED", reversed_)
+        out = np.zeros(32, np.int32)
+        CpuKernel(_neighbours(barrier))((1,), [out])
+        outs.append(out)
+    if barrier:
+        assert all((out == want).all() for out in outs)
+    else:
+        assert not all((out == want).all() for out in outs) and not (outs[0] == outs[1]).all()

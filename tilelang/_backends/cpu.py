@@ -72,7 +72,7 @@ _ERRORS = {
 
 
 def _synchronises(s) -> bool:
-    if isinstance(s, (Barrier, Shuffle, Mma, LdMatrix, Wgmma)):
+    if isinstance(s, (Barrier, Shuffle, Mma, LdMatrix, Wgmma, TmaLoad)):
         return True
     return isinstance(s, Loop) and any(map(_synchronises, s.body))
 
@@ -94,6 +94,8 @@ def _split(stmts):
                 out.append(("loop", s))
             elif isinstance(s, (Mma, LdMatrix, Wgmma)):
                 out.append(("warp", s))
+            elif isinstance(s, TmaLoad):  # (thread 0's issue, in a phase of its own: before any thread waits)
+                out.append(("threads", [s]))
         else:
             run.append(s)
     if run:
@@ -286,13 +288,19 @@ class CpuEmitter(ThreadEmitter):
             block(state.index)
 
     def threads(self, body):
-        """One phase: ``body()`` for each thread ``self.t``, its own values dropped after it."""
+        """One phase: ``body()`` for each thread ``self.t``, its own values dropped after it;
+        in reverse order of threads with ``TILELANG_CPU_REVERSED`` set (a program missing a
+        barrier gives another answer one way or the other: run the tests both ways)."""
 
         def each(t):
             self.t, self.values = t, dict(self.block_values)
             body()
 
-        self.counted(ir.Constant(I32, self.program.num_threads), each, "t")
+        n = self.program.num_threads
+        if os.environ.get("TILELANG_CPU_REVERSED"):
+            self.counted(ir.Constant(I32, n), lambda t: each(self.builder.sub(ir.Constant(I32, n - 1), t)), "t")
+        else:
+            self.counted(ir.Constant(I32, n), each, "t")
         self.t, self.values = None, dict(self.block_values)
 
     def phases(self, stmts):
