@@ -73,9 +73,9 @@ class Lowering:
         self.shared_sites: dict = {}  # buffer name -> the user's line of the op asking its largest size
         self.loc = None  # of the equation being lowered
         self.busy: set = set()  # scratch buffers holding data some thread has yet to read
-        # the shared rings of pipelined loops done for good (drained outside any loop), by name:
-        # their words (a staged store's scratch; no buffer() hands them out again)
-        self.retired: dict = {}
+        # the shared rings (uint32) of pipelined loops done for good (drained outside any loop), in
+        # order: a staged store's scratch; no buffer() hands them out again, so their sizes stay put
+        self.retired: list = []
         self.rings_read: set = set()  # retired rings a staged store has read back: a barrier before another writes one
         self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
@@ -339,7 +339,7 @@ class Lowering:
         turns between two), and a use nested in another gets its own. ``kind`` "swizzled":
         for tiles wgmma reads (1024-byte aligned, ``thread_ir.shared_alignment``)."""
         d = smem_dtype(dtype)
-        taken = self.busy | self.retired.keys()
+        taken = self.busy.union(self.retired)
         name = next(n for k in itertools.count() if (n := f"{kind}_{d.name}_{k}") not in taken)
         self.busy.add(name)
         if size > self.shared.get(name, (d, 0))[1]:

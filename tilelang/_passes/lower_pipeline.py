@@ -224,8 +224,7 @@ class Pipeline:
         self.lw.stmts.append(Mbarriers(self.barriers, self.stages, False) if self.tma else AsyncWait(0))
         self.lw.barrier()
         if self.lw.depth == 0:  # nothing copies into the ring again: its words are scratch from here on
-            words = {c.buffer: self.lw.shared[c.buffer] for c in self.copies}
-            self.lw.retired.update({name: size for name, (d, size) in words.items() if d == D.uint32})
+            self.lw.retired.extend(c.buffer for c in self.copies if self.lw.shared[c.buffer][0] == D.uint32)
 
     def _issue(self, index, stage):
         lw = self.lw

@@ -274,7 +274,7 @@ def _staging_ring(lw, array, tile, layout):
     if not 2 <= layout.vector_width() < 8 or blocked(shape, 2, lw.t).vector_width() < 8:
         return None
     words = math.prod(_staged_tile(layout))
-    return next((name for name, size in lw.retired.items() if size >= words), None)
+    return next((ring for ring in lw.retired if lw.shared[ring][1] >= words), None)
 
 
 def _staged_tile(layout):
