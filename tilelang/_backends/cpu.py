@@ -128,6 +128,7 @@ class CpuEmitter(ThreadEmitter):
         self.target = self.host = HostTarget(b)
         self.bind_params(regs, fn.args[6:])
         self.t = None  # the thread a phase is at (an i32)
+        self.reversed = bool(os.environ.get("TILELANG_CPU_REVERSED"))  # each phase's threads last to first
         self.loops: list = []  # loops with a runtime step, in ZeroStep numbering
         self._tables(program.body, set(regs))
         self.async_buffers = sorted({s.buffer for s in walk_statements(program.body) if isinstance(s, AsyncCopy)})
@@ -297,7 +298,7 @@ class CpuEmitter(ThreadEmitter):
             body()
 
         n = self.program.num_threads
-        if os.environ.get("TILELANG_CPU_REVERSED"):
+        if self.reversed:
             self.counted(ir.Constant(I32, n), lambda t: each(self.builder.sub(ir.Constant(I32, n - 1), t)), "t")
         else:
             self.counted(ir.Constant(I32, n), each, "t")
