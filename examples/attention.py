@@ -84,10 +84,10 @@ def attention_forward(q, k, v, out, lse, scale, CAUSAL: tl.Constant, BM: tl.Cons
 # and dv (per key block, over the query blocks and the query heads that read it).
 
 
-def probabilities(qt, kt, lse, scale2, shown=None):
-    """The forward's softmax of ``qt @ kt.T`` over one key block, from each query's
+def probabilities(s, lse, scale2, shown=None):
+    """The forward's softmax over one key block of its scores ``s``, from each query's
     log2-sum-exp2 ``lse`` (0 where not ``shown``, when given)."""
-    s = tl.dot(qt, kt.T) * scale2 - lse[:, None]
+    s = s * scale2 - lse[:, None]
     return tl.exp2(s if shown is None else tl.where(shown, s, float("-inf")), flush_to_zero=True)
 
 
@@ -115,9 +115,10 @@ def attention_backward_dq(q, k, v, out, dout, lse, delta, dq, scale, CAUSAL: tl.
         """dq's terms from key block ``j`` (``masked``: on the causal diagonal)."""
         kt = tl.load(k, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
         vt = tl.load(v, index=(b, kv, j, 0), shape=(1, 1, BN, D)).reshape((BN, D))
-        dp = tl.dot(do, vt.T)  # (first: the tensor cores run it while the scores' product is issued)
+        s = tl.dot(qt, kt.T)
+        dp = tl.dot(do, vt.T)  # (the tensor cores run it while the probabilities are computed)
         shown = visible(rows, j * BN + tl.arange(0, BN)[None, :], length, CAUSAL) if masked else None
-        p = probabilities(qt, kt, lse_i, scale2, shown)
+        p = probabilities(s, lse_i, scale2, shown)
         ds = p * (dp - dlt[:, None])  # d(loss)/d(score), over scale
         return tl.dot(ds.astype(qt.dtype), kt, dq_acc)
 
@@ -149,9 +150,10 @@ def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl
         do = tl.load(dout, index=(b, h, i, 0), shape=(1, 1, BM, D)).reshape((BM, D))
         lse_i = tl.load(lse, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
         dlt = tl.load(delta, index=(b, h, i), shape=(1, 1, BM)).reshape((BM,))
-        dp = tl.dot(do, vt.T)  # (each product first where its result is needed last: they overlap)
+        s = tl.dot(qt, kt.T)
+        dp = tl.dot(do, vt.T)  # (the tensor cores run it while the probabilities are computed)
         shown = visible(i * BM + tl.arange(0, BM)[:, None], cols, length, CAUSAL) if masked else None
-        p = probabilities(qt, kt, lse_i, scale2, shown)
+        p = probabilities(s, lse_i, scale2, shown)
         dv_acc = tl.dot(p.T.astype(qt.dtype), do, dv_acc)
         ds = p * (dp - dlt[:, None])
         return tl.dot(ds.T.astype(qt.dtype), qt, dk_acc), dv_acc

@@ -134,6 +134,11 @@ def test_the_backward_keeps_its_tiles_in_registers():
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
 
 
+def _products_and_waits(thread_ir: str) -> str:
+    """The wgmma products (P) and waits (w) of a thread program, in order."""
+    return "".join("P" if "= wgmma[" in line else "w" for line in thread_ir.splitlines() if "wgmma" in line)
+
+
 def test_the_backward_copies_each_tile_ahead_once():
     """dk/dv: ``q`` and ``dout`` copied ahead by TMA, one box each, read by two products each;
     ``k`` and ``v`` stored for the tensor cores once per query head, not per query block; the
@@ -145,10 +150,12 @@ def test_the_backward_copies_each_tile_ahead_once():
     inner = dkdv["thread_ir"].split("for k")[-1]  # the query blocks' loop, to the end
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner
     assert inner.count("= wgmma") == 4 and inner.count("proxy_fence") == 2, inner  # (p.T and ds.T stored)
-    assert inner.count("waits_with_next") == 2, inner  # dp's product beside the scores', dv's beside dk's
+    # the scores' product, dp's in flight while the probabilities are computed, dv's while ds is
+    assert _products_and_waits(inner) == "PPwPwPww" and inner.count("wgmma_wait 1") == 2, inner
     assert "convert_layout" not in dkdv["layouts"]
     dq = tl.explain(attention.attention_backward_dq, q, q, q, q, q, lse, lse, q, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
     inner = dq["thread_ir"].split("for k")[-1]
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner  # (k and v)
-    assert inner.count("waits_with_next") == 1, inner  # dp's product beside the scores
+    # dp's product in flight while p is computed
+    assert _products_and_waits(inner) == "PPwwPw" and "wgmma_wait 1" in inner, inner
     assert "convert_layout" not in dq["layouts"].split("range_loop")[-1]

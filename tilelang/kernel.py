@@ -37,9 +37,9 @@ from ._passes.insert_conversions import insert_conversions
 from ._passes.lower_dot import ARCHES, dot_plan, uses_tensor_cores
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
+from ._passes.place_wgmma_waits import place_wgmma_waits
 from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
-from ._passes.share_wgmma_waits import share_wgmma_waits
 from ._passes.simplify import simplify
 from ._runtime import (
     CudaRunner,
@@ -403,7 +403,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
         threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it
         threads = schedule_loads(threads)  # work on loaded data after the loads that follow it
-        threads = share_wgmma_waits(threads)  # independent tensor-core products back to back
+        threads = place_wgmma_waits(threads)  # each tensor-core product waited for where needed
         if DEBUG:
             verify_thread_program(threads)
         check_shared_memory(threads)

@@ -391,16 +391,15 @@ class KernelEmitter(ThreadEmitter):
         self.values[s.dst] = acc
         if s.pending:  # (untied: the accumulators are still in flight)
             asm_statement(b, f"wgmma.wait_group.sync.aligned {s.pending};")
-        elif not s.deferred:  # (deferred: the next wgmma's wait, then a WgmmaWait on dst)
-            self.wait(s.dst)
 
-    def wait(self, acc: Reg):
-        """Every wgmma group done, ``acc``'s registers tied to the wait (none is read before it)."""
-        self.values[acc] = wgmma_wait(self.builder, self.slots(acc, acc.slots))
+    def wait(self, acc: Reg, pending: int = 0):
+        """All but the last ``pending`` wgmma groups done, ``acc``'s registers tied to the wait
+        (none is read before it)."""
+        self.values[acc] = wgmma_wait(self.builder, self.slots(acc, acc.slots), pending)
 
     def _WgmmaWait(self, s: WgmmaWait):
         if id(s) not in self.moved_waits:
-            self.wait(s.acc)
+            self.wait(s.acc, s.pending)
 
     def _Mbarriers(self, s: Mbarriers):
         with self.builder.if_then(self._thread_zero()):

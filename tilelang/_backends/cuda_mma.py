@@ -99,10 +99,10 @@ def wgmma(builder, dtype: str, acc: list, a, desc_b, trans_a: int, trans_b: int,
     return _tied(builder, asm, acc, [a, desc_b, ir.Constant(I32, int(add))])
 
 
-def wgmma_wait(builder, acc: list) -> list:
-    """Every wgmma group done, ``acc``'s registers tied to the wait."""
+def wgmma_wait(builder, acc: list, pending: int = 0) -> list:
+    """All but the last ``pending`` wgmma groups done, ``acc``'s registers tied to the wait."""
     n = len(acc)
     fn = ir.FunctionType(ir.LiteralStructType([F32] * n), [F32] * n)
     tied = ",".join(["=f"] * n + [str(i) for i in range(n)])
-    return _tied(builder, ir.InlineAsm(fn, "wgmma.wait_group.sync.aligned 0;", tied + ",~{memory}", side_effect=True),
-                 acc, [])  # fmt: skip
+    asm = ir.InlineAsm(fn, f"wgmma.wait_group.sync.aligned {pending};", tied + ",~{memory}", side_effect=True)
+    return _tied(builder, asm, acc, [])

@@ -293,8 +293,10 @@ class Mma:
 @dataclass
 class Wgmma:
     """A warpgroup's tensor-core multiply-add from shared memory (sm_90a; all 128 threads
-    of each warpgroup take part): ``dst = a @ b + c``, done when the statement ends (fence,
-    ``wgmma.mma_async`` per instruction and k-step, commit, wait). ``a`` (m x k) and ``b``
+    of each warpgroup take part): ``dst = a @ b + c``, issued as one group (fence,
+    ``wgmma.mma_async`` per instruction and k-step, commit) and complete at the ``WgmmaWait``
+    on ``dst`` that follows (place_wgmma_waits.py puts it where ``dst`` is first needed;
+    until then no statement may read ``dst`` or ``c`` or store into the tiles it reads). ``a`` (m x k) and ``b``
     (k x n) are ``SwizzledTile`` s (swizzled.py) from word ``*_index`` of ``*_buffer`` (the
     warpgroup's own rows of ``a``, columns of ``b``), K-major or not as ``*_k_major`` says.
     ``shape`` is ``(MB, NB, N, KS)``: instruction ``(mb, nb)`` (``m64nNk16``) reads rows
@@ -306,9 +308,7 @@ class Wgmma:
     tiles it reads must stay until then. With ``a_regs``, ``a`` is not in shared memory but
     in that register array of uint32 words, as ``a_tile`` (a ``RegisterTile``) says. ``c``
     None: no accumulator, ``dst = a @ b`` (each instruction's first k-step does not read
-    ``dst``: PTX's scale-d 0, so no zeros are moved into it). ``deferred``: no wait after
-    the commit; the next wgmma's wait completes it too, and a ``WgmmaWait`` on ``dst`` follows
-    that (share_wgmma_waits.py)."""
+    ``dst``: PTX's scale-d 0, so no zeros are moved into it)."""
 
     dst: Reg
     c: object
@@ -324,15 +324,14 @@ class Wgmma:
     dtype: DType
     pending: int = 0
     a_regs: object = None
-    deferred: bool = False
     USES: ClassVar = ("c", "a_index", "b_index", "a_regs")
     DEFS: ClassVar = ("dst",)
 
 
 @dataclass
 class WgmmaWait:
-    """Waits until at most ``pending`` of this warpgroup's wgmma groups are in flight: the
-    accumulators ``acc`` are then final."""
+    """Waits until at most ``pending`` of this warpgroup's wgmma groups are in flight (those
+    committed after ``acc``'s product): the accumulators ``acc`` are then final."""
 
     acc: Reg
     pending: int
@@ -649,7 +648,7 @@ def _lines(stmts, indent):
             shape = f"{mb}x{nb}x{ks} m64n{n}k16.{s.dtype.short}"
             a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}" if s.a_regs is None else s.a_regs
             b = f"{s.b_buffer}[{_text(s.b_index)}]{'' if s.b_k_major else '.mn'}"
-            flight = f" in_flight={s.pending}" if s.pending else " waits_with_next" if s.deferred else ""
+            flight = f" in_flight={s.pending}" if s.pending else ""
             yield f"{pad}{_typed(s.dst)} = wgmma[{shape}] {a} {b} {_text(s.c)}{flight}"
         elif isinstance(s, ProxyFence):
             yield f"{pad}proxy_fence"

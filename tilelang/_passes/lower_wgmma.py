@@ -23,7 +23,7 @@ from .._ir.core import Block, Var, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
 from .._lower.lowering import InShared, all_slots, i32, output, stored_as_matrices, zero_padding
 from .._lower.swizzled import RegisterTile, SwizzledTile
-from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma
+from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma, WgmmaWait
 from ..errors import TileCompilerError
 
 
@@ -93,6 +93,8 @@ def lower_wgmma(lw, eqn, a, b, acc):
     dst = c if pending else lw.reg(D.float32, lc.num_regs, "acc")
     ks = pow2_ceil(a.type.shape[1]) // 16
     lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending, a_regs))
+    if not pending:  # (moved to where the result is first needed: place_wgmma_waits.py)
+        lw.stmts.append(WgmmaWait(dst, 0))
     lw.release(*staged)
     output(lw, eqn, dst)
 
