@@ -511,3 +511,36 @@ def test_a_dot_of_a_dots_result_reads_it_from_registers(data, d, case):
     )
     bound += 2.0 ** -(10 if d == tl.float16 else 7) * (np.abs(p) @ np.abs(z.astype(np.float64)))  # p's rounding
     assert np.all(np.abs(out - want) <= bound + 1e-6)
+
+
+def _independent_dots(x, y, z, w, out, out2, BM: tl.Constant, BK: tl.Constant, BN: tl.Constant):
+    i = tl.block_id(0)
+    s = tl.dot(tl.load(x, index=(i, 0), shape=(BM, BK)), tl.load(y, index=(0, 0), shape=(BK, BN)))
+    t = tl.dot(tl.load(z, index=(i, 0), shape=(BM, BK)), tl.load(w, index=(0, 0), shape=(BK, BN)))
+    tl.store(out, s * 2, index=(i, 0))
+    tl.store(out2, t, index=(i, 0))
+
+
+INDEPENDENT_DOTS = tl.tile_kernel(_independent_dots, num_threads=128, arch="sm_90a")
+
+
+@pytest.mark.parametrize("d", [tl.float16, tl.bfloat16])
+def test_a_product_is_waited_for_where_its_result_is_needed(d):
+    """Two wgmma products that do not read each other: both issued, then ``wait_group 1``
+    before the first result is read (the second still in flight), ``wait_group 0`` before
+    the second's; the second's operands are stored for it while the first runs. Values as
+    NumPy's on the CPU backend."""
+    rng = np.random.default_rng(7)
+    x, y, z, w = (rng.uniform(-1, 1, shape).astype(d.np) for shape in ((100, 32), (32, 64), (100, 32), (32, 64)))
+    out, out2 = np.full((100, 64), np.nan, np.float32), np.full((100, 64), np.nan, np.float32)
+    e = tl.explain(INDEPENDENT_DOTS, x, y, z, w, out, out2, BM=64, BK=32, BN=64, backend="cpu")
+    lines = e["thread_ir"].splitlines()
+    order = [line.split()[0] if "wgmma_wait" in line else "P" for line in lines if "wgmma" in line]
+    first = next(n for n, line in enumerate(lines) if "= wgmma[" in line)
+    assert order == ["P", "P", "wgmma_wait", "wgmma_wait"], order
+    assert "wgmma_wait 1" in e["thread_ir"] and any("shared swizzled" in line for line in lines[first:]), lines
+    INDEPENDENT_DOTS[(2,)](x, y, z, w, out, out2, BM=64, BK=32, BN=64, backend="cpu")
+    for got, a, b, k in ((out, x, y, 2), (out2, z, w, 1)):
+        want = k * (a.astype(np.float64) @ b.astype(np.float64))
+        bound = 32 * np.finfo(np.float32).eps * k * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
+        assert np.all(np.abs(got - want) <= bound + 1e-30)
