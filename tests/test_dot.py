@@ -544,3 +544,30 @@ def test_a_product_is_waited_for_where_its_result_is_needed(d):
         want = k * (a.astype(np.float64) @ b.astype(np.float64))
         bound = 32 * np.finfo(np.float32).eps * k * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)))
         assert np.all(np.abs(got - want) <= bound + 1e-30)
+
+
+def _staged_in_a_loop(x, y, out, BM: tl.Constant, BK: tl.Constant, BN: tl.Constant):
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BK)):
+        a = tl.load(x, index=(0, k), shape=(BM, BK)) * 2  # (computed: stored for the tensor cores each iteration)
+        acc = tl.dot(a, tl.load(y, index=(k, 0), shape=(BK, BN)) * 2, acc)
+    tl.store(out, acc, index=(0, 0))
+
+
+STAGED_IN_A_LOOP = tl.tile_kernel(_staged_in_a_loop, num_threads=256, arch="sm_90a")
+
+
+def test_a_product_is_done_before_the_barrier_its_tiles_are_reused_after():
+    """Each iteration stores its operands into the same shared tiles; past the body's last
+    barrier the other warpgroup may already store the next iteration's, so the product is
+    waited for before that barrier, not after it (a thread's own wait says nothing of the
+    other warpgroup's product)."""
+    x, y = np.ones((128, 40), np.float16), np.full((40, 64), 0.5, np.float16)
+    out = np.full((128, 64), np.nan, np.float32)
+    e = tl.explain(STAGED_IN_A_LOOP, x, y, out, BM=128, BK=16, BN=64, backend="cpu")
+    loop = e["thread_ir"].split("    for k", 1)[1].splitlines()[1:]
+    body = [line.strip() for line in loop if line.startswith(" " * 8)]  # (its statements, to the next)
+    waits = [n for n, line in enumerate(body) if line.startswith("wgmma_wait")]
+    assert body[-2] == "barrier" and body[-1].startswith("next") and waits and max(waits) < len(body) - 2, body
+    STAGED_IN_A_LOOP[(1,)](x, y, out, BM=128, BK=16, BN=64, backend="cpu")
+    np.testing.assert_array_equal(out, np.full((128, 64), 4 * 40 * 0.5, np.float32))

@@ -8,14 +8,20 @@ result, a store into a shared tile it reads, or a statement the pass does not lo
 loop, a copy, a product left in flight across iterations). Groups complete in the order they
 were committed, so a wait for one product lets the products committed after it stay in
 flight: ``wgmma.wait_group N`` with N the number of them. Two independent products issued
-back to back then share one wait (attention's backward: ``dp = dout @ v.T`` beside ``s = q @
-k.T``), and an attention forward written with its key loop rotated (the scores of block ``j``
-issued, then block ``j - 1``'s ``p @ v``) computes the softmax of ``j`` while ``p @ v`` runs.
+back to back then share one wait, and the first is waited for alone when its result is read
+first (attention's backward: ``s = q @ k.T``, then ``dp = dout @ v.T`` runs while the
+probabilities are computed from ``s``).
+
 What may be issued while products are in flight: ops, shuffles and loads that do not read
 their results, shared loads, shared stores to other tiles, global stores, fences, barriers
-and mbarrier waits. Waits left at the end of a statement list are written there (a loop body
-ends with nothing in flight). Each ``WgmmaWait`` ties its product's registers, so nothing
-reads them before it. The CPU backend runs each product when issued: its results do not change.
+and mbarrier waits. A barrier is one only if no thread may write the product's tiles between
+it and the next barrier: past it, the other warpgroups run on, and a thread's own wait says
+nothing of theirs (a staged operand's buffer is free again once a barrier has passed). So a
+product is waited for before a barrier followed by a store into its tiles, or by anything the
+pass does not look into, or by the end of a loop's body (the next iteration, or the code
+after the loop, comes before any further barrier). Waits left at the end of a statement list
+are written there. Each ``WgmmaWait`` ties its product's registers, so nothing reads them
+before it. The CPU backend runs each product when issued: its results do not change.
 """
 
 from __future__ import annotations
@@ -42,19 +48,26 @@ _ALONGSIDE = (Op, Shuffle, Load, Store, SharedLoad, SharedStore, ProxyFence, Bar
 
 
 def place_wgmma_waits(program: ThreadProgram) -> ThreadProgram:
-    program.body = _place(program.body)
+    program.body = _place(program.body, whole_program=True)
     return program
 
 
-def _place(stmts: list) -> list:
+def _place(stmts: list, whole_program: bool = False) -> list:
+    """``stmts`` with their products' waits placed; ``whole_program``: nothing runs after
+    them (else a loop's body: the next iteration may)."""
     issued = {s.dst for s in stmts if isinstance(s, Wgmma) and not s.pending}
     out, flight = [], []  # flight: the products issued and not yet waited for, in commit order
-    for s in stmts:
+    for i, s in enumerate(stmts):
         if isinstance(s, Loop):
             s.body = _place(s.body)
         if isinstance(s, WgmmaWait) and s.pending == 0 and s.acc in issued:
             continue  # (written where the product is needed)
-        needed = [k for k, product in enumerate(flight) if _needs(s, product)]
+        after = stmts[i + 1 :]
+        needed = [
+            k
+            for k, product in enumerate(flight)
+            if _needs(s, product) or (isinstance(s, Barrier) and not _untouched(after, product, whole_program))
+        ]
         if needed:
             _wait(flight, max(needed), out)
         out.append(s)
@@ -72,11 +85,29 @@ def _wait(flight: list, k: int, out: list):
     del flight[: k + 1]
 
 
+def _untouched(after: list, product: Wgmma, whole_program: bool) -> bool:
+    """Whether no thread may write ``product``'s tiles in ``after`` (what follows a barrier)
+    before the next barrier."""
+    for s in after:
+        if isinstance(s, Barrier):
+            return True
+        if isinstance(s, WgmmaWait):
+            continue
+        if not isinstance(s, _ALONGSIDE) or (isinstance(s, SharedStore) and s.buffer in _tiles(product)):
+            return False
+    return whole_program
+
+
+def _tiles(product: Wgmma) -> tuple:
+    """The shared buffers ``product`` reads."""
+    return (product.a_buffer, product.b_buffer)
+
+
 def _needs(s, product: Wgmma) -> bool:
     """Whether ``s`` must wait for ``product``: it reads its result, stores into a tile it
     reads, or is a statement not known to leave it alone."""
     if not isinstance(s, _ALONGSIDE) or (isinstance(s, Wgmma) and s.pending):
         return True
-    if isinstance(s, SharedStore) and s.buffer in (product.a_buffer, product.b_buffer):
+    if isinstance(s, SharedStore) and s.buffer in _tiles(product):
         return True
     return product.dst in registers(s, s.USES)
