@@ -296,9 +296,10 @@ class Wgmma:
     of each warpgroup take part): ``dst = a @ b + c``, issued as one group (fence,
     ``wgmma.mma_async`` per instruction and k-step, commit) and complete at the ``WgmmaWait``
     on ``dst`` that follows (place_wgmma_waits.py puts it where ``dst`` is first needed;
-    until then no statement may read ``dst`` or ``c`` or store into the tiles it reads). ``a`` (m x k) and ``b``
-    (k x n) are ``SwizzledTile`` s (swizzled.py) from word ``*_index`` of ``*_buffer`` (the
-    warpgroup's own rows of ``a``, columns of ``b``), K-major or not as ``*_k_major`` says.
+    until then no statement may read ``dst`` or ``c`` or store into the tiles it reads).
+    ``a`` (m x k) and ``b`` (k x n) are ``SwizzledTile`` s (swizzled.py) from word ``*_index``
+    of ``*_buffer`` (the warpgroup's own rows of ``a``, columns of ``b``), K-major or not as
+    ``*_k_major`` says.
     ``shape`` is ``(MB, NB, N, KS)``: instruction ``(mb, nb)`` (``m64nNk16``) reads rows
     ``64 mb`` of ``a`` and columns ``N nb`` of ``b`` over ``KS`` k-steps of 16 and
     accumulates slots ``N / 2 * (nb + NB * mb)`` onwards of ``c`` (float32), placed as the
