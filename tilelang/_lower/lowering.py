@@ -25,7 +25,7 @@ from .._ir.core import PRIMITIVES, Block, Literal, Var
 from ..errors import TileCompilerError
 from .layout import Layout, log2, same_threads, scalar_layout, unbroadcast
 from .ranges import decided, op_range
-from .thread_ir import Barrier, Imm, LdMatrix, Op, Reg, SharedLoad, SharedStore, SlotMap, slots
+from .thread_ir import Barrier, Imm, LdMatrix, Op, ProxyFence, Reg, SharedLoad, SharedStore, SlotMap, slots
 
 i32, i64, b1 = D.int32, D.int64, D.bool_
 
@@ -77,6 +77,7 @@ class Lowering:
         # order: a staged store's scratch; no buffer() hands them out again, so their sizes stay put
         self.retired: list = []
         self.rings_read: set = set()  # retired rings a staged store has read back: a barrier before another writes one
+        self.idle_rings: list = []  # rings of drained pipelined loops: a later loop's ring may be one (``ring``)
         self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()
@@ -339,9 +340,31 @@ class Lowering:
         turns between two), and a use nested in another gets its own. ``kind`` "swizzled":
         for tiles wgmma reads (1024-byte aligned, ``thread_ir.shared_alignment``)."""
         d = smem_dtype(dtype)
-        taken = self.busy.union(self.retired)
+        taken = self.busy.union(self.retired, self.idle_rings)
         name = next(n for k in itertools.count() if (n := f"{kind}_{d.name}_{k}") not in taken)
         self.busy.add(name)
+        return self._hold(name, d, size)
+
+    def ring(self, dtype, size, kind) -> str:
+        """The ring of a pipelined loop's stages, held to the kernel's end: one a loop before
+        is done with where there is one of its kind (drained: every thread passed a barrier
+        after its last read, and the loop runs again only after this one is drained too), so
+        consecutive loops (attention's unmasked and masked ones) take the shared memory once."""
+        d = smem_dtype(dtype)
+        idle = [n for n in self.idle_rings if n.startswith(f"{kind}_{d.name}_")]
+        if not idle:
+            return self.buffer(dtype, size, kind)
+        name = next((n for n in idle if self.shared[n][1] >= size), idle[0])
+        self.idle_rings.remove(name)
+        if name in self.retired:
+            self.retired.remove(name)
+        if name in self.rings_read:  # a staged store's writes and reads in it come before the copies
+            self.stmts.append(ProxyFence())
+            self.barrier()
+            self.rings_read.discard(name)
+        return self._hold(name, d, size)
+
+    def _hold(self, name, d, size) -> str:
         if size > self.shared.get(name, (d, 0))[1]:
             self.shared_sites[name] = self.loc  # the op asking most of it, for check_limits' error
         self.shared[name] = (d, max(size, self.shared.get(name, (d, 0))[1]))

@@ -126,7 +126,7 @@ class Pipeline:
             c.stage_words = c.words(lw)
             kind = "swizzled" if c.wgmma() else "smem"
             dtype = D.float32 if isinstance(c.tile, OperandTile) else D.uint32
-            c.buffer = lw.buffer(dtype, self.stages * c.stage_words, kind)  # (held to the kernel's end)
+            c.buffer = lw.ring(dtype, self.stages * c.stage_words, kind)
         self.tma = lw.tma and all(c.tma_boxes() for c in copies)
         if self.tma:  # one mbarrier per stage, counting the bytes of its copies
             self.barriers = lw.buffer(D.uint64, self.stages, "mbarriers")
@@ -223,6 +223,7 @@ class Pipeline:
         # (with TMA no copy is in flight: each was waited for by its iteration)
         self.lw.stmts.append(Mbarriers(self.barriers, self.stages, False) if self.tma else AsyncWait(0))
         self.lw.barrier()
+        self.lw.idle_rings.extend(c.buffer for c in self.copies)
         if self.lw.depth == 0:  # nothing copies into the ring again: its words are scratch from here on
             self.lw.retired.extend(c.buffer for c in self.copies if self.lw.shared[c.buffer][0] == D.uint32)
 
