@@ -127,20 +127,24 @@ def _cases():
         },
         "sum_middle_axis_4x64x64": (middle_sum, (arr((5, 70, 70), f32), arr((5, 70), f32)), (2, 2),
                                     {"BA": 4, "BB": 64, "BC": 64}),
+        "attention_fwd_example_128x128_d128": (  # (the example's forward in the tiles the H200 tunes it to)
+            attention.attention_tuned.variant(attention.CONFIGS[3]), (*(arr((1, 2, 70, 128), f16) for _ in range(4)),
+            arr((1, 2, 70), f32), 0.125), (1, 2, 1), {"CAUSAL": True, "D": 128, **attention.CONFIGS[3].constants},
+        ),
         **{name: case for d in (64, 128) for name, case in _attention_backward(arr, d, attention).items()},
     }  # fmt: skip
 
 
 def _attention_backward(arr, d, ex):
-    """The backward kernels of examples/attention.py (the module ``ex``, causal) as its
-    attention_backward launches them at head dim ``d``."""
+    """The backward kernels of examples/attention.py (the module ``ex``, causal) at head dim
+    ``d``, each in the config the H200 tunes it to (its largest tiles but dk/dv's at D = 128)."""
     q, lse = arr((1, 2, 70, d), np.float16), arr((1, 2, 70), np.float32)
-    dkdv, keys = (ex.attention_backward_dkdv_wide, 128) if d > 64 else (ex.attention_backward_dkdv, 64)
+    dq, dkdv = ex.DQ_CONFIGS[0 if d == 64 else 2], ex.DKDV_CONFIGS[2 if d == 64 else 1]
     return {
-        f"attention_bwd_dq_d{d}": (ex.attention_backward_dq_wide, (q, q, q, q, q, lse, lse, q, 0.125), (1, 2, 1),
-                                   {"CAUSAL": True, "BM": 128, "BN": 64, "D": d}),
-        f"attention_bwd_dkdv_d{d}": (dkdv, (q, q, q, q, lse, lse, q, q, 0.125), (2, 2, 1),
-                                     {"CAUSAL": True, "BM": 64, "BN": keys, "D": d}),
+        f"attention_bwd_dq_d{d}": (ex.backward_dq_tuned.variant(dq), (q, q, q, q, q, lse, lse, q, 0.125), (1, 2, 1),
+                                   {"CAUSAL": True, "D": d, **dq.constants}),
+        f"attention_bwd_dkdv_d{d}": (ex.backward_dkdv_tuned.variant(dkdv), (q, q, q, q, lse, lse, q, q, 0.125),
+                                     (1, 2, 1), {"CAUSAL": True, "D": d, **dkdv.constants}),
     }  # fmt: skip
 
 

@@ -172,11 +172,15 @@ def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl
     tl.store(dv, dv_acc.astype(dv.dtype).reshape((1, 1, BN, D)), index=(b, hk, j, 0))
 
 
-# Backward block shapes (H200, fp16, 8 x heads x 4096, ms, dq + dk/dv against SDPA's whole backward,
-# 2026-12-03): dq over 128 query rows and two warpgroups (D 64 full: 3.02 vs 3.74 at 64 rows); dk/dv
-# over 64 keys at D = 64 (6.81 vs 7.39 at 128) and over 128 keys, two warpgroups, at D = 128 (4.78 vs 7.27)
-attention_backward_dq_wide = tl.tile_kernel(attention_backward_dq.fn, num_threads=256, num_stages=2)
-attention_backward_dkdv_wide = tl.tile_kernel(attention_backward_dkdv.fn, num_threads=256, num_stages=2)
+# Backward block shapes, tuned as the forward's are (H200, fp16, 8 x heads x 4096, ms, 2026-12-04): dq
+# over 128 query rows (two warpgroups) and 64 keys at D = 64 (full 3.01 vs 3.09 at 64 x 64; causal
+# 64 x 64 wins, 1.74 vs 2.06), 128 keys at D = 128 (2.67 vs 2.81); dk/dv over 128 keys and 128 queries
+# at D = 64 (5.31 vs 5.62 at 64 x 64, though 216 bytes spill), 128 keys and 64 queries at D = 128
+# (4.67 vs 5.81 at 64 x 64, which spills there). On the CPU the first config is taken.
+DQ_CONFIGS = [tl.Config(BM=m, BN=n, num_threads=2 * m, num_stages=2) for m, n in ((128, 64), (64, 64), (128, 128))]
+DKDV_CONFIGS = [tl.Config(BM=m, BN=n, num_threads=2 * n, num_stages=2) for m, n in ((64, 64), (64, 128), (128, 128))]
+backward_dq_tuned = tl.autotune(DQ_CONFIGS, key=["q", "k", "CAUSAL"])(attention_backward_dq)
+backward_dkdv_tuned = tl.autotune(DKDV_CONFIGS, key=["q", "k", "CAUSAL"])(attention_backward_dkdv)
 
 
 def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None):
@@ -186,21 +190,21 @@ def attention_backward(q, k, v, out, lse, dout, causal=False, scale=None):
     scale = 1.0 / math.sqrt(d) if scale is None else scale
     dq, dk, dv = _empty_like(q, q.shape), _empty_like(k, k.shape), _empty_like(v, v.shape)
     delta = _empty_like(q, q.shape[:3], "float32")
-    attention_backward_dq_wide[tl.cdiv(length, 128), heads, batch](
-        q, k, v, out, dout, lse, delta, dq, scale, CAUSAL=causal, BM=128, BN=64, D=d
-    )
-    dkdv, keys = (attention_backward_dkdv_wide, 128) if d > 64 else (attention_backward_dkdv, 64)
-    dkdv[tl.cdiv(length, keys), k.shape[1], batch](
-        q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL=causal, BM=64, BN=keys, D=d
-    )
+    grid = lambda args: (tl.cdiv(length, args["BM"]), heads, batch)  # noqa: E731
+    backward_dq_tuned[grid](q, k, v, out, dout, lse, delta, dq, scale, CAUSAL=causal, D=d)
+    grid = lambda args: (tl.cdiv(length, args["BN"]), k.shape[1], batch)  # noqa: E731
+    backward_dkdv_tuned[grid](q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL=causal, D=d)
     return dq, dk, dv
 
 
-# The fastest block shape depends on the head dim and the GPU (H200, fp16: 64 x 64 tiles at D = 64,
-# 128 query rows over two warpgroups at D = 128): timed once per shape where a GPU runs it, the
-# choice cached on disk (on the CPU the first config is taken). A config that does not fit the
-# shared memory (64 x 128 tiles at D = 128) is skipped.
-CONFIGS = [tl.Config(BM=bm, BN=bn, num_threads=2 * bm, num_stages=2) for bm, bn in ((64, 64), (128, 64), (64, 128))]
+# The fastest block shape depends on the head dim and the GPU (H200: 128 query rows over two
+# warpgroups, 64 keys a block at D = 64 and 128 at D = 128, TFLOP/s fp16 full 483.6 vs 444.9 at 64,
+# causal 439.1 vs 397.7): timed once per shape where a GPU runs it, the choice cached on disk (on
+# the CPU the first config is taken). A config a shape cannot take (64 x 128 tiles at D = 128:
+# 128 elements of a key block a thread) is skipped.
+CONFIGS = [
+    tl.Config(BM=bm, BN=bn, num_threads=2 * bm, num_stages=2) for bm, bn in ((64, 64), (128, 64), (64, 128), (128, 128))
+]
 attention_tuned = tl.autotune(CONFIGS, key=["q", "k", "CAUSAL"])(attention_forward)
 
 
