@@ -38,6 +38,18 @@ def repeated_matmul(a, b, c, TIMES: tl.Constant, BM: tl.Constant, BN: tl.Constan
     tl.store(c, total, index=(i, j))
 
 
+def split_matmul(a, b, c, split, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = a[:, :s] @ b[:s] + 2 * (a[:, s:] @ b[s:])``, ``s = split * BK``: k's slices in two
+    loops, the second starting where the first ends (one pipeline running on into the next)."""
+    i, j, split = tl.block_id(0), tl.block_id(1), split.astype(tl.int64)  # (both loops' index int64)
+    first, second = tl.zeros((BM, BN), tl.float32), tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, split):
+        first = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), first)
+    for k in tl.range(split, tl.cdiv(a.shape[1], BK)):
+        second = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), second)
+    tl.store(c, first + 2 * second, index=(i, j))
+
+
 def rounded_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """``c = a @ b`` accumulated in float32, rounded to ``c``'s dtype once, at the store."""
     i, j = tl.block_id(0), tl.block_id(1)

@@ -8,7 +8,7 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
-from _blocks import repeated_matmul, rounded_matmul, tiled_matmul
+from _blocks import repeated_matmul, rounded_matmul, split_matmul, tiled_matmul
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -215,6 +215,38 @@ def test_a_pipelined_loop_run_twice(arch):
     twice = tl.tile_kernel(repeated_matmul, num_threads=128, arch=arch)
     twice[(1, 1)](a, b, c, TIMES=2, BM=64, BN=64, BK=32, backend="cpu")
     np.testing.assert_allclose(c, 2 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
+
+
+SPLIT = {(arch, stages): tl.tile_kernel(split_matmul, num_threads=128, arch=arch, num_stages=stages)
+         for arch in ("sm_80", "sm_90a") for stages in (2, 3)}  # fmt: skip
+
+
+@pytest.mark.parametrize("kernel", SPLIT, ids=lambda k: f"{k[0]}-{k[1]}")
+@settings(max_examples=8, deadline=None)
+@given(m=st.integers(1, 80), n=st.integers(1, 80), k=st.integers(0, 170), split=st.integers(-2, 7))
+@example(m=5, n=7, k=100, split=-1)  # (the first loop runs no iteration: its prologue copies the second's first)
+@example(m=5, n=7, k=100, split=6)  # (the second runs none, the first past the array's end)
+@example(m=70, n=64, k=160, split=2)  # (every array aligned: on sm_90a the TMA copies run)
+def test_a_pipeline_runs_on_into_the_next_loop(kernel, m, n, k, split):
+    """Two loops over k's slices, the second from the first's end: the first's copies run on
+    into the second's iterations (no drain or prologue between; with TMA one set of
+    mbarriers), right for either loop empty (the first ending before it starts: the
+    second's first slice is then the first copied) and for sizes not multiples of the tiles."""
+    rng = np.random.default_rng(m * 1000 + n)
+    a = rng.uniform(-2, 2, (m, -(-k // 8) * 8)).astype(np.float16)[:, :k]  # (rows 16-byte aligned: TMA on sm_90a)
+    b = rng.uniform(-2, 2, (k, -(-n // 8) * 8)).astype(np.float16)[:, :n]
+    c = np.full((m, -(-n // 8) * 8), np.nan, np.float32)[:, :n]
+    SPLIT[kernel][(tl.cdiv(m, 64), tl.cdiv(n, 64))](a, b, c, split, BM=64, BN=64, BK=32, backend="cpu")
+    s = min(max(split, 0) * 32, k)  # (slices before the array's start load zeros)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = a64[:, :s] @ b64[:s] + 2 * (a64[:, s:] @ b64[s:])
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+    key, _ = SPLIT[kernel].specialize(SPLIT[kernel].bind((a, b, c, split), {"BM": 64, "BN": 64, "BK": 32}))
+    compiled = SPLIT[kernel].compile(key, "cpu").backend_kernel
+    for program in (compiled.program, compiled.general().program):  # (TMA copies, then cp.async, on sm_90a)
+        text = format_thread_program(program)
+        assert re.search(r"stage\d+:i32=stage\d+", text), text  # (the second loop starts at the first's last stage)
+        assert text.count(" inval") == ("tma " in text) and "mbarriers_uint64_1" not in text, text
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

@@ -134,17 +134,22 @@ def test_the_backward_keeps_its_tiles_in_registers():
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
 
 
-def test_the_forward_loops_share_one_ring():
-    """The unmasked and the masked key loop run one after the other: the second copies into
-    the first's ring (drained, every thread past a barrier), so 128 x 128 tiles at D = 128 fit
-    (two 2-stage rings of 32 KB tiles and ``q``: 160 KB; with a ring each, 288 KB: refused)."""
+def test_the_forward_loops_share_one_pipeline():
+    """The unmasked and the masked key loop run one after the other over the same copies: the
+    first's copies run on into the second's iterations (one ring, one set of mbarriers, no
+    drain or prologue between), so 128 x 128 tiles at D = 128 fit (two 2-stage rings of 32 KB
+    tiles and ``q``: 160 KB; with a ring each, 288 KB: refused)."""
     q, lse = np.zeros((1, 2, 256, 128), np.float16), np.zeros((1, 2, 256), np.float32)
     kernel = tl.tile_kernel(attention.attention_forward.fn, num_threads=256, num_stages=2)
     e = tl.explain(kernel, q, q, q, q, lse, 0.125, CAUSAL=True, BM=128, BN=128, D=128, backend="cuda")
-    header = next(line for line in e["thread_ir"].splitlines() if line.startswith("thread_program"))
+    program = e["thread_ir"]
+    header = next(line for line in program.splitlines() if line.startswith("thread_program"))
     assert header.count("swizzled_uint32_") == 3 and header.count(":u32[16384]") == 2, header
-    assert e["thread_ir"].count("tma ") == 2 * 2, e["thread_ir"]  # (each loop: its prologue's, its body's)
-    assert "shared memory per block 163872 bytes" in e["resources"], e["resources"]
+    assert program.count("tma ") == 1 + 2, program  # (the prologue's, then each loop's body's)
+    assert program.count("] init") == 1 and program.count("] inval") == 1, program
+    masked = program.split("for k")[2]  # (the second loop's body, on)
+    assert "parity=phase" in masked and "=stage" in program.split("for k")[2].splitlines()[0], masked
+    assert "shared memory per block 163856 bytes" in e["resources"], e["resources"]
 
 
 def _products_and_waits(thread_ir: str) -> str:

@@ -78,6 +78,8 @@ class Lowering:
         self.retired: list = []
         self.rings_read: set = set()  # retired rings a staged store has read back: a barrier before another writes one
         self.idle_rings: list = []  # rings of drained pipelined loops: a later loop's ring may be one (``ring``)
+        self.continued: dict = {}  # id of a loop -> the pipeline of the loop before, whose copies run on into it
+        self.following: list = []  # the equations after the one being lowered, in its block
         self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()
@@ -390,9 +392,9 @@ class Lowering:
     def lower_block(self, block: Block, rules: dict | None = None):
         """Each equation by its primitive's lower rule (or the one ``rules`` gives for it, by id)."""
         outer = self.loc
-        for eqn in block.eqns:
+        for k, eqn in enumerate(block.eqns):
             rule = (rules or {}).get(id(eqn)) or eqn.prim.rule("lower")
-            self.loc = eqn.loc
+            self.loc, self.following = eqn.loc, block.eqns[k + 1 :]
             rule(self, eqn, *eqn.inputs, **eqn.params)
         self.loc = outer
 

@@ -113,8 +113,8 @@ class _Copied:
 class Pipeline:
     """The pipelined loads of one loop, and the statements that move them."""
 
-    def __init__(self, lw: Lowering, loop: Eqn, copies: list, stages: int):
-        self.lw, self.copies, self.stages = lw, copies, stages
+    def __init__(self, lw: Lowering, loop: Eqn, copies: list, stages: int, before: Pipeline | None = None):
+        self.lw, self.copies, self.stages, self.before = lw, copies, stages, before
         body = loop.params["body"]
         # wgmma dots left in flight across iterations: the stage they read is refilled one
         # iteration later, so cp.async copies go one iteration less far ahead. Only from 4 stages: on
@@ -122,27 +122,62 @@ class Pipeline:
         # 3 stages: 273 TFLOP/s not overlapped, 233 overlapped; 4 stages overlapped 256)
         self.overlapped = overlapped_dots(body, copies) if self.stages >= 4 else {}
         self.index, (self.start, self.stop, self.step) = body.params[0], loop.inputs[:3]
-        for c in copies:
+        self.until = None  # the end of the next loop's iterations, where this one's copies run on into them
+        self.registers = ()  # the loop's stage (and mbarrier parity) registers, once it is lowered
+        for c, earlier in zip(copies, before.copies if before else [None] * len(copies)):
             c.stage_words = c.words(lw)
             kind = "swizzled" if c.wgmma() else "smem"
             dtype = D.float32 if isinstance(c.tile, OperandTile) else D.uint32
-            c.buffer = lw.ring(dtype, self.stages * c.stage_words, kind)
+            c.buffer = earlier.buffer if earlier else lw.ring(dtype, self.stages * c.stage_words, kind)
         self.tma = lw.tma and all(c.tma_boxes() for c in copies)
         if self.tma:  # one mbarrier per stage, counting the bytes of its copies
-            self.barriers = lw.buffer(D.uint64, self.stages, "mbarriers")
+            self.barriers = before.barriers if before else lw.buffer(D.uint64, self.stages, "mbarriers")
         # TMA copies with a dot in flight are issued after the body, once the dot of the
         # iteration before has completed (its stage is the one refilled): S - 1 ahead, as
         # without overlap, behind the one barrier an iteration takes anyway
         self.copies_last = self.tma and bool(self.overlapped)
         self.ahead = self.stages - 1 - (bool(self.overlapped) and not self.copies_last)
 
+    def chain(self, following: list):
+        """When the next loop (past pure equations only) walks on from this one's end, step 1
+        both, copying the same windows of the same arrays the same way (attention's masked key
+        loop after the unmasked one), this loop's copies run on into its iterations: one ring
+        and one set of mbarriers, no drain and no prologue between, and the next loop's first
+        tiles are on their way while this one ends. Iterations are copied from ``min(start,
+        stop)`` (an empty first loop starts the next one's) up to the larger of the two ends."""
+        loop = next((e for e in following if sub_blocks(e) or e.prim.effect == "write"), None)
+        if self.before or self.overlapped or loop is None or loop.prim.name != "range_loop":
+            return
+        start, stop, step = loop.inputs[:3]
+        if not (_same_atom(start, self.stop, {}) and _is_one(step) and _is_one(self.step)):
+            return
+        copies, stages = _copies(self.lw, loop)
+        body = loop.params["body"]
+        if stages != self.stages or (stages >= 4 and overlapped_dots(body, copies)):
+            return
+        same = _same_copies(self.lw, self.copies, copies, {self.index: body.params[0]})
+        if same and _lowered_early(self.lw, stop, following[: following.index(loop)]):
+            self.until = stop
+            self.lw.continued[id(loop)] = self
+
+    def initial(self) -> list:
+        """The stage (and parity) the loop's first iteration reads: 0, or where the loop it
+        continues left them."""
+        n = 2 if self.tma else 1
+        return list(self.before.registers[:n]) if self.before else [Imm(0, i32)] * n
+
     def prologue(self):
-        """The copies of the first ``ahead`` iterations, a group (or a stage's mbarrier) each."""
+        """The copies of the first ``ahead`` iterations, a group (or a stage's mbarrier) each
+        (none where the loop before issued them)."""
         lw = self.lw
+        if self.before:
+            return
         if self.tma:  # (every thread sees them valid before it waits on one)
             lw.stmts.append(Mbarriers(self.barriers, self.stages, True))
             lw.barrier()
         start, step = lw.scalar(self.start), lw.scalar(self.step)
+        if self.until is not None:
+            start = lw.op(i64, "minimum", start, lw.scalar(self.stop))
         for s in range(self.ahead):
             self._issue(lw.op(i64, "add", start, lw.op(i64, "mul", step, Imm(s, i64))), Imm(s, i32))
 
@@ -217,7 +252,9 @@ class Pipeline:
         """After the loop: the dots left in flight complete (into the loop's results,
         ``carried``: body result Var -> its register), the copies past its end land, and
         every thread is done with the ring (the loop may run again, inside another, and its
-        prologue refill the stages)."""
+        prologue refill the stages). Nothing where the next loop goes on with the copies."""
+        if self.until is not None:
+            return
         for dot in self.overlapped.values():
             self.lw.stmts.append(WgmmaWait(carried[dot.outputs[0]], 0))
         # (with TMA no copy is in flight: each was waited for by its iteration)
@@ -262,6 +299,8 @@ class Pipeline:
                 boxes.append((c.buffer, at, m, len(starts), coords))
             size += c.tile.rows * c.tile.cols * 2
         step, stop = lw.scalar(self.step), lw.scalar(self.stop)
+        if self.until is not None:
+            stop = lw.op(i64, "maximum", stop, lw.scalar(self.until))
         up = lw.land(lw.op(D.bool_, "gt", step, Imm(0, i64)), lw.op(D.bool_, "lt", index, stop))
         down = lw.land(lw.op(D.bool_, "lt", step, Imm(0, i64)), lw.op(D.bool_, "gt", index, stop))
         inside = lw.op(D.bool_, "lor", up, down)
@@ -301,9 +340,20 @@ def _clamp32(lw, x):
 
 def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
     """The pipeline of ``loop``'s loads, or None when none qualifies."""
+    copies, stages = _copies(lw, loop)
+    if stages < 2:
+        return None
+    pipeline = Pipeline(lw, loop, copies, stages, lw.continued.pop(id(loop), None))
+    pipeline.chain(lw.following)
+    return pipeline
+
+
+def _copies(lw: Lowering, loop: Eqn) -> tuple:
+    """``(copies, stages)``: the loads of ``loop`` a pipeline would copy, and its stages (< 2:
+    no pipeline)."""
     body = loop.params["body"]
     if lw.num_stages < 2 or not _contains_dot(body) or _writes(body):
-        return None
+        return [], 0
     varying = set(body.params[1:])
     producer, used = {}, uses(body)
     for eqn in body.eqns:
@@ -348,7 +398,61 @@ def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
             copies.append(_Copied(eqn, used[user.outputs[0]][0], chain, target, user, reshape))
     # as many stages as a block's shared memory holds (float32 128x128x128 tiles: one, so none)
     stages = min(lw.num_stages, SHARED_LIMIT // (4 * sum(c.words(lw) for c in copies))) if copies else 0
-    return Pipeline(lw, loop, copies, stages) if stages >= 2 else None
+    return copies, stages
+
+
+def _lowered_early(lw: Lowering, x, between: list) -> bool:
+    """Whether the scalar ``x`` is known here, lowering now what computes it among the pure
+    scalar equations ``between`` (a later loop's bound, computed after this loop) if it can."""
+    early = _chain([x], {out: e for e in between for out in e.outputs})
+    known = {out for e in early for out in e.outputs}.union(lw.values, lw.array_names)
+    for e in early:
+        if (
+            e.prim.effect
+            or any(o.type.shape for o in e.outputs)
+            or any(isinstance(y, Var) and y not in known for y in e.inputs)
+        ):
+            return False
+    for e in early:  # (lowered again in its place: the same ops, folded by the builder)
+        e.prim.rule("lower")(lw, e, *e.inputs, **e.params)
+    return True
+
+
+def _same_copies(lw, first: list, then: list, names: dict) -> bool:
+    """Whether two loops' copies (``first``, ``then``) copy the same windows of the same arrays
+    into the same stages, ``names`` mapping the first loop's index to the second's."""
+    if len(first) != len(then):
+        return False
+    for a, b in zip(first, then):
+        same_shape = [(x is None) == (y is None) for x, y in ((a.transpose, b.transpose), (a.reshape, b.reshape))]
+        if not (all(same_shape) and a.load.params == b.load.params and a.tile == b.tile and a.read == b.read):
+            return False
+        if a.load.outputs[0].type != b.load.outputs[0].type or a.words(lw) != b.words(lw) or len(a.more) != len(b.more):
+            return False
+        if len(a.chain) != len(b.chain) or not all(_same_eqn(x, y, names) for x, y in zip(a.chain, b.chain)):
+            return False
+        if not all(_same_atom(x, y, names) for x, y in zip(a.load.inputs, b.load.inputs)):
+            return False
+    return True
+
+
+def _same_eqn(a: Eqn, b: Eqn, names: dict) -> bool:
+    """Whether ``b`` computes what ``a`` does, its inputs named by ``names`` (then its outputs too)."""
+    same = a.prim is b.prim and a.params == b.params and len(a.inputs) == len(b.inputs)
+    if not (same and all(_same_atom(x, y, names) for x, y in zip(a.inputs, b.inputs))):
+        return False
+    names.update(zip(a.outputs, b.outputs))
+    return True
+
+
+def _same_atom(a, b, names: dict) -> bool:
+    if isinstance(a, Literal):
+        return isinstance(b, Literal) and a.value == b.value and a.type == b.type
+    return names.get(a, a) is b
+
+
+def _is_one(x) -> bool:
+    return isinstance(x, Literal) and x.value == 1
 
 
 def _drops_unit_axes(lw, eqn: Eqn, layout: Layout) -> bool:

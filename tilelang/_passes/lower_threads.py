@@ -624,8 +624,9 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
         init_regs.append(lw.regs(init, layout))
     if pipeline:  # the stage this iteration reads (and, with TMA, the parity of its mbarrier's phase)
         stage, phase = lw.reg(i32, 1, "stage"), lw.reg(i32, 1, "phase")
-        params += [stage, phase] if pipeline.tma else [stage]
-        init_regs += [Imm(0, i32), Imm(0, i32)] if pipeline.tma else [Imm(0, i32)]
+        pipeline.registers = (stage, phase) if pipeline.tma else (stage,)
+        params += pipeline.registers
+        init_regs += pipeline.initial()
     bounds = [lw.scalar(x) for x in (start, stop, step)]
     lw.multiples[index_reg] = math.gcd(lw.multiple(bounds[0]), lw.multiple(bounds[2]))  # (window corners)
     if (r := loop_index_range(*map(lw.range, bounds))) is not None:
