@@ -22,7 +22,9 @@ copies for the iteration ``S - 1`` ahead (``S - 2`` while a wgmma dot stays in f
 into that stage, then the body (with TMA and a dot in flight, the barrier and the copies
 ``S - 1`` ahead come after the body instead: see below). Before the loop the copies of as many iterations are
 issued; after it, those past its end are waited for, and a barrier frees the ring. Copies
-past the end read only what the window's bounds allow (nothing past an array's end).
+past the end read only what the window's bounds allow (nothing past an array's end). A loop
+the next one walks on from, over the same copies, hands its ring over running
+(``Pipeline.chain``): no drain after it, no prologue before the next.
 
 With TMA (sm_90a; ``Lowering.tma`` and every copied tile read by wgmma, its shape whole
 swizzled column blocks of at most 256 rows), thread 0 copies a stage's tiles instead, a
