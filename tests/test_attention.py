@@ -152,6 +152,16 @@ def test_the_forward_loops_share_one_pipeline():
     assert "shared memory per block 163856 bytes" in e["resources"], e["resources"]
 
 
+def test_the_first_keys_are_copied_while_the_queries_load():
+    """The loop's first copies (TMA) are issued before ``q`` (loaded before the loop, read by
+    the tensor cores in it) is stored to its swizzled tile, which waits for q's load: the two
+    latencies overlap instead of adding up."""
+    q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
+    e = tl.explain(attention.attention_forward, q, q, q, q, lse, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
+    before = e["thread_ir"].split("for k")[0]
+    assert "load q[" in before and before.index("tma ") < before.index("shared swizzled_uint32_2["), before
+
+
 def _products_and_waits(thread_ir: str) -> str:
     """The wgmma products (P) and waits (w) of a thread program, in order."""
     return "".join("P" if "= wgmma[" in line else "w" for line in thread_ir.splitlines() if "wgmma" in line)

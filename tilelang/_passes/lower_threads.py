@@ -611,10 +611,10 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     index, *carried = body.params
     index_reg = lw.reg(index.type.dtype, 1, "k")
     pipeline = plan_pipeline(lw, eqn)  # tiles for tensor cores copied asynchronously, stages ahead
-    invariant = stage_invariant_operands(lw, body)  # wgmma operands from before the loop: stored once
-    if pipeline:
+    if pipeline:  # (first: the copies are on their way while the operands below wait for their loads)
         pipeline.prologue()
         lw.overlapped.update(pipeline.overlapped)
+    invariant = stage_invariant_operands(lw, body)  # wgmma operands from before the loop: stored once
     lw.values[index] = index_reg
     params, init_regs = [], []
     for p, init in zip(carried, inits):
