@@ -11,6 +11,9 @@ is the example's autotuned kernel (its choice shown; the first case of each shap
 within 5%). ``--backward`` also times the backward pass (dq, dk, dv from the forward's out and
 lse) against SDPA's, checked against SDPA's gradients; its TFLOP/s count 2.5 times the
 forward's flops (five products where the forward has two), FlashAttention's convention.
+``--sdpa`` holds SDPA to one backend: ``flash`` (the default: FlashAttention-2, the peer
+issue 15 names), ``cudnn``, ``efficient``, or ``any`` (torch's own pick, which is free to
+differ from one process to the next).
 """
 
 from __future__ import annotations
@@ -45,9 +48,26 @@ def config_times(torch, q, k, v, causal) -> str:
     return "; ".join(parts)
 
 
-def backward_case(torch, q, k, v, causal, flops) -> str:
-    """The backward pass of the example and of SDPA on one case, as a line of text."""
+def sdpa_function(torch, backend: str):
+    """torch's scaled_dot_product_attention held to ``backend`` (see the module's docstring);
+    the backward pass runs the backend the forward ran."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    if backend == "any":
+        return sdpa
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    chosen = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+              "efficient": SDPBackend.EFFICIENT_ATTENTION}[backend]  # fmt: skip
+
+    def held(*args, **kwargs):
+        with sdpa_kernel(chosen):
+            return sdpa(*args, **kwargs)
+
+    return held
+
+
+def backward_case(torch, sdpa, q, k, v, causal, flops) -> str:
+    """The backward pass of the example and of SDPA on one case, as a line of text."""
     dout = torch.randn_like(q)
     out, lse = example.attention(q, k, v, causal=causal, with_lse=True)
     grads = example.attention_backward(q, k, v, out, lse, dout, causal=causal)
@@ -61,8 +81,8 @@ def backward_case(torch, q, k, v, causal, flops) -> str:
     return f"    backward: tilelang {a:7.1f}  SDPA {b:7.1f} TFLOP/s  ratio {a / b:.3f}  max |diff| {err:.2g}"
 
 
-def bench_attention(torch, quick=False, configs=False, backward=False) -> str:
-    sdpa = torch.nn.functional.scaled_dot_product_attention
+def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_backend="flash") -> str:
+    sdpa = sdpa_function(torch, sdpa_backend)
     try:
         from triton_attention import attention as triton_run
     except ImportError:  # (no Triton here)
@@ -93,8 +113,9 @@ def bench_attention(torch, quick=False, configs=False, backward=False) -> str:
                 if configs:
                     print(f"    configs: {config_times(torch, q, k, v, causal)}", flush=True)
                 if backward:
-                    print(backward_case(torch, q, k, v, causal, flops), flush=True)
-    table = "| case | tilelang TFLOP/s | SDPA TFLOP/s | Triton TFLOP/s | vs SDPA | vs Triton | max abs diff |\n"
+                    print(backward_case(torch, sdpa, q, k, v, causal, flops), flush=True)
+    table = f"SDPA's backend: {sdpa_backend}\n\n"
+    table += "| case | tilelang TFLOP/s | SDPA TFLOP/s | Triton TFLOP/s | vs SDPA | vs Triton | max abs diff |\n"
     table += "|---|---|---|---|---|---|---|\n"
     return table + "".join(
         f"| {c} | {a:.1f} | {b:.1f} | {t:.1f} | {a / b:.3f} | {a / t:.3f} | {e:.2g} |\n" for c, a, b, t, e in rows
@@ -106,11 +127,13 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--configs", action="store_true", help="time every config of the autotuned kernel too")
     parser.add_argument("--backward", action="store_true", help="time the backward pass too")
+    parser.add_argument("--sdpa", default="flash", choices=["flash", "cudnn", "efficient", "any"])
     parser.add_argument("--out")
     opts = parser.parse_args()
     import torch
 
-    table = bench_attention(torch, opts.quick, opts.configs, opts.backward)
+    print(f"SDPA's backend: {opts.sdpa}", flush=True)
+    table = bench_attention(torch, opts.quick, opts.configs, opts.backward, opts.sdpa)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(f"# attention forward on {torch.cuda.get_device_name()}\n\n" + table)
