@@ -50,6 +50,34 @@ def split_matmul(a, b, c, split, BM: tl.Constant, BN: tl.Constant, BK: tl.Consta
     tl.store(c, first + 2 * second, index=(i, j))
 
 
+def matmul_then_reused_ring(a, b, c, d, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = a @ b`` in 16 bits (staged through its loop's retired ring), then ``d = a @ (2 b)``
+    in a second loop that takes that ring again while a computed operand needs a buffer too."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc.astype(c.dtype), index=(i, j))
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        y = tl.load(b, index=(k, j), shape=(BK, BN))
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), y + y, acc)
+    tl.store(d, acc, index=(i, j))
+
+
+def matmul_to_a_carried_end(a, b, c, split, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``split_matmul``'s two loops, the second ending where a count carried through the first
+    does (``split + 1``): its end is not known before the first loop runs."""
+    i, j, split = tl.block_id(0), tl.block_id(1), split.astype(tl.int64)
+    first, second, n = tl.zeros((BM, BN), tl.float32), tl.zeros((BM, BN), tl.float32), split - split + 1
+    for k in tl.range(0, split):
+        first = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), first)
+        n = n + 1
+    for k in tl.range(split, n):
+        second = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), second)
+    tl.store(c, first + 2 * second, index=(i, j))
+
+
 def rounded_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """``c = a @ b`` accumulated in float32, rounded to ``c``'s dtype once, at the store."""
     i, j = tl.block_id(0), tl.block_id(1)

@@ -8,7 +8,14 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
-from _blocks import repeated_matmul, rounded_matmul, split_matmul, tiled_matmul
+from _blocks import (
+    matmul_then_reused_ring,
+    matmul_to_a_carried_end,
+    repeated_matmul,
+    rounded_matmul,
+    split_matmul,
+    tiled_matmul,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -247,6 +254,36 @@ def test_a_pipeline_runs_on_into_the_next_loop(kernel, m, n, k, split):
         text = format_thread_program(program)
         assert re.search(r"stage\d+:i32=stage\d+", text), text  # (the second loop starts at the first's last stage)
         assert text.count(" inval") == ("tma " in text) and "mbarriers_uint64_1" not in text, text
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_a_ring_taken_again_is_no_one_elses_scratch(arch):
+    """The second loop takes the first's ring, which the 16-bit store between them used as
+    scratch: the ring is the loop's alone again (a computed operand's buffer is another), and
+    right (a shared buffer gave d an error of 182)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-2, 2, (64, 192)).astype(np.float16), rng.uniform(-2, 2, (192, 64)).astype(np.float16)
+    c, d = np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float32)
+    kernel = tl.tile_kernel(matmul_then_reused_ring, num_threads=128, arch=arch, num_stages=3)
+    kernel[(1, 1)](a, b, c, d, BM=64, BN=64, BK=32, backend="cpu")
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-2)
+    np.testing.assert_allclose(d, 2 * want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("split", [0, 3])
+def test_a_loop_ending_where_the_one_before_left_a_count(arch, split):
+    """The second loop's end is a result of the first: not chained (its copies could not be
+    bounded before the first runs), and right."""
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-2, 2, (64, 256)).astype(np.float16), rng.uniform(-2, 2, (256, 64)).astype(np.float16)
+    c = np.full((64, 64), np.nan, np.float32)
+    kernel = tl.tile_kernel(matmul_to_a_carried_end, num_threads=128, arch=arch, num_stages=3)
+    kernel[(1, 1)](a, b, c, split, BM=64, BN=64, BK=32, backend="cpu")
+    a64, b64, s = a.astype(np.float64), b.astype(np.float64), split * 32
+    want = a64[:, :s] @ b64[:s] + 2 * (a64[:, s : s + 32] @ b64[s : s + 32])
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

@@ -78,6 +78,8 @@ class Lowering:
         self.retired: list = []
         self.rings_read: set = set()  # retired rings a staged store has read back: a barrier before another writes one
         self.idle_rings: list = []  # rings of drained pipelined loops: a later loop's ring may be one (``ring``)
+        self.written_by_threads: set = set()  # idle rings cp.async copies (not TMA) wrote last
+        self.early: set = set()  # ids of equations lowered ahead of their place (skipped there)
         self.continued: dict = {}  # id of a loop -> the pipeline of the loop before, whose copies run on into it
         self.following: list = []  # the equations after the one being lowered, in its block
         self.depth = 0  # loops open around the equation being lowered
@@ -347,11 +349,13 @@ class Lowering:
         self.busy.add(name)
         return self._hold(name, d, size)
 
-    def ring(self, dtype, size, kind) -> str:
+    def ring(self, dtype, size, kind, tma=False) -> str:
         """The ring of a pipelined loop's stages, held to the kernel's end: one a loop before
         is done with where there is one of its kind (drained: every thread passed a barrier
         after its last read, and the loop runs again only after this one is drained too), so
-        consecutive loops (attention's unmasked and masked ones) take the shared memory once."""
+        consecutive loops (attention's unmasked and masked ones) take the shared memory once.
+        Where threads wrote it last (cp.async copies, a staged store) and ``tma`` copies come
+        next, or a staged store read it back, a proxy fence and a barrier come first."""
         d = smem_dtype(dtype)
         idle = [n for n in self.idle_rings if n.startswith(f"{kind}_{d.name}_")]
         if not idle:
@@ -360,10 +364,13 @@ class Lowering:
         self.idle_rings.remove(name)
         if name in self.retired:
             self.retired.remove(name)
-        if name in self.rings_read:  # a staged store's writes and reads in it come before the copies
+        if name in self.rings_read or (tma and name in self.written_by_threads):
             self.stmts.append(ProxyFence())
             self.barrier()
-            self.rings_read.discard(name)
+        self.rings_read.discard(name)
+        self.written_by_threads.discard(name)
+        self.read.discard(name)  # (a staged store's read: the barrier it waits for freed the scratch, not the ring)
+        self.busy.add(name)
         return self._hold(name, d, size)
 
     def _hold(self, name, d, size) -> str:
@@ -393,6 +400,8 @@ class Lowering:
         """Each equation by its primitive's lower rule (or the one ``rules`` gives for it, by id)."""
         outer = self.loc
         for k, eqn in enumerate(block.eqns):
+            if id(eqn) in self.early:
+                continue
             rule = (rules or {}).get(id(eqn)) or eqn.prim.rule("lower")
             self.loc, self.following = eqn.loc, block.eqns[k + 1 :]
             rule(self, eqn, *eqn.inputs, **eqn.params)

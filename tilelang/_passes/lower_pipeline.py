@@ -126,12 +126,12 @@ class Pipeline:
         self.index, (self.start, self.stop, self.step) = body.params[0], loop.inputs[:3]
         self.until = None  # the end of the next loop's iterations, where this one's copies run on into them
         self.registers = ()  # the loop's stage (and mbarrier parity) registers, once it is lowered
+        self.tma = lw.tma and all(c.tma_boxes() for c in copies)
         for c, earlier in zip(copies, before.copies if before else [None] * len(copies)):
             c.stage_words = c.words(lw)
             kind = "swizzled" if c.wgmma() else "smem"
             dtype = D.float32 if isinstance(c.tile, OperandTile) else D.uint32
-            c.buffer = earlier.buffer if earlier else lw.ring(dtype, self.stages * c.stage_words, kind)
-        self.tma = lw.tma and all(c.tma_boxes() for c in copies)
+            c.buffer = earlier.buffer if earlier else lw.ring(dtype, self.stages * c.stage_words, kind, self.tma)
         if self.tma:  # one mbarrier per stage, counting the bytes of its copies
             self.barriers = before.barriers if before else lw.buffer(D.uint64, self.stages, "mbarriers")
         # TMA copies with a dot in flight are issued after the body, once the dot of the
@@ -263,6 +263,8 @@ class Pipeline:
         self.lw.stmts.append(Mbarriers(self.barriers, self.stages, False) if self.tma else AsyncWait(0))
         self.lw.barrier()
         self.lw.idle_rings.extend(c.buffer for c in self.copies)
+        if not self.tma:
+            self.lw.written_by_threads.update(c.buffer for c in self.copies)
         if self.lw.depth == 0:  # nothing copies into the ring again: its words are scratch from here on
             self.lw.retired.extend(c.buffer for c in self.copies if self.lw.shared[c.buffer][0] == D.uint32)
 
@@ -405,18 +407,18 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
 
 def _lowered_early(lw: Lowering, x, between: list) -> bool:
     """Whether the scalar ``x`` is known here, lowering now what computes it among the pure
-    scalar equations ``between`` (a later loop's bound, computed after this loop) if it can."""
+    scalar equations ``between`` (a later loop's bound, computed after this loop) if it can
+    (not a result of this loop); those are not lowered again in their place."""
     early = _chain([x], {out: e for e in between for out in e.outputs})
     known = {out for e in early for out in e.outputs}.union(lw.values, lw.array_names)
+    needed = [x, *(y for e in early for y in e.inputs)]
+    if any(isinstance(y, Var) and y not in known for y in needed):
+        return False
+    if any(e.prim.effect or any(o.type.shape for o in e.outputs) for e in early):
+        return False
     for e in early:
-        if (
-            e.prim.effect
-            or any(o.type.shape for o in e.outputs)
-            or any(isinstance(y, Var) and y not in known for y in e.inputs)
-        ):
-            return False
-    for e in early:  # (lowered again in its place: the same ops, folded by the builder)
         e.prim.rule("lower")(lw, e, *e.inputs, **e.params)
+        lw.early.add(id(e))
     return True
 
 
