@@ -78,6 +78,18 @@ def matmul_to_a_carried_end(a, b, c, split, BM: tl.Constant, BN: tl.Constant, BK
     tl.store(c, first + 2 * second, index=(i, j))
 
 
+def matmul_two_widths(a, b, c, BM: tl.Constant, BN: tl.Constant):
+    """``c = 2 (a @ b)``: over 24-column slices of k (padded to 32: copied by cp.async), then over
+    32-column ones (TMA boxes on sm_90a), into the ring the first loop drained."""
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], 24)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, 24)), tl.load(b, index=(k, j), shape=(24, BN)), acc)
+    for k in tl.range(0, tl.cdiv(a.shape[1], 32)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, 32)), tl.load(b, index=(k, j), shape=(32, BN)), acc)
+    tl.store(c, acc, index=(i, j))
+
+
 def rounded_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """``c = a @ b`` accumulated in float32, rounded to ``c``'s dtype once, at the store."""
     i, j = tl.block_id(0), tl.block_id(1)

@@ -11,6 +11,7 @@ import pytest
 from _blocks import (
     matmul_then_reused_ring,
     matmul_to_a_carried_end,
+    matmul_two_widths,
     repeated_matmul,
     rounded_matmul,
     split_matmul,
@@ -269,6 +270,22 @@ def test_a_ring_taken_again_is_no_one_elses_scratch(arch):
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=2e-3, atol=2e-2)
     np.testing.assert_allclose(d, 2 * want, rtol=1e-5, atol=1e-4)
+
+
+def test_tma_copies_into_a_ring_cp_async_wrote_come_after_a_proxy_fence():
+    """The first loop's copies (cp.async: its tiles are padded) are the threads' writes; the
+    second loop's TMA copies into the same ring are the async proxy's: one proxy fence and a
+    barrier between (once for both rings), and right."""
+    kernel = tl.tile_kernel(matmul_two_widths, num_threads=128, arch="sm_90a", num_stages=2)
+    program = tl.explain(kernel, "f16[:, :]", "f16[:, :]", "f32[:, :]", BM=64, BN=64, backend="cpu")["thread_ir"]
+    between = program.split("\n    for ")[1].split("\n    mbarriers mbarriers_uint64_0[2] init")[0]
+    between = [line.strip() for line in between.split("\n    async_wait 0")[1].splitlines()]  # (from the drain)
+    assert between.count("proxy_fence") == 1 and between[-2:] == ["proxy_fence", "barrier"], between
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (64, 96)).astype(np.float16), rng.uniform(-1, 1, (96, 64)).astype(np.float16)
+    c = np.zeros((64, 64), np.float32)
+    kernel[(1, 1)](a, b, c, BM=64, BN=64, backend="cpu")
+    np.testing.assert_allclose(c, 2 * (a.astype(np.float64) @ b.astype(np.float64)), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

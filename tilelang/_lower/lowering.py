@@ -364,7 +364,8 @@ class Lowering:
         self.idle_rings.remove(name)
         if name in self.retired:
             self.retired.remove(name)
-        if name in self.rings_read or (tma and name in self.written_by_threads):
+        fenced = [type(s) for s in self.stmts[-2:]] == [ProxyFence, Barrier]  # (by the ring taken before)
+        if (name in self.rings_read or (tma and name in self.written_by_threads)) and not fenced:
             self.stmts.append(ProxyFence())
             self.barrier()
         self.rings_read.discard(name)
