@@ -41,3 +41,19 @@ def test_row_cumsum_carries_across_tiles(backend):
     out = np.full_like(x, np.nan)
     rows.row_cumsum[5](x, out, BLOCK=256, backend=backend)
     np.testing.assert_allclose(out, np.cumsum(x.astype(np.float64), axis=1), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", ["softmax", "e * (1/sum)", "Triton's numerics"])
+def test_softmax_variants(backend, name):
+    """Each softmax variant within its numerics of the float64 softmax: correctly rounded
+    division and exp within 2 ulps, or Triton's (exp2 of a rounded product: its error grows
+    with the argument, ~1e-6 relative at -30; e * (1/sum) within 2 ulps)."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((5, 300)) * 4).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    kernel = rows.KERNELS["softmax"][None if name == "softmax" else name]
+    kernel[5](x, out, BLOCK=512, backend=backend)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    rtol = 1e-5 if name == "Triton's numerics" else 2e-6
+    np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=rtol)
