@@ -74,7 +74,8 @@ class Lowering:
         self.loc = None  # of the equation being lowered
         self.busy: set = set()  # scratch buffers holding data some thread has yet to read
         # the shared rings (uint32) of pipelined loops done for good (drained outside any loop), in
-        # order: a staged store's scratch; no buffer() hands them out again, so their sizes stay put
+        # order: a staged store's scratch; no buffer() hands them out again (a later loop's ring() may
+        # take one back: it grows, never shrinks)
         self.retired: list = []
         self.rings_read: set = set()  # retired rings a staged store has read back: a barrier before another writes one
         self.idle_rings: list = []  # rings of drained pipelined loops: a later loop's ring may be one (``ring``)
@@ -370,7 +371,7 @@ class Lowering:
             self.barrier()
         self.rings_read.discard(name)
         self.written_by_threads.discard(name)
-        self.read.discard(name)  # (a staged store's read: the barrier it waits for freed the scratch, not the ring)
+        self.read.discard(name)  # (read back by a staged store before: no later barrier frees the loop's ring)
         self.busy.add(name)
         return self._hold(name, d, size)
 
