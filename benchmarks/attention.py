@@ -11,9 +11,10 @@ is the example's autotuned kernel (its choice shown; the first case of each shap
 within 5%). ``--backward`` also times the backward pass (dq, dk, dv from the forward's out and
 lse) against SDPA's, checked against SDPA's gradients; its TFLOP/s count 2.5 times the
 forward's flops (five products where the forward has two), FlashAttention's convention.
-``--sdpa`` holds SDPA to one backend: ``flash`` (the default: FlashAttention-2, the peer
-issue 15 names), ``cudnn``, ``efficient``, or ``any`` (torch's own pick, which is free to
-differ from one process to the next).
+Each case's timings are taken in turn, ``--rounds`` times (3), the median of each kept: a
+drift of the clock moves all of them alike. ``--sdpa`` holds SDPA to one backend: ``flash``
+(the default: FlashAttention-2, the peer issue 15 names), ``cudnn``, ``efficient``, or
+``any`` (torch's own pick, which is free to differ from one process to the next).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import argparse
 import math
 
 from example_module import load_example
-from timing import time_ms
+from timing import interleaved_ms, time_ms
 
 import tilelang as tl
 
@@ -66,7 +67,7 @@ def sdpa_function(torch, backend: str):
     return held
 
 
-def backward_case(torch, sdpa, q, k, v, causal, flops) -> str:
+def backward_case(torch, sdpa, q, k, v, causal, flops, rounds=3) -> str:
     """The backward pass of the example and of SDPA on one case, as a line of text."""
     dout = torch.randn_like(q)
     out, lse = example.attention(q, k, v, causal=causal, with_lse=True)
@@ -75,13 +76,18 @@ def backward_case(torch, sdpa, q, k, v, causal, flops) -> str:
     o = sdpa(*leaves, is_causal=causal)
     want = torch.autograd.grad(o, leaves, dout, retain_graph=True)
     err = max((g.float() - w.float()).abs().max().item() for g, w in zip(grads, want))
-    ours = time_ms(lambda: example.attention_backward(q, k, v, out, lse, dout, causal=causal))
-    theirs = time_ms(lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True))
+    ours, theirs = interleaved_ms(
+        {
+            "ours": lambda: example.attention_backward(q, k, v, out, lse, dout, causal=causal),
+            "sdpa": lambda: torch.autograd.grad(o, leaves, dout, retain_graph=True),
+        },
+        rounds,
+    ).values()
     a, b = 2.5 * flops / ours / 1e9, 2.5 * flops / theirs / 1e9
     return f"    backward: tilelang {a:7.1f}  SDPA {b:7.1f} TFLOP/s  ratio {a / b:.3f}  max |diff| {err:.2g}"
 
 
-def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_backend="flash") -> str:
+def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_backend="flash", rounds=3) -> str:
     sdpa = sdpa_function(torch, sdpa_backend)
     try:
         from triton_attention import attention as triton_run
@@ -98,14 +104,18 @@ def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_back
                 err = (got.float() - want.float()).abs().max().item()
                 flops = 4 * batch * heads * length * length * d / (2 if causal else 1)
                 case = f"{batch}x{heads}x{length}x{d} {'causal' if causal else 'full'} {str(dtype)[6:]}"
-                ours = time_ms(lambda q=q, k=k, v=v, c=causal: example.attention(q, k, v, causal=c))
-                theirs = time_ms(lambda q=q, k=k, v=v, c=causal: sdpa(q, k, v, is_causal=c))
+                runs = {
+                    "ours": lambda q=q, k=k, v=v, c=causal: example.attention(q, k, v, causal=c),
+                    "sdpa": lambda q=q, k=k, v=v, c=causal: sdpa(q, k, v, is_causal=c),
+                }
                 chosen = list(example.attention_tuned.choices.values())[-1].label()  # (this case's: its key is new)
-                tri, tri_err = float("nan"), float("nan")
+                tri_err = float("nan")
                 if triton_run is not None:
                     tri_err = (triton_run(q, k, v, causal).float() - want.float()).abs().max().item()
-                    tri = flops / time_ms(lambda q=q, k=k, v=v, c=causal: triton_run(q, k, v, c)) / 1e9
-                a, b = flops / ours / 1e9, flops / theirs / 1e9
+                    runs["triton"] = lambda q=q, k=k, v=v, c=causal: triton_run(q, k, v, c)
+                ms = interleaved_ms(runs, rounds)
+                ours = ms["ours"]
+                a, b, tri = (flops / ms[n] / 1e9 if n in ms else float("nan") for n in ("ours", "sdpa", "triton"))
                 rows.append((case, a, b, tri, err))
                 print(f"{case:34s} tilelang {a:7.1f}  SDPA {b:7.1f}  Triton {tri:7.1f} TFLOP/s  ratio {a / b:.3f} "
                       f"(to Triton {a / tri:.3f})  max |diff| {err:.2g} (Triton's {tri_err:.2g})  ({chosen}, "
@@ -113,7 +123,7 @@ def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_back
                 if configs:
                     print(f"    configs: {config_times(torch, q, k, v, causal)}", flush=True)
                 if backward:
-                    print(backward_case(torch, sdpa, q, k, v, causal, flops), flush=True)
+                    print(backward_case(torch, sdpa, q, k, v, causal, flops, rounds), flush=True)
     table = f"SDPA's backend: {sdpa_backend}\n\n"
     table += "| case | tilelang TFLOP/s | SDPA TFLOP/s | Triton TFLOP/s | vs SDPA | vs Triton | max abs diff |\n"
     table += "|---|---|---|---|---|---|---|\n"
@@ -128,12 +138,13 @@ def main():
     parser.add_argument("--configs", action="store_true", help="time every config of the autotuned kernel too")
     parser.add_argument("--backward", action="store_true", help="time the backward pass too")
     parser.add_argument("--sdpa", default="flash", choices=["flash", "cudnn", "efficient", "any"])
+    parser.add_argument("--rounds", type=int, default=3, help="each timing taken in turn this many times (median)")
     parser.add_argument("--out")
     opts = parser.parse_args()
     import torch
 
     print(f"SDPA's backend: {opts.sdpa}", flush=True)
-    table = bench_attention(torch, opts.quick, opts.configs, opts.backward, opts.sdpa)
+    table = bench_attention(torch, opts.quick, opts.configs, opts.backward, opts.sdpa, opts.rounds)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(f"# attention forward on {torch.cuda.get_device_name()}\n\n" + table)
