@@ -82,7 +82,7 @@ class Lowering:
         self.written_by_threads: set = set()  # idle rings cp.async copies (not TMA) wrote last
         self.early: set = set()  # ids of equations lowered ahead of their place (skipped there)
         self.continued: dict = {}  # id of a loop -> the pipeline of the loop before, whose copies run on into it
-        self.following: list = []  # the equations after the one being lowered, in its block
+        self._at: tuple = ((), 0)  # the equations of the block being lowered, and where the next one is
         self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one
         self.names = itertools.count()
@@ -398,6 +398,12 @@ class Lowering:
 
     # ---------------------------------------------------------------- program
 
+    @property
+    def following(self) -> list:
+        """The equations after the one being lowered, in its block."""
+        eqns, k = self._at
+        return eqns[k:]
+
     def lower_block(self, block: Block, rules: dict | None = None):
         """Each equation by its primitive's lower rule (or the one ``rules`` gives for it, by id)."""
         outer = self.loc
@@ -405,7 +411,7 @@ class Lowering:
             if id(eqn) in self.early:
                 continue
             rule = (rules or {}).get(id(eqn)) or eqn.prim.rule("lower")
-            self.loc, self.following = eqn.loc, block.eqns[k + 1 :]
+            self.loc, self._at = eqn.loc, (block.eqns, k + 1)
             rule(self, eqn, *eqn.inputs, **eqn.params)
         self.loc = outer
 
