@@ -31,6 +31,30 @@ def rmsnorm_rows(x, w, out, N, eps, BLOCK: tl.Constant):
     tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
 
 
+# The same kernels with the weights loaded first: their loads (hits in L2) then overlap the row's
+# instead of waiting behind its reduction's barrier, as the kernels above (and Triton's) have them
+
+
+def layernorm_weights_first(x, w, b, out, N, eps, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    bt = tl.load(b, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    cols = tl.arange(0, BLOCK)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
+    mean = tl.sum(t, axis=1, keepdims=True) / N
+    d = tl.where(cols[None, :] < N, t - mean, 0.0)
+    var = tl.sum(d * d, axis=1, keepdims=True) / N
+    tl.store(out, (d * tl.rsqrt(var + eps) * wt[None, :] + bt[None, :]).astype(out.dtype), index=(i, 0))
+
+
+def rmsnorm_weights_first(x, w, out, N, eps, BLOCK: tl.Constant):
+    i = tl.block_id(0)
+    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
+    ms = tl.sum(t * t, axis=1, keepdims=True) / N
+    tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
+
+
 @tl.tile_kernel
 def row_cumsum(x, out, BLOCK: tl.Constant):
     """Running sums along rows longer than a tile: the carry is the sum of the tiles before."""
@@ -87,6 +111,8 @@ KERNELS = {
 }
 KERNELS["softmax"]["e * (1/sum)"] = tl.tile_kernel(softmax_reciprocal)
 KERNELS["softmax"]["Triton's numerics"] = tl.tile_kernel(softmax_triton_numerics)
+KERNELS["layernorm"]["weights first"] = tl.tile_kernel(layernorm_weights_first)
+KERNELS["rmsnorm"]["weights first"] = tl.tile_kernel(rmsnorm_weights_first)
 
 
 # ---------------------------------------------------------------- Triton kernels

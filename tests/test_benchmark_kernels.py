@@ -57,3 +57,26 @@ def test_softmax_variants(backend, name):
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     rtol = 1e-5 if name == "Triton's numerics" else 2e-6
     np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=rtol)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_norm_variants_agree(backend, kind):
+    """Each norm variant (threads, weights loaded first) gives the default kernel's result."""
+    rng = np.random.default_rng(5)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((4, 300), 300, 300))
+    args = (x, w, b) if kind == "layernorm" else (x, w)
+    results = []
+    for kernel in rows.KERNELS[kind].values():
+        out = np.full_like(x, np.nan)
+        kernel[4](*args, out, 300, 1e-5, BLOCK=512, backend=backend)
+        results.append(out)
+    for out in results[1:]:
+        np.testing.assert_allclose(out, results[0], rtol=1e-5, atol=1e-5)
+    x64 = x.astype(np.float64)
+    if kind == "rmsnorm":
+        want = x64 / np.sqrt((x64 * x64).mean(axis=1, keepdims=True) + 1e-5) * w
+    else:
+        d = x64 - x64.mean(axis=1, keepdims=True)
+        want = d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5) * w + b
+    np.testing.assert_allclose(results[0], want, rtol=1e-4, atol=1e-4)
