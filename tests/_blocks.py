@@ -90,6 +90,38 @@ def matmul_two_widths(a, b, c, BM: tl.Constant, BN: tl.Constant):
     tl.store(c, acc, index=(i, j))
 
 
+def three_part_matmul(a, b, c, split, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``c = A0 + 2 A1 + 3 A2``, the products of k's slices before ``split``, up to halfway to
+    the end, and the rest: three loops, each from the last one's end."""
+    i, j, split = tl.block_id(0), tl.block_id(1), split.astype(tl.int64)
+    n = tl.cdiv(a.shape[1], BK)
+    mid = (split + n) // 2
+    p0, p1, p2 = (tl.zeros((BM, BN), tl.float32) for _ in range(3))
+    for k in tl.range(0, split):
+        p0 = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), p0)
+    for k in tl.range(split, mid):
+        p1 = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), p1)
+    for k in tl.range(mid, n):
+        p2 = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), p2)
+    tl.store(c, p0 + 2 * p1 + 3 * p2, index=(i, j))
+
+
+def split_matmul_twice(a, b, c, split, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    """``2 * split_matmul``: its two loops inside another, run twice (each time round the first
+    loop's prologue refills the ring, its mbarriers made valid again)."""
+    i, j, split = tl.block_id(0), tl.block_id(1), split.astype(tl.int64)
+    total = tl.zeros((BM, BN), tl.float32)
+    for _ in tl.range(0, 2):
+        first, second = tl.zeros((BM, BN), tl.float32), tl.zeros((BM, BN), tl.float32)
+        for k in tl.range(0, split):
+            first = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), first)
+        for k in tl.range(split, tl.cdiv(a.shape[1], BK)):
+            x, y = tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN))
+            second = tl.dot(x, y, second)
+        total = total + first + 2 * second
+    tl.store(c, total, index=(i, j))
+
+
 def rounded_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     """``c = a @ b`` accumulated in float32, rounded to ``c``'s dtype once, at the store."""
     i, j = tl.block_id(0), tl.block_id(1)

@@ -15,6 +15,8 @@ from _blocks import (
     repeated_matmul,
     rounded_matmul,
     split_matmul,
+    split_matmul_twice,
+    three_part_matmul,
     tiled_matmul,
 )
 from hypothesis import example, given, settings
@@ -255,6 +257,33 @@ def test_a_pipeline_runs_on_into_the_next_loop(kernel, m, n, k, split):
         text = format_thread_program(program)
         assert re.search(r"stage\d+:i32=stage\d+", text), text  # (the second loop starts at the first's last stage)
         assert text.count(" inval") == ("tma " in text) and "mbarriers_uint64_1" not in text, text
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("split", [0, 2, 9])
+def test_three_loops_and_a_chained_pair_in_a_loop(arch, split):
+    """Three loops, each from the last one's end: the first two share a pipeline, the third
+    (its copies not continued further) takes their ring, with mbarriers of its own. The
+    chained pair of split_matmul inside a loop run twice: right each time round."""
+    rng = np.random.default_rng(6)
+    a, b = rng.uniform(-2, 2, (64, 256)).astype(np.float16), rng.uniform(-2, 2, (256, 64)).astype(np.float16)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+
+    def part(lo, hi):  # (slices past the end load zeros)
+        lo, hi = min(lo * 32, 256), min(hi * 32, 256)
+        return a64[:, lo:hi] @ b64[lo:hi] if hi > lo else np.zeros((64, 64))
+
+    mid = (split + 8) // 2
+    for fn, want in ((three_part_matmul, part(0, split) + 2 * part(split, mid) + 3 * part(mid, 8)),
+                     (split_matmul_twice, 2 * (part(0, split) + 2 * part(split, 8)))):  # fmt: skip
+        kernel = tl.tile_kernel(fn, num_threads=128, arch=arch, num_stages=3)
+        c = np.full((64, 64), np.nan, np.float32)
+        kernel[(1, 1)](a, b, c, split, BM=64, BN=64, BK=32, backend="cpu")
+        np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4, err_msg=fn.__name__)
+        program = tl.explain(kernel, a, b, c, split, BM=64, BN=64, BK=32, backend="cpu")["thread_ir"]
+        assert len(re.findall(r"stage\d+:i32=stage\d+", program)) == 1, program
+        if fn is three_part_matmul and arch == "sm_90a":
+            assert program.count("] init") == 2 and program.count("] inval") == 2, program
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
