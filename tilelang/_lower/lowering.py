@@ -81,7 +81,7 @@ class Lowering:
         self.idle_rings: list = []  # rings of drained pipelined loops: a later loop's ring may be one (``ring``)
         self.written_by_threads: set = set()  # idle rings cp.async copies (not TMA) wrote last
         self.early: set = set()  # ids of equations lowered ahead of their place (skipped there)
-        self.continued: dict = {}  # id of a loop -> the pipeline of the loop before, whose copies run on into it
+        self.continued: dict = {}  # id of a loop -> (the pipeline running on into it, the loop's copies)
         self._at: tuple = ((), 0)  # the equations of the block being lowered, and where the next one is
         self.depth = 0  # loops open around the equation being lowered
         self.read: set = set()  # buffers read since the last barrier: free once all threads pass one

@@ -160,7 +160,7 @@ class Pipeline:
         same = _same_copies(self.lw, self.copies, copies, {self.index: body.params[0]})
         if same and _lowered_early(self.lw, stop, following[: following.index(loop)]):
             self.until = stop
-            self.lw.continued[id(loop)] = self
+            self.lw.continued[id(loop)] = (self, copies)
 
     def initial(self) -> list:
         """The stage (and parity) the loop's first iteration reads: 0, or where the loop it
@@ -344,10 +344,11 @@ def _clamp32(lw, x):
 
 def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:
     """The pipeline of ``loop``'s loads, or None when none qualifies."""
-    copies, stages = _copies(lw, loop)
+    before, copies = lw.continued.pop(id(loop), (None, None))  # (found already by the loop before)
+    copies, stages = (copies, before.stages) if before else _copies(lw, loop)
     if stages < 2:
         return None
-    pipeline = Pipeline(lw, loop, copies, stages, lw.continued.pop(id(loop), None))
+    pipeline = Pipeline(lw, loop, copies, stages, before)
     pipeline.chain(lw.following)
     return pipeline
 

@@ -26,6 +26,8 @@ before it. The CPU backend runs each product when issued: its results do not cha
 
 from __future__ import annotations
 
+import itertools
+
 from .._lower.thread_ir import (
     Barrier,
     Load,
@@ -62,11 +64,10 @@ def _place(stmts: list, whole_program: bool = False) -> list:
             s.body = _place(s.body)
         if isinstance(s, WgmmaWait) and s.pending == 0 and s.acc in issued:
             continue  # (written where the product is needed)
-        after = stmts[i + 1 :]
         needed = [
             k
             for k, product in enumerate(flight)
-            if _needs(s, product) or (isinstance(s, Barrier) and not _untouched(after, product, whole_program))
+            if _needs(s, product) or (isinstance(s, Barrier) and not _untouched(stmts, i + 1, product, whole_program))
         ]
         if needed:
             _wait(flight, max(needed), out)
@@ -85,10 +86,10 @@ def _wait(flight: list, k: int, out: list):
     del flight[: k + 1]
 
 
-def _untouched(after: list, product: Wgmma, whole_program: bool) -> bool:
-    """Whether no thread may write ``product``'s tiles in ``after`` (what follows a barrier)
-    before the next barrier."""
-    for s in after:
+def _untouched(stmts: list, start: int, product: Wgmma, whole_program: bool) -> bool:
+    """Whether no thread may write ``product``'s tiles in ``stmts`` from ``start`` (what
+    follows a barrier) before the next barrier."""
+    for s in itertools.islice(stmts, start, None):
         if isinstance(s, Barrier):
             return True
         if isinstance(s, WgmmaWait):
