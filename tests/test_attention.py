@@ -178,12 +178,48 @@ def test_the_backward_copies_each_tile_ahead_once():
     inner = dkdv["thread_ir"].split("for k")[-1]  # the query blocks' loop, to the end
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner
     assert inner.count("= wgmma") == 4 and inner.count("proxy_fence") == 2, inner  # (p.T and ds.T stored)
-    # the scores' product, dp's in flight while the probabilities are computed, dv's while ds is
-    assert _products_and_waits(inner) == "PPwPwPww" and inner.count("wgmma_wait 1") == 2, inner
+    # the iteration before's dk and dv complete at the top (left in flight across its end); the scores'
+    # product, dp's in flight while the probabilities are computed, dv's while ds is; the last dk and dv
+    # complete after the loop
+    assert _products_and_waits(inner) == "wwPPwPwPww" and inner.count("wgmma_wait 1") == 2, inner
     assert "convert_layout" not in dkdv["layouts"]
     dq = tl.explain(attention.attention_backward_dq, q, q, q, q, q, lse, lse, q, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
     inner = dq["thread_ir"].split("for k")[-1]
     assert inner.count(" tma ") == 1 and inner.count("= map") == 2, inner  # (k and v)
-    # dp's product in flight while p is computed
-    assert _products_and_waits(inner) == "PPwwPw" and "wgmma_wait 1" in inner, inner
+    # dp's product in flight while p is computed; dq's from one iteration into the next
+    assert _products_and_waits(inner) == "wPPwwPw" and "wgmma_wait 1" in inner, inner
     assert "convert_layout" not in dq["layouts"].split("range_loop")[-1]
+
+
+def test_the_forward_runs_p_at_v_into_the_next_iteration():
+    """``acc = p @ v + acc * alpha`` stays in flight across the iteration's end: the next
+    iteration issues ``q @ k.T``, then one wait completes both (ptxas follows no wait_group
+    around a loop: none is left in flight there), and only then are the keys and values two
+    iterations on copied into the stage p @ v read; the last product completes after the loop.
+    ptxas serializes nothing."""
+    q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
+    e = tl.explain(attention.attention_forward, q, q, q, q, lse, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
+    for body in e["thread_ir"].split("for k")[1:]:
+        lines = [line.strip() for line in body.splitlines() if "wgmma" in line or "tma" in line or "barrier" in line]
+        assert lines[0].startswith("mbarrier_wait") and "= wgmma[" in lines[1], lines
+        assert lines[2].startswith("wgmma_wait 0 c") and lines[3].startswith("wgmma_wait 0 acc"), lines
+        assert lines[4] == "barrier" and lines[5].startswith("tma refill"), lines
+        assert "= wgmma[" in lines[6] and lines[7].startswith("wgmma_wait 0 c"), lines  # (the exit's)
+    assert "wgmma.wait_group.sync.aligned 1;" not in e["ptx"] and "serialized" not in e["resources"], e["resources"]
+
+
+def test_copies_first_issues_them_at_the_top_of_each_iteration():
+    """``copies_first=True`` (a config the tuner tries): the iteration before's p @ v completes
+    after the tiles' mbarrier wait, then the barrier and the copies, then q @ k.T; tuned configs
+    keep the option (and the kernel's arch)."""
+    q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
+    config = tl.Config(BM=64, BN=64, num_threads=128, num_stages=2, copies_first=True)
+    assert config.label() == "BM=64 BN=64 threads=128 stages=2 copies first" and config != tl.Config(**config.constants)
+    kernel = attention.attention_tuned.variant(config)
+    assert kernel.copies_first and kernel.arch == attention.attention_forward.arch
+    e = tl.explain(kernel, q, q, q, q, lse, 0.125, CAUSAL=True, D=64, **config.constants)
+    for body in e["thread_ir"].split("for k")[1:]:
+        lines = [line.strip() for line in body.splitlines() if "wgmma" in line or "tma" in line or "barrier" in line]
+        assert lines[0].startswith("mbarrier_wait") and lines[1].startswith("wgmma_wait 0 c"), lines
+        assert lines[2] == "barrier" and lines[3].startswith("tma refill") and "= wgmma[" in lines[4], lines
+    assert "serialized" not in e["resources"], e["resources"]

@@ -41,17 +41,20 @@ log = logging.getLogger("tilelang.autotune")
 class Config:
     """Constants and launch options for one trial: ``tl.Config(BM=128, BN=128, BK=32, num_threads=256)``.
 
-    ``num_threads`` (None: the kernel's own choice) and ``num_stages`` are the options of
-    :func:`tilelang.tile_kernel`; every other keyword is a ``tl.Constant`` of the kernel.
+    ``num_threads`` (None: the kernel's own choice), ``num_stages`` and ``copies_first`` are
+    the options of :func:`tilelang.tile_kernel`; every other keyword is a ``tl.Constant`` of
+    the kernel.
     """
 
-    def __init__(self, num_threads: int | None = None, num_stages: int = 3, **constants):
+    def __init__(self, num_threads: int | None = None, num_stages: int = 3, copies_first: bool = False, **constants):
         self.constants, self.num_threads, self.num_stages = dict(constants), num_threads, num_stages
+        self.copies_first = bool(copies_first)
 
     def _fields(self):
         return tuple(sorted(self.constants.items())) + (
             ("num_threads", self.num_threads),
             ("num_stages", self.num_stages),
+            ("copies_first", self.copies_first),
         )
 
     def __eq__(self, other):
@@ -66,7 +69,8 @@ class Config:
     def label(self) -> str:
         """Short text for progress lines and the cache: ``BM=128 BN=128 BK=32 threads=256 stages=3``."""
         parts = [f"{k}={v}" for k, v in self.constants.items()]
-        return " ".join(parts + [f"threads={self.num_threads or 'auto'}", f"stages={self.num_stages}"])
+        first = ["copies first"] if self.copies_first else []
+        return " ".join(parts + [f"threads={self.num_threads or 'auto'}", f"stages={self.num_stages}"] + first)
 
 
 def dot_configs(bits: int = 16) -> list[Config]:
@@ -170,11 +174,11 @@ class Autotuned:
         return functools.partial(self._launch, grid)
 
     def variant(self, config: Config) -> TileKernel:
-        """The tile kernel compiled with ``config``'s launch options (one per threads/stages pair)."""
-        options = (config.num_threads or self.kernel.num_threads, config.num_stages)
+        """The tile kernel compiled with ``config``'s launch options (one per set of them)."""
+        options = (config.num_threads or self.kernel.num_threads, config.num_stages, config.copies_first)
         if options not in self._variants:
             k = self.kernel
-            self._variants[options] = TileKernel(k.fn, k.backend, options[0], k.debug, options[1])
+            self._variants[options] = TileKernel(k.fn, k.backend, options[0], k.debug, options[1], k.arch, options[2])
         return self._variants[options]
 
     def _launch(self, grid, *args, backend=None, stream=None, **kwargs):

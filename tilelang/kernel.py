@@ -136,11 +136,12 @@ class TileKernel:
 
     def __init__(
         self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
-        num_stages: int = 3, arch: str | None = None,
+        num_stages: int = 3, arch: str | None = None, copies_first: bool = False,
     ):  # fmt: skip
         self.fn = fn
         self.num_threads = num_threads
         self.num_stages = num_stages
+        self.copies_first = copies_first
         self.arch = arch
         self.debug = CHECKS if debug is None else bool(debug)
         self.__name__ = fn.__name__
@@ -253,7 +254,7 @@ class TileKernel:
 
 def tile_kernel(
     fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
-    num_stages: int = 3, arch: str | None = None,
+    num_stages: int = 3, arch: str | None = None, copies_first: bool = False,
 ):  # fmt: skip
     """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
     ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
@@ -263,10 +264,14 @@ def tile_kernel(
     block chosen from the tile sizes (a power of two from 32 to 1024). ``num_stages`` is the
     depth of the software pipeline of the loads that feed tensor-core dots in a ``tl.range``
     loop: copies go ``num_stages - 1`` iterations ahead into as many shared buffers (1: no
-    pipelining). ``arch`` is the target the lowering plans for: ``"sm_90a"`` (16-bit dots on
-    Hopper's warpgroup tensor cores, wgmma) or ``"sm_80"`` (mma.sync); by default the GPU's
-    (``"sm_90a"`` where there is none, so the CPU backend runs what an H100/H200 would).
-    ``debug=True`` (or
+    pipelining). They refill the stage the iteration before read; with TMA, where a loop's
+    first product is read before its next one is issued (attention's ``q @ k.T``), they are
+    issued after that product, which then runs on the tensor cores right behind the iteration
+    before's last one; ``copies_first=True`` issues them first in the iteration instead (more
+    time for them to land: a choice to autotune, ``tl.Config(copies_first=True)``). ``arch``
+    is the target the lowering plans for: ``"sm_90a"`` (16-bit dots on Hopper's warpgroup
+    tensor cores, wgmma) or ``"sm_80"`` (mma.sync); by default the GPU's (``"sm_90a"`` where
+    there is none, so the CPU backend runs what an H100/H200 would). ``debug=True`` (or
     ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
     arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
     """
@@ -276,7 +281,10 @@ def tile_kernel(
         raise TileArgumentError(f"num_stages must be an int from 1 to 8, got {num_stages!r}")
     if arch is not None and arch not in ARCHES:
         raise TileArgumentError(f"arch must be one of {', '.join(map(repr, ARCHES))} or None, got {arch!r}")
-    options = dict(backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages, arch=arch)
+    options = dict(
+        backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages, arch=arch,
+        copies_first=bool(copies_first),
+    )  # fmt: skip
     if fn is None:
         return lambda f: TileKernel(f, **options)
     return TileKernel(fn, **options)
@@ -398,7 +406,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     lap("layouts", None)
 
     def thread_program(general: bool):
-        threads = lower_to_threads(program, layouts, num_threads, kernel.num_stages, general)  # one thread's
+        threads = lower_to_threads(program, layouts, num_threads, kernel.num_stages, general, kernel.copies_first)
         threads = lap("lower", threads)
         threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
         threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it

@@ -426,6 +426,7 @@ class TmaLoad:
     stage: object
     bytes: int
     pred: object
+    refill: bool = False  # in a pipelined loop, into the stage the iteration before read
     USES: ClassVar = ("indices", "coords", "stage", "pred")
     DEFS: ClassVar = ()
 
@@ -660,7 +661,8 @@ def _lines(stmts, indent):
                 f"{b}[{_text(at)}] = map{m}{_text(xs)}"
                 for b, at, m, xs in zip(s.buffers, s.indices, s.maps, box_coords(s))
             )
-            yield f"{pad}tma {boxes} barrier={s.barriers}[{_text(s.stage)}] bytes={s.bytes} if {_text(s.pred)}"
+            refill = "refill " if s.refill else ""
+            yield f"{pad}tma {refill}{boxes} barrier={s.barriers}[{_text(s.stage)}] bytes={s.bytes} if {_text(s.pred)}"
         elif isinstance(s, MbarrierWait):
             yield f"{pad}mbarrier_wait {s.barriers}[{_text(s.stage)}] parity={_text(s.parity)}"
         elif isinstance(s, WgmmaWait):

@@ -20,7 +20,8 @@ flight), a proxy fence where wgmma reads them, barrier (every thread's copies ar
 visible, and every thread is done with the stage read the iteration before), issue the
 copies for the iteration ``S - 1`` ahead (``S - 2`` while a wgmma dot stays in flight)
 into that stage, then the body (with TMA and a dot in flight, the barrier and the copies
-``S - 1`` ahead come after the body instead: see below). Before the loop the copies of as many iterations are
+``S - 1`` ahead come after the body instead; with TMA and the body's first product read
+before another is issued, after that product: see below). Before the loop the copies of as many iterations are
 issued; after it, those past its end are waited for, and a barrier frees the ring. Copies
 past the end read only what the window's bounds allow (nothing past an array's end). A loop
 the next one walks on from, over the same copies, hands its ring over running
@@ -34,7 +35,10 @@ with the stage), no fence is needed (TMA and wgmma are both the async proxy), an
 is issued for an iteration past the loop's end. With a dot in flight, the copies come after
 it: its ``wgmma.wait_group 1`` completes the dot of the iteration before, whose stage, once
 the barrier passes, takes the copies ``S - 1`` ahead (the 128x128x64 matmul at 4 stages:
-524 -> 600 TFLOP/s on the H200; copies first, 2 ahead, it waited on them). The mbarriers are made valid before the
+524 -> 600 TFLOP/s on the H200; copies first, 2 ahead, it waited on them). Attention's body needs ``q @ k.T``
+before it issues ``p @ v``: its copies come after the first product (``tma refill``), whose wait also completes the
+``p @ v`` of the iteration before, left in flight across the iteration's end (place_wgmma_waits.py): the stage that
+product read is free once the barrier passes. The mbarriers are made valid before the
 loop and invalid after it. The boxes are read through tensor maps the launcher encodes (an
 array they cannot describe runs the kernel built without TMA: ``thread_ir.TensorMap``).
 """
@@ -138,6 +142,11 @@ class Pipeline:
         # iteration before has completed (its stage is the one refilled): S - 1 ahead, as
         # without overlap, behind the one barrier an iteration takes anyway
         self.copies_last = self.tma and bool(self.overlapped)
+        # the refilled stage is the one the iteration before read. With TMA, where the body's first product is
+        # needed before another is issued (attention's q @ k.T), its copies come after that product: its wait
+        # completes the products left in flight from the iteration before (p @ v: place_wgmma_waits.py), the two
+        # back to back on the tensor cores, and the stage is free
+        self.refill_at = None if lw.copies_first or not self.tma or self.copies_last else _needed_first(body)
         self.ahead = self.stages - 1 - (bool(self.overlapped) and not self.copies_last)
 
     def chain(self, following: list):
@@ -193,7 +202,7 @@ class Pipeline:
             lw.stmts.append(AsyncWait(self.ahead - 1))
             if any(c.wgmma() for c in self.copies):  # the tensor cores read what the copies wrote
                 lw.stmts.append(ProxyFence())
-        if not self.copies_last:
+        if not self.copies_last and self.refill_at is None:
             self.copy_ahead(index, stage)
 
     def copy_last(self, index, stage):
@@ -207,7 +216,7 @@ class Pipeline:
         lw = self.lw
         lw.barrier()
         ahead = lw.op(i64, "add", index, lw.op(i64, "mul", lw.scalar(self.step), Imm(self.ahead, i64)))
-        self._issue(ahead, self.stage_after(stage, self.ahead))
+        self._issue(ahead, self.stage_after(stage, self.ahead), refill=True)
 
     def advance(self, stage, phase) -> list:
         """The next iteration's stage (and, with TMA, its mbarrier's parity: flipped at each wrap)."""
@@ -223,8 +232,10 @@ class Pipeline:
         wrapped = lw.op(i32, "sub", later, Imm(self.stages, i32))
         return lw.op(i32, "select", lw.op(D.bool_, "ge", later, Imm(self.stages, i32)), wrapped, later)
 
-    def rules(self, stage) -> dict:
-        """Lower rules standing in for the loads (nothing: they are copied) and their conversions."""
+    def rules(self, stage, index, others: dict) -> dict:
+        """Lower rules standing in for the loads (nothing: they are copied) and their conversions,
+        and the copies ahead issued after the product ``refill_at`` (``others``: the body's
+        other rules)."""
 
         def convert(c):
             def rule(lw, eqn, x):
@@ -248,7 +259,16 @@ class Pipeline:
             if e
         }
         in_place = {id(e): in_shared(c, t) for c in self.copies if c.tile for e, t in c.operands()}
-        return nothing | in_place | {id(c.convert): convert(c) for c in self.copies if not c.tile}
+        rules = others | nothing | in_place | {id(c.convert): convert(c) for c in self.copies if not c.tile}
+        if (at := self.refill_at) is not None:
+            lower = rules.get(id(at)) or at.prim.rule("lower")
+
+            def then_copies(lw, eqn, *args, **params):
+                lower(lw, eqn, *args, **params)
+                self.copy_ahead(index, stage)
+
+            rules[id(at)] = then_copies
+        return rules
 
     def drain(self, carried: dict):
         """After the loop: the dots left in flight complete (into the loop's results,
@@ -268,7 +288,7 @@ class Pipeline:
         if self.lw.depth == 0:  # nothing copies into the ring again: its words are scratch from here on
             self.lw.retired.extend(c.buffer for c in self.copies if self.lw.shared[c.buffer][0] == D.uint32)
 
-    def _issue(self, index, stage):
+    def _issue(self, index, stage, refill=False):
         lw = self.lw
         saved = {out: lw.values.get(out) for c in self.copies for e in c.chain for out in e.outputs}
         outer_index, lw.values[self.index] = lw.values.get(self.index), index
@@ -276,7 +296,7 @@ class Pipeline:
             for e in c.chain:
                 e.prim.rule("lower")(lw, e, *e.inputs, **e.params)
         if self.tma:
-            self._issue_boxes(index, stage)
+            self._issue_boxes(index, stage, refill)
         else:
             self._issue_copies(stage)
         lw.values[self.index] = outer_index
@@ -286,8 +306,9 @@ class Pipeline:
             else:
                 lw.values[out] = value
 
-    def _issue_boxes(self, index, stage):
-        """Thread 0's TMA copies of iteration ``index`` into ``stage``, if it is one of the loop's."""
+    def _issue_boxes(self, index, stage, refill):
+        """Thread 0's TMA copies of iteration ``index`` into ``stage``, if it is one of the loop's
+        (``refill``: in the loop, into the stage the iteration before read)."""
         lw, boxes, size = self.lw, [], 0
         for c in self.copies:
             array, *starts, _ = c.load.inputs
@@ -310,7 +331,7 @@ class Pipeline:
         inside = lw.op(D.bool_, "lor", up, down)
         buffers, indices, maps, ranks, coords = zip(*boxes)
         flat = [x for xs in coords for x in xs]
-        lw.stmts.append(TmaLoad(buffers, list(indices), maps, ranks, flat, self.barriers, stage, size, inside))
+        lw.stmts.append(TmaLoad(buffers, list(indices), maps, ranks, flat, self.barriers, stage, size, inside, refill))
 
     def _issue_copies(self, stage):
         """Every thread's cp.async copies of the iteration's windows into ``stage``, a group."""
@@ -548,3 +569,17 @@ def _contains_dot(block: Block) -> bool:
 
 def _writes(block: Block) -> bool:
     return any(e.prim.effect == "write" for e in _eqns(block))
+
+
+def _needed_first(body: Block) -> Eqn | None:
+    """The first dot of ``body`` if its product is read before another dot is issued."""
+    dots = [k for k, e in enumerate(body.eqns) if e.prim.name == "dot"]
+    if not dots:
+        return None
+    first = body.eqns[dots[0]]
+    for eqn in body.eqns[dots[0] + 1 :]:
+        if first.outputs[0] in eqn.inputs:
+            return first if eqn.prim.name != "dot" else None
+        if eqn.prim.name == "dot" or sub_blocks(eqn):
+            return None
+    return None

@@ -636,7 +636,8 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
     if pipeline:
         pipeline.refill(index_reg, stage, phase)
     lw.depth += 1
-    lw.lower_block(body, folded_transposes(lw, body) | (pipeline.rules(stage) if pipeline else {}))
+    rules = folded_transposes(lw, body)
+    lw.lower_block(body, pipeline.rules(stage, index_reg, rules) if pipeline else rules)
     lw.depth -= 1
     results = [lw.regs(res, lw.layout(p)) for p, res in zip(carried, body.results)]
     if pipeline:
@@ -659,14 +660,17 @@ def _lower_loop(lw, eqn, start, stop, step, *inits, body):
 
 
 def lower_to_threads(
-    program: Program, layouts: dict, num_threads: int, num_stages: int = 3, general: bool = False
-) -> ThreadProgram:
+    program: Program, layouts: dict, num_threads: int, num_stages: int = 3, general: bool = False,
+    copies_first: bool = False,
+) -> ThreadProgram:  # fmt: skip
     """The thread program of ``program`` under ``layouts``; pipelined loads take ``num_stages``
     buffers. Unless ``general``, those wgmma reads are copied by TMA where they qualify and
     vector accesses take their arrays to be aligned where that drops the lane-by-lane paths
     (the program says which arrays it takes so, and what it needs of them: the general
-    program is for any others)."""
+    program is for any others). ``copies_first``: pipelined copies first in an iteration
+    (``tile_kernel``'s option)."""
     lw = Lowering(layouts, num_threads, num_stages, general)
+    lw.copies_first = copies_first
     params = []
     for var, name in zip(program.body.params, program.arg_names):
         if isinstance(var.type, ArrayType):
