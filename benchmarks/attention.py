@@ -1,7 +1,7 @@
 """Attention forward: examples/attention.py against torch's scaled_dot_product_attention and a
 Triton fused-attention kernel in the style of Triton's tutorial, same run.
 
-    python benchmarks/attention.py [--quick] [--configs]
+    python benchmarks/attention.py [--quick] [--configs] [--backward] [--lengths 1024,4096,16384]
 
 Each case checks tilelang's output against SDPA's (random inputs, output poisoned first),
 then times both with CUDA events (median) and reports TFLOP/s: 4 * batch * heads * L^2 * D
@@ -87,17 +87,20 @@ def backward_case(torch, sdpa, q, k, v, causal, flops, rounds=3) -> str:
     return f"    backward: tilelang {a:7.1f}  SDPA {b:7.1f} TFLOP/s  ratio {a / b:.3f}  max |diff| {err:.2g}"
 
 
-def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_backend="flash", rounds=3) -> str:
+def bench_attention(torch, quick=False, configs=False, backward=False, sdpa_backend="flash", rounds=3,
+                    lengths=(4096,), dtypes=("float16", "bfloat16")) -> str:  # fmt: skip
+    """The table of every case: ``lengths`` at 8 x 4096 tokens a batch (32 heads at D = 64, 16 at
+    D = 128), each causal and not, in each of ``dtypes``."""
     sdpa = sdpa_function(torch, sdpa_backend)
     try:
         from triton_attention import attention as triton_run
     except ImportError:  # (no Triton here)
         triton_run = None
     rows = []
-    cases = [(4, 32, 1024, 64)] if quick else [(8, 32, 4096, 64), (8, 16, 4096, 128)]
-    for batch, heads, length, d in cases:
+    cases = [(max(1, 8 * 4096 // n), heads, n, d) for n in lengths for heads, d in ((32, 64), (16, 128))]
+    for batch, heads, length, d in [(4, 32, 1024, 64)] if quick else cases:
         for causal in (False, True):
-            for dtype in (torch.float16, torch.bfloat16):
+            for dtype in (getattr(torch, name) for name in dtypes):
                 q, k, v = (torch.randn(batch, heads, length, d, device="cuda", dtype=dtype) for _ in range(3))
                 want = sdpa(q, k, v, is_causal=causal)
                 got = example.attention(q, k, v, causal=causal)
@@ -139,12 +142,15 @@ def main():
     parser.add_argument("--backward", action="store_true", help="time the backward pass too")
     parser.add_argument("--sdpa", default="flash", choices=["flash", "cudnn", "efficient", "any"])
     parser.add_argument("--rounds", type=int, default=3, help="each timing taken in turn this many times (median)")
+    parser.add_argument("--lengths", default="4096", help="sequence lengths, comma-separated (8 x 4096 tokens a batch)")
+    parser.add_argument("--dtypes", default="float16,bfloat16")
     parser.add_argument("--out")
     opts = parser.parse_args()
     import torch
 
     print(f"SDPA's backend: {opts.sdpa}", flush=True)
-    table = bench_attention(torch, opts.quick, opts.configs, opts.backward, opts.sdpa, opts.rounds)
+    lengths, dtypes = [int(n) for n in opts.lengths.split(",")], opts.dtypes.split(",")
+    table = bench_attention(torch, opts.quick, opts.configs, opts.backward, opts.sdpa, opts.rounds, lengths, dtypes)
     if opts.out:
         with open(opts.out, "w") as f:
             f.write(f"# attention forward on {torch.cuda.get_device_name()}\n\n" + table)
