@@ -571,3 +571,43 @@ def test_a_product_is_done_before_the_barrier_its_tiles_are_reused_after():
     assert body[-2] == "barrier" and body[-1].startswith("next") and waits and max(waits) < len(body) - 2, body
     STAGED_IN_A_LOOP[(1,)](x, y, out, BM=128, BK=16, BN=64, backend="cpu")
     np.testing.assert_array_equal(out, np.full((128, 64), 4 * 40 * 0.5, np.float32))
+
+
+def _last_product_wins(x, y, w, out, out2, BM: tl.Constant, BK: tl.Constant, BN: tl.Constant):
+    a = tl.load(x, index=(0, 0), shape=(BM, BK))
+    s, t, total = tl.zeros((BM, BN), tl.float32), tl.zeros((BM, BN), tl.float32), tl.zeros((BM,), tl.float32)
+    for _ in tl.range(0, 3):
+        total = total + tl.max(s, axis=1) * tl.min(t, axis=1)  # (the iteration before's product, twice)
+        p = tl.dot(a, tl.load(y, index=(0, 0), shape=(BK, BN)))
+        s, t = p, p  # carried into two parameters
+    u = tl.zeros((BM, BN), tl.float32)
+    for _ in tl.range(0, 3):
+        total = total + tl.sum(tl.dot(a, tl.load(w, index=(0, 0), shape=(BK, BN))), axis=1)
+        u = tl.dot(a, tl.load(y, index=(0, 0), shape=(BK, BN)))  # carried, its parameter never read
+    tl.store(out, s + t + u, index=(0, 0))
+    tl.store(out2, total, index=(0,))
+
+
+LAST_PRODUCT_WINS = tl.tile_kernel(_last_product_wins, num_threads=128, num_stages=1, arch="sm_90a")
+
+
+def test_products_the_next_iteration_could_not_wait_for_alone_complete_in_their_own():
+    """A product a loop carries stays in flight into the next iteration only where that is
+    safe for ptxas: carried into one parameter (two would copy its registers on the back edge
+    while it runs), and completed there by a wait with nothing later left in flight (ptxas
+    follows no partial wait around a loop). Else it completes in its own iteration, as
+    before: nothing is serialized. Values as NumPy's on the CPU backend."""
+    rng = np.random.default_rng(3)
+    x, y, w = (rng.uniform(-1, 1, shape).astype(np.float16) for shape in ((64, 16), (16, 64), (16, 64)))
+    out, out2 = np.full((64, 64), np.nan, np.float32), np.full((64,), np.nan, np.float32)
+    e = tl.explain(LAST_PRODUCT_WINS, x, y, w, out, out2, BM=64, BK=16, BN=64)
+    for body in (body.split("next (")[0] for body in e["thread_ir"].split("    for k")[1:]):
+        waits = [line.strip() for line in body.splitlines() if "wgmma" in line]
+        assert waits[-1].startswith("wgmma_wait 0 acc") and "wgmma_wait 0 c" not in body, body  # (in its iteration)
+    assert "serialized" not in e["resources"], e["resources"]
+    LAST_PRODUCT_WINS[(1,)](x, y, w, out, out2, BM=64, BK=16, BN=64, backend="cpu")
+    p = x.astype(np.float64) @ y.astype(np.float64)
+    q = x.astype(np.float64) @ w.astype(np.float64)
+    want = 0.0 + 2 * (p.max(axis=1) * p.min(axis=1)) + 3 * q.sum(axis=1)  # (the first iteration adds 0 * 0)
+    np.testing.assert_allclose(out, 3 * p, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out2, want, rtol=1e-4, atol=1e-3)

@@ -295,8 +295,9 @@ class Wgmma:
     """A warpgroup's tensor-core multiply-add from shared memory (sm_90a; all 128 threads
     of each warpgroup take part): ``dst = a @ b + c``, issued as one group (fence,
     ``wgmma.mma_async`` per instruction and k-step, commit) and complete at the ``WgmmaWait``
-    on ``dst`` that follows (place_wgmma_waits.py puts it where ``dst`` is first needed;
-    until then no statement may read ``dst`` or ``c`` or store into the tiles it reads).
+    on ``dst`` that follows (place_wgmma_waits.py puts it where ``dst`` is first needed, or,
+    for a product a loop carries, on the loop's parameter in the next iteration or its exit
+    edge; until then no statement may read ``dst`` or ``c`` or store into the tiles it reads).
     ``a`` (m x k) and ``b`` (k x n) are ``SwizzledTile`` s (swizzled.py) from word ``*_index``
     of ``*_buffer`` (the warpgroup's own rows of ``a``, columns of ``b``), K-major or not as
     ``*_k_major`` says.

@@ -194,7 +194,7 @@ class Pipeline:
 
     def refill(self, index, stage, phase):
         """At the top of the body: wait for this iteration's tiles, then copy ahead (unless
-        the copies come last, :meth:`copy_last`)."""
+        the copies come last, :meth:`copy_last`, or after the product ``refill_at``: :meth:`rules`)."""
         lw = self.lw
         if self.tma:
             lw.stmts.append(MbarrierWait(self.barriers, stage, phase))

@@ -14,10 +14,15 @@ probabilities are computed from ``s``).
 
 A product a loop carries into its next iteration (attention's ``acc = p @ v + acc * alpha``)
 stays in flight across the iteration's end: the next iteration waits for it where it reads
-the value (here, at the latest with the first wait for one of its own products, which comes
-after it), and the loop's exit edge waits for the last one. In between, the tensor cores run
-it and the next iteration's first product back to back; a TMA refill of the stage it read
-(``tma refill``: the pipeline issues it where the body first needs a product) waits for it.
+the value, or where a wait for one of its own products would complete it anyway, and the
+loop's exit edge waits for the last one. The tensor cores then run it and the next
+iteration's first product back to back; a refill of the stage it read (``tma refill``: with
+TMA the pipeline's copies ahead, lower_pipeline.py) waits for it. Only where ptxas keeps up:
+the product is carried into one parameter that nothing reads after it is issued (else LLVM
+copies its registers on the back edge while it runs), and a wait that completes it leaves
+nothing in flight (ptxas follows no ``wait_group N`` around a loop); a product that would
+need otherwise completes in its own iteration (either way ptxas would make every wgmma of
+the kernel wait for the one before, C7514).
 
 What may be issued while products are in flight: ops, shuffles and loads that do not read
 their results, shared loads, shared stores to other tiles, global stores, fences, barriers,
@@ -60,6 +65,7 @@ from .._lower.thread_ir import (
     Wgmma,
     WgmmaWait,
     registers,
+    walk_statements,
 )
 
 # statements that may be issued while a product is in flight, unless they touch it
@@ -70,7 +76,7 @@ _NO_TILE_WRITES = (Op, Shuffle, Load, Store, SharedLoad, ProxyFence, MbarrierWai
 
 
 def place_wgmma_waits(program: ThreadProgram) -> ThreadProgram:
-    program.body = _place(program.body, _nothing_after)
+    program.body, _ = _place(program.body, _nothing_after)
     return program
 
 
@@ -78,17 +84,34 @@ def _nothing_after(product) -> bool:
     return True
 
 
-def _place(stmts: list, after, loop: Loop | None = None) -> list:
-    """``stmts`` with their products' waits placed; ``after(product)``: whether what may run
-    after them, before a barrier, leaves the product's tiles alone; ``loop``: the loop whose
-    body they are (its carried products stay in flight across the iteration's end)."""
-    issued = {s.dst for s in stmts if isinstance(s, Wgmma) and not s.pending}
-    carried = _carried(stmts, issued, loop)
-    out, flight = [], list(carried)  # flight: the products issued and not yet waited for, in commit order
-    earlier = {id(p) for p in carried}  # (of the iteration before: they read the stage a refill writes)
+def _place(stmts: list, after, loop: Loop | None = None) -> tuple:
+    """``stmts`` with their products' waits placed, and the result registers of the products
+    they leave in flight: ``loop``'s body carrying them into its next iteration (else none).
+    ``after(product)``: whether what may run after ``stmts``, before a barrier, leaves the
+    product's tiles alone."""
+    exits = {}  # each loop inside first, once: what it leaves in flight completes on its exit edge
     for i, s in enumerate(stmts):
         if isinstance(s, Loop):
-            s.body = _place(s.body, _after_body(s, stmts, i, after), s)
+            s.body, left = _place(s.body, _after_body(s, stmts, i, after), s)
+            exits[id(s)] = [WgmmaWait(param, 0) for result, param in zip(s.results, s.params) if result in left]
+    issued = {s.dst for s in stmts if isinstance(s, Wgmma) and not s.pending}
+    seeds = _may_carry(stmts, loop, issued) if loop else set()
+    while True:  # (a product the iteration cannot leave in flight is not waited for at the next one's top)
+        out, left = _schedule(stmts, after, loop, issued, seeds, exits)
+        if left == seeds:
+            return out, left
+        seeds = left
+
+
+def _schedule(stmts: list, after, loop: Loop | None, issued: set, carried: set, exits: dict) -> tuple:
+    """``_place`` with the products of ``carried`` (result registers) taken to be in flight at
+    the top of the body (as the loop's parameters they become) and left in flight at its end
+    where they can be."""
+    params = [(r, p) for r, p in zip(loop.results, loop.params) if r in carried] if loop else []
+    stand_ins = [dataclasses.replace(s, dst=p) for s in stmts if isinstance(s, Wgmma) for r, p in params if r == s.dst]
+    out, flight = [], list(stand_ins)  # flight: the products issued and not yet waited for, in commit order
+    earlier = {id(p) for p in stand_ins}  # (of the iteration before: they read the stage a refill writes)
+    for i, s in enumerate(stmts):
         if isinstance(s, WgmmaWait) and s.pending == 0 and s.acc in issued:
             continue  # (written where the product is needed)
         needed = [
@@ -97,38 +120,35 @@ def _place(stmts: list, after, loop: Loop | None = None) -> list:
             if _needs(s, product, id(product) in earlier)
             or (isinstance(s, Barrier) and not _untouched(stmts, i + 1, product, id(product) in earlier, after))
         ]
-        if needed:  # (ptxas follows no group around a loop: a product of the iteration before, with none left)
-            _wait(flight, len(flight) - 1 if any(id(flight[k]) in earlier for k in needed) else max(needed), out)
+        if needed:  # (ptxas follows no group around a loop: one of the iteration before completes with all)
+            _wait(flight, len(flight) - 1 if _any_earlier(flight, earlier) else max(needed), out)
         out.append(s)
-        if isinstance(s, Loop):  # its last carried products complete on its exit edge
-            out.extend(WgmmaWait(p.dst, 0) for p in _carried(s.body, issued=None, loop=s))
+        out.extend(exits.get(id(s), ()))
         if isinstance(s, Wgmma) and s.dst in issued:
             flight.append(s)
-    waited = [k for k, product in enumerate(flight) if id(product) in earlier or _result_of(product, loop) is None]
+    stay = not _any_earlier(flight, earlier)  # (else all complete here, for the same reason)
+    waited = [k for k, product in enumerate(flight) if not (stay and product.dst in carried)]
     if waited:
         _wait(flight, max(waited), out)
+    return out, {product.dst for product in flight}
+
+
+def _may_carry(body: list, loop: Loop, issued: set) -> set:
+    """The products of ``loop``'s ``body`` (result registers) that may stay in flight into its
+    next iteration: carried into one parameter, which nothing reads after the product is issued
+    (else LLVM copies the registers on the loop's back edge while the product is in flight, and
+    ptxas serializes every wgmma of the kernel, C7514)."""
+    out = set()
+    for k, s in enumerate(body):
+        if isinstance(s, Wgmma) and s.dst in issued and loop.results.count(s.dst) == 1:
+            param = loop.params[loop.results.index(s.dst)]
+            if not any(param in registers(t, t.USES) for t in walk_statements(body[k + 1 :])):
+                out.add(s.dst)
     return out
 
 
-def _carried(body: list, issued, loop: Loop | None) -> list:
-    """The products of ``loop``'s body (``issued`` there, None: find them) that it carries into
-    the next iteration, each as the next iteration sees it (its register the loop's parameter),
-    in commit order."""
-    if loop is None:
-        return []
-    if issued is None:
-        issued = {s.dst for s in body if isinstance(s, Wgmma) and not s.pending}
-    params = dict(zip(loop.results, loop.params))
-    return [
-        dataclasses.replace(s, dst=params[s.dst])
-        for s in body
-        if isinstance(s, Wgmma) and s.dst in issued and s.dst in params
-    ]
-
-
-def _result_of(product: Wgmma, loop: Loop | None):
-    """The parameter a product of ``loop``'s body is carried into (None: it is not)."""
-    return dict(zip(loop.results, loop.params)).get(product.dst) if loop else None
+def _any_earlier(flight: list, earlier: set) -> bool:
+    return any(id(product) in earlier for product in flight)
 
 
 def _after_body(loop: Loop, stmts: list, i: int, after):
