@@ -205,7 +205,7 @@ def test_the_forward_runs_p_at_v_into_the_next_iteration():
         assert lines[2].startswith("wgmma_wait 0 c") and lines[3].startswith("wgmma_wait 0 acc"), lines
         assert lines[4] == "barrier" and lines[5].startswith("tma refill"), lines
         assert "= wgmma[" in lines[6] and lines[7].startswith("wgmma_wait 0 c"), lines  # (the exit's)
-    assert "wgmma.wait_group.sync.aligned 1;" not in e["ptx"] and "serialized" not in e["resources"], e["resources"]
+    assert "wgmma.wait_group.sync.aligned 1;" not in e["ptx"] and "by ptxas" not in e["resources"], e["resources"]
 
 
 def test_copies_first_issues_them_at_the_top_of_each_iteration():
@@ -222,4 +222,4 @@ def test_copies_first_issues_them_at_the_top_of_each_iteration():
         lines = [line.strip() for line in body.splitlines() if "wgmma" in line or "tma" in line or "barrier" in line]
         assert lines[0].startswith("mbarrier_wait") and lines[1].startswith("wgmma_wait 0 c"), lines
         assert lines[2] == "barrier" and lines[3].startswith("tma refill") and "= wgmma[" in lines[4], lines
-    assert "serialized" not in e["resources"], e["resources"]
+    assert "by ptxas" not in e["resources"], e["resources"]

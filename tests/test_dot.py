@@ -591,6 +591,20 @@ def _last_product_wins(x, y, w, out, out2, BM: tl.Constant, BK: tl.Constant, BN:
 LAST_PRODUCT_WINS = tl.tile_kernel(_last_product_wins, num_threads=128, num_stages=1, arch="sm_90a")
 
 
+def _previous_and_current(q, k, v, out, out2, n, BM: tl.Constant, BN: tl.Constant, D: tl.Constant):
+    qt = tl.load(q, index=(0, 0), shape=(BM, D))
+    prev, cur, total = tl.zeros((BM, D), tl.float32), tl.zeros((BM, D), tl.float32), tl.zeros((BM,), tl.float32)
+    for j in tl.range(0, n):
+        s = tl.dot(qt, tl.load(k, index=(j, 0), shape=(BN, D)).T)
+        total = total + tl.sum(s, axis=1)
+        prev, cur = cur, tl.dot(s.astype(tl.float16), tl.load(v, index=(j, 0), shape=(BN, D)))  # (back edge reads cur)
+    tl.store(out, prev + cur, index=(0, 0))
+    tl.store(out2, total, index=(0,))
+
+
+PREVIOUS_AND_CURRENT = tl.tile_kernel(_previous_and_current, num_threads=128, num_stages=2, arch="sm_90a")
+
+
 def test_products_the_next_iteration_could_not_wait_for_alone_complete_in_their_own():
     """A product a loop carries stays in flight into the next iteration only where that is
     safe for ptxas: carried into one parameter (two would copy its registers on the back edge
@@ -604,10 +618,30 @@ def test_products_the_next_iteration_could_not_wait_for_alone_complete_in_their_
     for body in (body.split("next (")[0] for body in e["thread_ir"].split("    for k")[1:]):
         waits = [line.strip() for line in body.splitlines() if "wgmma" in line]
         assert waits[-1].startswith("wgmma_wait 0 acc") and "wgmma_wait 0 c" not in body, body  # (in its iteration)
-    assert "serialized" not in e["resources"], e["resources"]
+    assert "serialized" not in e["resources"] and "injected" not in e["resources"], e["resources"]
     LAST_PRODUCT_WINS[(1,)](x, y, w, out, out2, BM=64, BK=16, BN=64, backend="cpu")
     p = x.astype(np.float64) @ y.astype(np.float64)
     q = x.astype(np.float64) @ w.astype(np.float64)
     want = 0.0 + 2 * (p.max(axis=1) * p.min(axis=1)) + 3 * q.sum(axis=1)  # (the first iteration adds 0 * 0)
     np.testing.assert_allclose(out, 3 * p, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out2, want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_product_whose_parameter_the_back_edge_copies_completes_in_its_iteration():
+    """``prev, cur = cur, p @ v``: the back edge reads ``cur``'s parameter while the new product
+    would be in flight (LLVM copies registers there, and ptxas adds a wait of its own, C7517):
+    the product completes in its own iteration, and ptxas adds nothing (explain reports what
+    it adds). Values as NumPy's on the CPU backend."""
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.uniform(-1, 1, (192, 64)).astype(np.float16) for _ in range(3))
+    out, out2 = np.full((64, 64), np.nan, np.float32), np.full((64,), np.nan, np.float32)
+    e = tl.explain(PREVIOUS_AND_CURRENT, q, k, v, out, out2, 3, BM=64, BN=64, D=64)
+    body = e["thread_ir"].split("    for k")[1].split("next (")[0]
+    assert [line.strip() for line in body.splitlines() if "wgmma" in line][-1].startswith("wgmma_wait 0 acc"), body
+    assert "serialized" not in e["resources"] and "injected" not in e["resources"], e["resources"]
+    PREVIOUS_AND_CURRENT[(1,)](q, k, v, out, out2, 3, BM=64, BN=64, D=64, backend="cpu")
+    qq, kk, vv = (x.astype(np.float64) for x in (q, k, v))
+    s = [qq[:64] @ kk[64 * j : 64 * j + 64].T for j in range(3)]
+    p = [x.astype(np.float16).astype(np.float64) @ vv[64 * j : 64 * j + 64] for j, x in enumerate(s)]
+    np.testing.assert_allclose(out, p[1] + p[2], rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(out2, sum(x.sum(axis=1) for x in s), rtol=1e-4, atol=1e-2)

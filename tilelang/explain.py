@@ -88,6 +88,7 @@ def _resources_text(r: dict) -> str:
         f"shared memory per block {r['shared']} bytes, stack {r['stack']} bytes, "
         f"spills {r['spill_stores']} bytes stored / {r['spill_loads']} bytes loaded (sm_90, ptxas)"
         + (f"\nwgmma serialized by ptxas (each waits for the last): {why}" if (why := r["wgmma_serialized"]) else "")
+        + ("\nwgmma wait injected by ptxas (registers of a product used before its wait)" * r["wgmma_wait_injected"])
     )
 
 

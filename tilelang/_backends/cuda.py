@@ -183,8 +183,10 @@ class CudaKernel:
             "stack": number(r"(\d+) bytes stack frame"),
             "shared": shared,
             "threads": self.program.num_threads,
-            # ptxas's reason for making each wgmma wait for the one before (C7509), if it did
+            # ptxas's reason for making each wgmma wait for the one before (C7509, C7514), if it did
             "wgmma_serialized": next(iter(re.findall(r"\(C75\d\d\)[^:]*: wgmma[^']*? due to ([^']*?) in", log)), ""),
+            # whether ptxas added a wait of its own (C7517: a product's registers used before our wait)
+            "wgmma_wait_injected": "(C7517)" in log,
         }
 
     def launcher(self, device_id: int):

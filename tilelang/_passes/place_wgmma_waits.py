@@ -135,14 +135,15 @@ def _schedule(stmts: list, after, loop: Loop | None, issued: set, carried: set, 
 
 def _may_carry(body: list, loop: Loop, issued: set) -> set:
     """The products of ``loop``'s ``body`` (result registers) that may stay in flight into its
-    next iteration: carried into one parameter, which nothing reads after the product is issued
-    (else LLVM copies the registers on the loop's back edge while the product is in flight, and
-    ptxas serializes every wgmma of the kernel, C7514)."""
+    next iteration: carried into one parameter, which nothing reads after the product is issued,
+    the back edge included (else LLVM copies registers while the product is in flight, and ptxas
+    serializes every wgmma of the kernel, C7514, or adds a wait of its own, C7517)."""
     out = set()
     for k, s in enumerate(body):
         if isinstance(s, Wgmma) and s.dst in issued and loop.results.count(s.dst) == 1:
             param = loop.params[loop.results.index(s.dst)]
-            if not any(param in registers(t, t.USES) for t in walk_statements(body[k + 1 :])):
+            later = (param in registers(t, t.USES) for t in walk_statements(body[k + 1 :]))
+            if param not in loop.results and not any(later):
                 out.add(s.dst)
     return out
 
