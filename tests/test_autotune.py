@@ -277,3 +277,16 @@ def test_tuning_on_the_gpu_times_every_config(cache):
     out, expected = _launch(again, n=1 << 20)
     np.testing.assert_array_equal(out, expected)
     assert again.tunings == []
+
+
+def test_a_variant_keeps_the_kernels_options_and_takes_the_configs():
+    """Each config's kernel: its threads, stages and ``copies_first``; the kernel's own
+    backend, checks and target (``arch``) kept. Configs differ by ``copies_first`` alone."""
+    kernel = tl.tile_kernel(_accumulate, backend="cpu", arch="sm_80", debug=True)
+    tuned = tl.autotune(configs=CONFIGS, key=["x"])(kernel)
+    first = tl.Config(TILE=128, num_threads=64, num_stages=2, copies_first=True)
+    assert first != tl.Config(TILE=128, num_threads=64, num_stages=2) and "copies first" in first.label()
+    v = tuned.variant(first)
+    assert (v.num_threads, v.num_stages, v.copies_first) == (64, 2, True), vars(v)
+    assert (v.backend, v.arch, v.debug) == ("cpu", "sm_80", True), vars(v)
+    assert tuned.variant(tl.Config(TILE=128, num_threads=64, num_stages=2)).copies_first is False
