@@ -49,11 +49,13 @@ class InShared(NamedTuple):
 
 
 class Lowering:
-    def __init__(self, layouts: dict, num_threads: int, num_stages: int = 3, general: bool = False):
+    def __init__(
+        self, layouts: dict, num_threads: int, num_stages: int = 3, general: bool = False, copies_first: bool = False
+    ):
         self.layouts = layouts
         self.t = num_threads
         self.num_stages = num_stages  # shared buffers of a software-pipelined load (lower_pipeline.py)
-        self.copies_first = False  # a pipelined loop's copies first in each iteration (lower_pipeline.py)
+        self.copies_first = copies_first  # a pipelined loop's copies first in each iteration (lower_pipeline.py)
         # the program for any array, or one that copies wgmma operands by TMA (sm_90a) and moves
         # vectors of arrays it takes to be aligned (thread_ir.array_aligned), listed in ``aligned``
         self.tma = self.assume_aligned = not general

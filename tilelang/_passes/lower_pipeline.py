@@ -573,11 +573,11 @@ def _writes(block: Block) -> bool:
 
 def _needed_first(body: Block) -> Eqn | None:
     """The first dot of ``body`` if its product is read before another dot is issued."""
-    dots = [k for k, e in enumerate(body.eqns) if e.prim.name == "dot"]
-    if not dots:
+    k = next((k for k, e in enumerate(body.eqns) if e.prim.name == "dot"), None)
+    if k is None:
         return None
-    first = body.eqns[dots[0]]
-    for eqn in body.eqns[dots[0] + 1 :]:
+    first = body.eqns[k]
+    for eqn in body.eqns[k + 1 :]:
         if first.outputs[0] in eqn.inputs:
             return first if eqn.prim.name != "dot" else None
         if eqn.prim.name == "dot" or sub_blocks(eqn):

@@ -669,8 +669,7 @@ def lower_to_threads(
     (the program says which arrays it takes so, and what it needs of them: the general
     program is for any others). ``copies_first``: pipelined copies first in an iteration
     (``tile_kernel``'s option)."""
-    lw = Lowering(layouts, num_threads, num_stages, general)
-    lw.copies_first = copies_first
+    lw = Lowering(layouts, num_threads, num_stages, general, copies_first)
     params = []
     for var, name in zip(program.body.params, program.arg_names):
         if isinstance(var.type, ArrayType):

@@ -71,8 +71,8 @@ from .._lower.thread_ir import (
 # statements that may be issued while a product is in flight, unless they touch it
 _ALONGSIDE = (Op, Shuffle, Load, Store, SharedLoad, SharedStore, ProxyFence, Barrier, MbarrierWait, Wgmma)
 # statements that write no shared tile
-_NO_TILE_WRITES = (Op, Shuffle, Load, Store, SharedLoad, ProxyFence, MbarrierWait, Wgmma, WgmmaWait, AsyncCommit,
-                   AsyncWait, Mbarriers, Mma, LdMatrix)  # fmt: skip
+_NO_TILE_WRITES = (Op, Shuffle, Load, Store, SharedLoad, ProxyFence, Barrier, MbarrierWait, Wgmma, WgmmaWait,
+                   AsyncCommit, AsyncWait, Mbarriers, Mma, LdMatrix)  # fmt: skip
 
 
 def place_wgmma_waits(program: ThreadProgram) -> ThreadProgram:
@@ -204,10 +204,7 @@ def _tiles(product: Wgmma) -> tuple:
 def _needs(s, product: Wgmma, earlier: bool) -> bool:
     """Whether ``s`` must wait for ``product``: it reads its result, writes a tile it reads, or
     is a statement not known to leave it alone."""
-    if isinstance(s, TmaLoad) and s.refill:
-        return earlier
-    if not isinstance(s, _ALONGSIDE) or (isinstance(s, Wgmma) and s.pending):
+    refill = isinstance(s, TmaLoad) and s.refill  # (issued alongside, unless it writes the product's stage)
+    if not (refill or isinstance(s, _ALONGSIDE)) or (isinstance(s, Wgmma) and s.pending):
         return True
-    if isinstance(s, SharedStore) and s.buffer in _tiles(product):
-        return True
-    return product.dst in registers(s, s.USES)
+    return _writes(s, product, earlier) or product.dst in registers(s, s.USES)
