@@ -163,6 +163,66 @@ def test_explain_shows_the_kernel_the_arrays_run():
     assert "lanes=4 whole" in copied["thread_ir"] and "ld.global.v4.f32" in copied["ptx"]
 
 
+@tl.tile_kernel(backend="cpu")
+def centred_rows(x, out, BN: tl.Constant):
+    """out = x - mean(x) per row: a (1, BN) row reduced across lanes and warps, then stored."""
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BN))
+    tl.store(out, t - tl.sum(t, axis=1, keepdims=True) / x.shape[1], index=(i, 0))
+
+
+@tl.tile_kernel(backend="cpu")
+def small_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
+        acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN)), acc)
+    tl.store(c, acc, index=(i, j))
+
+
+def _paths(thread_ir: str) -> set:
+    return {name for name, key in (("shuffle", "shuffle_xor"), ("shared", "= shared ")) if key in thread_ir}
+
+
+def test_the_kernel_for_any_array_moves_consecutive_elements_lane_by_lane():
+    """Its layouts are the aligned kernel's with consecutive lanes on consecutive elements
+    (shown by explain's layouts stage): one element an access, no alignment test, and the
+    row's reduction crosses lanes and warps as the aligned kernel's does."""
+    base = np.ones((3, 1100), np.float32)
+    aligned, misaligned, out = base[:, :1024], base[:, 1:1025], np.zeros((3, 1024), np.float32)
+    fast = tl.explain(centred_rows, aligned, out, BN=1024, backend="cpu")
+    general = tl.explain(centred_rows, misaligned, out, BN=1024, backend="cpu")
+    assert "1x1024 reg=[0,1,9] lane=[2,3,4,5,6] warp=[7,8]" in fast["layouts"]
+    assert general["layouts"].startswith("# not every array")
+    assert "1x1024 reg=[5,6,9] lane=[0,1,2,3,4] warp=[7,8]" in general["layouts"]
+    assert "lanes=" not in general["thread_ir"] and "lanes=4 whole" in fast["thread_ir"]
+    assert _paths(general["thread_ir"]) == _paths(fast["thread_ir"]) == {"shuffle", "shared"}
+    centred_rows[3](misaligned, out, BN=1024)
+    np.testing.assert_array_equal(out, np.zeros_like(out))
+
+
+def test_the_kernel_for_any_array_loads_a_chunk_of_elements_from_one_address():
+    """On CUDA a thread's elements are loaded 8 at a time under one test of their masks, at
+    constant offsets from one address (not an address and a branch per element)."""
+    kernel = tl.tile_kernel(scaled_rows.fn)
+    key, _ = kernel.specialize(kernel.bind(("f32[:, :]", "f32[:, :]"), dict(BN=1024)))
+    ptx = kernel.compile(key, "cuda").backend_kernel.general().ptx()
+    accesses = [line.split()[0] for line in ptx.splitlines() if "ld.global" in line or "bra" in line]
+    assert "ld.global.f32" in accesses and "ld.global.v4.f32" not in accesses
+    assert " ".join(["ld.global.f32"] * 8) in " ".join(accesses)  # (eight loads, no branch between)
+
+
+def test_operands_of_a_dot_keep_their_layouts_in_the_kernel_for_any_array():
+    """Values that meet a dot's operands go to shared memory in words: the kernel for any
+    array lays them out as the aligned one does (no conversion more)."""
+    key, _ = small_matmul.specialize(
+        small_matmul.bind(("f16[:, :]", "f16[:, :]", "f32[:, :]"), dict(BM=64, BN=64, BK=32))
+    )
+    compiled = small_matmul.compile(key, "cpu")
+    compiled.backend_kernel.general()
+    assert "layouts (any array)" not in compiled.stages
+
+
 def test_the_cpu_backend_refuses_a_claimed_whole_group_that_is_misaligned(monkeypatch):
     """The CUDA kernel moves a group the lowering claimed whole in one access, without looking;
     the CPU backend checks the claim: with the analysis made to claim every corner aligned, a

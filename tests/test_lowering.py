@@ -64,8 +64,10 @@ def check(kernel, grid, make_args, reference, outputs, *, rtol=None, atol=None, 
 
 
 def thread_ir(kernel, make_args, **constants) -> str:
-    """The thread program of this specialization (compiled once: the launch reuses it)."""
-    return tl.explain(kernel, *make_args(), backend="cpu", **constants)["thread_ir"]
+    """The thread program of this specialization for aligned arrays (compiled once: the launch
+    reuses it); misaligned ones run the program of ``lane_first`` layouts."""
+    key, _ = kernel.specialize(kernel.bind(make_args(), constants))
+    return kernel.compile(key, "cpu").stages["thread_ir"]
 
 
 def paths(ir: str) -> set:
@@ -987,8 +989,8 @@ def layouts_of_2d_values(first, second):
     """Compile with every 2-d value in layout ``first`` but the second load's result in ``second``."""
     real = tl_kernel.assign_layouts
 
-    def assign(program, num_threads=None, arch="sm_80"):
-        layouts, t = real(program, num_threads, arch)
+    def assign(program, num_threads=None, arch="sm_80", general=False):  # (the kernel for any array too)
+        layouts, t = real(program, num_threads, arch, general)
         b = [e.outputs[0] for e in program.body.eqns if e.prim.name == "load"][1]
         return {v: (second if v is b else first) if len(lay.shape) == 2 else lay for v, lay in layouts.items()}, t
 

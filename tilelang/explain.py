@@ -52,10 +52,13 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
         key, infos = kernel.specialize(arguments)
         compiled = kernel.compile(key, backend)
         stages, code = dict(compiled.stages), compiled.backend_kernel
+        stages.pop("layouts (any array)", None)  # (shown in place of the layouts where that kernel runs)
         if code is not None and not takes_arrays(code.program, _facts(arguments, infos, backend)):
-            code = code.general()  # what these arrays run: the stages after the layouts are its
+            code = code.general()  # what these arrays run: the stages from the layouts on are its
             note = "# not every array is as the kernel takes them (misaligned): the kernel for any array runs\n"
             stages["thread_ir"], stages["llvm_ir"] = note + format_thread_program(code.program), code.ir
+            if "layouts (any array)" in compiled.stages:  # (else it has the same layouts)
+                stages["layouts"] = note + compiled.stages["layouts (any array)"]
         if backend == "cuda":
             stages["ptx"] = code.ptx()
             stages["resources"] = _resources_text(code.resources())

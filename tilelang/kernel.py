@@ -25,7 +25,7 @@ from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
 from ._frontend.loops import rewrite_loops
 from ._frontend.tracing import Array, Tile, TraceScope, tracing
-from ._ir.core import ArrayType, Block, Program, TileType, Var, tile_outputs
+from ._ir.core import ArrayType, Block, Program, TileType, Var, copied, tile_outputs
 from ._ir.printer import format_program
 from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
@@ -396,17 +396,16 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         run = runner(HostRunner(program, Interpreter(program), interpret=True))
         return CompiledKernel(stages, program, run, None, lap)
-    program = insert_conversions(program, layouts)  # layouts that disagree: renamed, rebuilt or converted
-    program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
-    notes = {v: str(lay) for v, lay in layouts.items() if lay.shape}
-    for eqn, out in tile_outputs(program.body):  # what the lowering will do with each dot
-        if eqn.prim.name == "dot":
-            notes[out] += f"\n{dot_plan(eqn, layouts)}"
-    stages["layouts"] = format_program(program, notes=notes)
+    laid_out, stages["layouts"] = _lay_out(program, layouts)
     lap("layouts", None)
 
     def thread_program(general: bool):
-        threads = lower_to_threads(program, layouts, num_threads, kernel.num_stages, general, kernel.copies_first)
+        laid, lays = laid_out, layouts
+        if general:  # its own layouts: one element a thread where the other moves vectors
+            lays = assign_layouts(program, num_threads, arch, general=True)[0]
+            if lays != layouts:
+                laid, stages["layouts (any array)"] = _lay_out(program, lays)
+        threads = lower_to_threads(laid, lays, num_threads, kernel.num_stages, general, kernel.copies_first)
         threads = lap("lower", threads)
         threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
         threads = lap("dead code", eliminate_dead_code(threads))  # and only if something reads it
@@ -425,8 +424,21 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     backend_kernel = lap("emit", Backend(threads, general))  # its LLVM IR
     stages["llvm_ir"] = backend_kernel.ir  # what NVVM (cuda) or MCJIT (cpu) compiles
     if backend == "cpu":
-        return CompiledKernel(stages, program, runner(HostRunner(program, backend_kernel)), backend_kernel, lap)
-    return CompiledKernel(stages, program, runner(CudaRunner(program, backend_kernel)), backend_kernel, lap)
+        return CompiledKernel(stages, laid_out, runner(HostRunner(laid_out, backend_kernel)), backend_kernel, lap)
+    return CompiledKernel(stages, laid_out, runner(CudaRunner(laid_out, backend_kernel)), backend_kernel, lap)
+
+
+def _lay_out(program, layouts):
+    """A copy of ``program`` with the conversions and barriers its ``layouts`` need, and the
+    layouts stage's text."""
+    program = Program(program.name, program.arg_names, copied(program.body), program.constants)
+    program = insert_conversions(program, layouts)  # layouts that disagree: renamed, rebuilt or converted
+    program = order_memory(program, layouts)  # barriers where a block's accesses to an array would race
+    notes = {v: str(lay) for v, lay in layouts.items() if lay.shape}
+    for eqn, out in tile_outputs(program.body):  # what the lowering will do with each dot
+        if eqn.prim.name == "dot":
+            notes[out] += f"\n{dot_plan(eqn, layouts)}"
+    return program, format_program(program, notes=notes)
 
 
 class _Laps(dict):

@@ -162,10 +162,9 @@ class ThreadEmitter:
         ptr = self.get(array.reg("ptr"))
         count = s.dst.slots * s.pack // s.lanes
         if s.lanes == 1:
-            values = []
-            for g in range(count):
-                offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
-                values.append(memory.load(b, s.dst.dtype, ptr, offset, ok, self.get(s.pad, g), host=self.host))
+            elements = [(self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)) for g in range(count)]
+            pads = [self.get(s.pad, g) for g in range(count)]
+            values = memory.load_elements(b, s.dst.dtype, ptr, elements, pads, host=self.host)
         else:
             groups = [self.group(s, g) for g in range(count)]
             pads = [self.get(s.pad, g) for g in range(count)]
@@ -177,9 +176,8 @@ class ThreadEmitter:
         ptr, d = self.get(array.reg("ptr")), array.dtype
         count = max(1, extent(s))
         if s.lanes == 1:
-            for g in range(count):
-                offset, ok = self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)
-                memory.store(b, d, ptr, offset, ok, self.get(s.values, g, d), host=self.host)
+            elements = [(self.get(s.offset, g, INT64), self.get(s.mask, g, BOOL)) for g in range(count)]
+            memory.store_elements(b, d, ptr, elements, [self.get(s.values, g, d) for g in range(count)], self.host)
             return
         if s.pack > 1:  # the words themselves
             values = [self.get(s.values, i) for i in range(count * s.lanes // 2)]

@@ -152,6 +152,22 @@ def sub_blocks(eqn: Eqn):
     return [v for v in eqn.params.values() if isinstance(v, Block)]
 
 
+def copied(block: Block) -> Block:
+    """``block`` with equations and lists of its own, down every body (the values shared): what
+    a pass rewrites in place (insert_conversions, order_memory) leaves the original as it was."""
+
+    def eqn(e: Eqn) -> Eqn:
+        return Eqn(
+            e.prim,
+            e.inputs,
+            e.outputs,
+            {k: copied(v) if isinstance(v, Block) else v for k, v in e.params.items()},
+            e.loc,
+        )
+
+    return Block(list(block.params), [eqn(e) for e in block.eqns], list(block.results))
+
+
 def tile_outputs(block: Block):
     """``(eqn, var)`` for every tile value an equation of ``block`` (or of a body in it) defines."""
     for eqn in block.eqns:

@@ -139,14 +139,17 @@ def scalar_layout(num_threads: int) -> Layout:
     return Layout((), (), (None,) * 5, (None,) * nwarp)
 
 
-def blocked(shape, itemsize: int, num_threads: int) -> Layout:
+def blocked(shape, itemsize: int, num_threads: int, lane_first: bool = False) -> Layout:
     """The default layout: row-major, each thread holding up to 16 bytes of consecutive
     elements of the last dimension, consecutive threads on consecutive vectors (so a
-    warp's loads coalesce), repeated over the tile."""
+    warp's loads coalesce), repeated over the tile. ``lane_first``: each warp holds the same
+    elements, but consecutive lanes hold consecutive elements (a vector's register bits
+    exchanged with the first lanes'), so accesses one element wide coalesce."""
     total = sum(log2(pow2_ceil(s)) for s in shape)
     last = log2(pow2_ceil(shape[-1])) if shape else 0
     vec = min(log2(max(16 // itemsize, 1)), last, max(total - log2(num_threads), 0))
-    return _assign(shape, vec, range(total), num_threads)
+    order = [*range(5, vec + 5), *range(5), *range(vec + 5, total)] if lane_first else range(total)
+    return _assign(shape, vec, order, num_threads)
 
 
 def sliced(layout: Layout, axis: int) -> Layout:

@@ -16,8 +16,10 @@ theirs). The rest propagate:
    row's layout and an ``arange`` mask in its ``where``'s.
 
 Loop-carried values take the layout their body produces (iterated to a fixed point), so a
-loop does not convert its carried values every iteration. Where layouts still disagree,
-``insert_conversions`` (the next pass) rebuilds or converts, visibly.
+loop does not convert its carried values every iteration. The kernel for misaligned arrays,
+whose accesses are one element wide, is laid out again with its blocked layouts lane-first.
+Where layouts still disagree, ``insert_conversions`` (the next pass) rebuilds or converts,
+visibly.
 """
 
 from __future__ import annotations
@@ -132,13 +134,14 @@ _rules("dot", layout=_dot_layout, wants=_dot_wants)
 
 
 class _Assigner:
-    def __init__(self, program: Program, num_threads: int, arch: str):
+    def __init__(self, program: Program, num_threads: int, arch: str, general: bool):
         self.t, self.arch = num_threads, arch
         self.layouts: dict[Var, Layout | None] = {}
-        self.itemsize = _vector_itemsizes(program)
+        self.itemsize, dotted = _vector_itemsizes(program)
+        self.lane_first = {v for v in self.itemsize if v not in dotted} if general else set()
 
     def default(self, v: Var) -> Layout:
-        return blocked(v.type.shape, self.itemsize.get(v, v.type.dtype.itemsize), self.t)
+        return blocked(v.type.shape, self.itemsize.get(v, v.type.dtype.itemsize), self.t, v in self.lane_first)
 
     def known(self, v: Var) -> Layout:
         """``v``'s layout, fixed now to the default if it is still open."""
@@ -202,10 +205,11 @@ class _Assigner:
         self.backward(body)
 
 
-def _vector_itemsizes(program: Program) -> dict:
+def _vector_itemsizes(program: Program) -> tuple[dict, set]:
     """Per tile value, the itemsize that sizes its vectors: the narrowest array loaded or
     stored by the values it is computed elementwise with (so a bfloat16 row computed in
-    float32 still moves 16 bytes per access), else its narrowest non-bool dtype."""
+    float32 still moves 16 bytes per access), else its narrowest non-bool dtype; and the
+    values computed elementwise with a dot's operand."""
     parent: dict = {}
 
     def find(v):
@@ -217,7 +221,7 @@ def _vector_itemsizes(program: Program) -> dict:
         if isinstance(a, Var) and isinstance(b, Var):
             parent[find(a)] = find(b)
 
-    memory: list = []
+    memory, operands = [], []
 
     def walk(block: Block):
         for eqn in block.eqns:
@@ -230,6 +234,8 @@ def _vector_itemsizes(program: Program) -> dict:
                 memory.append((eqn.outputs[0], eqn.inputs[0].type.dtype))
             elif name == "store":
                 memory.append((eqn.inputs[1], eqn.inputs[0].type.dtype))
+            elif name == "dot":
+                operands.extend(eqn.inputs[:2])
             elif name == "range_loop":
                 body = eqn.params["body"]
                 for param, init, result, out in zip(body.params[1:], eqn.inputs[3:], body.results, eqn.outputs):
@@ -246,14 +252,21 @@ def _vector_itemsizes(program: Program) -> dict:
         if v.type.dtype.is_bool or find(v) in touched:
             continue
         narrowest[find(v)] = min(narrowest.get(find(v), 16), v.type.dtype.itemsize)
-    return {v: narrowest.get(find(v), v.type.dtype.itemsize) for v in values}
+    dotted = {find(x) for x in operands if isinstance(x, Var)}
+    return {v: narrowest.get(find(v), v.type.dtype.itemsize) for v in values}, {v for v in values if find(v) in dotted}
 
 
-def assign_layouts(program: Program, num_threads: int | None = None, arch: str = "sm_80") -> tuple[dict, int]:
+def assign_layouts(
+    program: Program, num_threads: int | None = None, arch: str = "sm_80", general: bool = False
+) -> tuple[dict, int]:
     """Layouts for every tile value of ``program`` and the block's thread count, for the
-    target ``arch`` (which tensor cores dots take)."""
+    target ``arch`` (which tensor cores dots take). ``general``: for the program that takes
+    any array (misaligned ones), whose accesses are one element wide: the blocked layouts
+    go ``lane_first`` (consecutive lanes on consecutive elements: each access coalesces,
+    with no alignment test; each warp holds what it held, so a reduction crosses warps
+    where it did), except for values that meet a dot's operands (staged in words)."""
     t = num_threads or default_num_threads(program)
-    assigner = _Assigner(program, t, arch)
+    assigner = _Assigner(program, t, arch, general)
     assigner.forward(program.body)
     assigner.backward(program.body)
     return {v: lay for v, lay in assigner.layouts.items() if lay is not None}, t
