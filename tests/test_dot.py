@@ -546,30 +546,6 @@ def test_a_product_is_waited_for_where_its_result_is_needed(d):
         assert np.all(np.abs(got - want) <= bound + 1e-30)
 
 
-def _reshaped_operand(x, y, out, BM: tl.Constant, BK: tl.Constant, BN: tl.Constant):
-    a = tl.load(x, index=(0, 0, 0), shape=(1, BM, BK)).reshape((BM, BK))  # (a head's rows, as attention's q)
-    tl.store(out, tl.dot(a, tl.load(y, index=(0, 0), shape=(BK, BN))), index=(0, 0))
-
-
-RESHAPED_OPERAND = tl.tile_kernel(_reshaped_operand, num_threads=128, arch="sm_90a")
-
-
-@pytest.mark.parametrize("d", [tl.float16, tl.bfloat16])
-def test_a_reshaped_16_bit_operand_reaches_shared_memory_as_loaded(d):
-    """A 16-bit load reshaped on the same threads keeps its raw words for the dot: they are
-    stored for the tensor cores as loaded, not cut out as floats and packed again (attention's
-    q: 32 conversions and 16 packs a thread). Values as NumPy's on the CPU backend."""
-    rng = np.random.default_rng(3)
-    x, y = rng.uniform(-1, 1, (1, 64, 32)).astype(d.np), rng.uniform(-1, 1, (32, 64)).astype(d.np)
-    out = np.full((64, 64), np.nan, np.float32)
-    e = tl.explain(RESHAPED_OPERAND, x, y, out, BM=64, BK=32, BN=64, backend="cpu")
-    assert "pack16" not in e["thread_ir"] and "from_bits" not in e["thread_ir"]
-    RESHAPED_OPERAND[(1,)](x, y, out, BM=64, BK=32, BN=64, backend="cpu")
-    want = x[0].astype(np.float64) @ y.astype(np.float64)
-    bound = 32 * np.finfo(np.float32).eps * (np.abs(x[0].astype(np.float64)) @ np.abs(y.astype(np.float64)))
-    assert np.all(np.abs(out - want) <= bound + 1e-30)
-
-
 def _staged_in_a_loop(x, y, out, BM: tl.Constant, BK: tl.Constant, BN: tl.Constant):
     acc = tl.zeros((BM, BN), tl.float32)
     for k in tl.range(0, tl.cdiv(x.shape[1], BK)):

@@ -153,8 +153,6 @@ def _lower_reshape(lw, eqn, x, *, shape):
         return output(lw, eqn, lw.regs(x, layout))
     same = reshaped(lw.layout(x), shape)
     if same is not None and same_threads(same, layout):  # the same padded numbering on the same threads
-        if x in lw.packed and same == layout:  # its raw words too: a dot stages them (no widening and packing)
-            return lw.set_words(out, lw.packed[x])
         return output(lw, eqn, lw.regs(x, reshaped(layout, x.type.shape)))
 
     def source_coords(coords):  # the same row-major position in x's shape
