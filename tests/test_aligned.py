@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang._backends.cuda_driver import launcher_module
+from tilelang._lower.layout import blocked, log2, padded_size
 from tilelang._lower.thread_ir import array_aligned, format_thread_program
 
 
@@ -210,6 +211,36 @@ def test_the_kernel_for_any_array_loads_a_chunk_of_elements_from_one_address():
     accesses = [line.split()[0] for line in ptx.splitlines() if "ld.global" in line or "bra" in line]
     assert "ld.global.f32" in accesses and "ld.global.v4.f32" not in accesses
     assert " ".join(["ld.global.f32"] * 8) in " ".join(accesses)  # (eight loads, no branch between)
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 1), (3,), (2, 4), (5, 8), (1, 1024), (32, 128), (7, 300), (2, 3, 40)])
+@pytest.mark.parametrize("itemsize", [1, 2, 4, 8])
+@pytest.mark.parametrize("threads", [32, 128, 512])
+def test_a_lane_first_layout_holds_what_the_blocked_one_holds(shape, itemsize, threads):
+    """The same index bits, each once, on the same warps; consecutive lanes on consecutive
+    elements wherever the blocked layout gives a thread a vector (a tile smaller than a warp
+    is laid out as it was: its lanes hold copies, fuzzing found them given bits it lacks)."""
+    plain, first = blocked(shape, itemsize, threads), blocked(shape, itemsize, threads, lane_first=True)
+    held = [b for b in first.reg + first.lane if b is not None]
+    assert sorted(held + [b for b in first.warp if b is not None]) == list(range(log2(padded_size(shape))))
+    assert first.warp == plain.warp and len(first.reg) == len(plain.reg)
+    if plain.vector_width() > 1:
+        assert first.lane == (0, 1, 2, 3, 4) and first.vector_width() == 1
+    else:
+        assert first == plain
+
+
+@tl.tile_kernel(num_threads=32, backend="cpu")
+def count_into_one_byte(x, counts):
+    """counts[0] += x[0, 0], from a (1, 1) tile that every lane of the warp holds."""
+    tl.atomic_add(counts, tl.arange(0, 1), tl.load(x, offset=(0, 0), shape=(1, 1)))
+
+
+def test_a_tile_smaller_than_a_warp_in_the_kernel_for_any_array():
+    """One byte each (misaligned: not 16 bytes): added once, not once per lane."""
+    x, counts = np.array([[6]], np.int8), np.array([3], np.int8)
+    count_into_one_byte[1](x, counts)
+    assert counts[0] == 9
 
 
 def test_operands_of_a_dot_keep_their_layouts_in_the_kernel_for_any_array():

@@ -148,7 +148,9 @@ def blocked(shape, itemsize: int, num_threads: int, lane_first: bool = False) ->
     total = sum(log2(pow2_ceil(s)) for s in shape)
     last = log2(pow2_ceil(shape[-1])) if shape else 0
     vec = min(log2(max(16 // itemsize, 1)), last, max(total - log2(num_threads), 0))
-    order = [*range(5, vec + 5), *range(5), *range(vec + 5, total)] if lane_first else range(total)
+    order = range(total)
+    if lane_first and vec:  # (then total >= vec + 5: every thread holds a vector)
+        order = [*range(5, vec + 5), *range(5), *range(vec + 5, total)]
     return _assign(shape, vec, order, num_threads)
 
 
