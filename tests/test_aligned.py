@@ -189,7 +189,7 @@ def test_the_kernel_for_any_array_moves_consecutive_elements_lane_by_lane():
     """Its layouts are the aligned kernel's with consecutive lanes on consecutive elements
     (shown by explain's layouts stage): one element an access, no alignment test, and the
     row's reduction crosses lanes and warps as the aligned kernel's does."""
-    base = np.ones((3, 1100), np.float32)
+    base = np.random.default_rng(5).integers(-50, 50, (3, 1100)).astype(np.float32)  # (sums exact in float32)
     aligned, misaligned, out = base[:, :1024], base[:, 1:1025], np.zeros((3, 1024), np.float32)
     fast = tl.explain(centred_rows, aligned, out, BN=1024, backend="cpu")
     general = tl.explain(centred_rows, misaligned, out, BN=1024, backend="cpu")
@@ -199,18 +199,18 @@ def test_the_kernel_for_any_array_moves_consecutive_elements_lane_by_lane():
     assert "lanes=" not in general["thread_ir"] and "lanes=4 whole" in fast["thread_ir"]
     assert _paths(general["thread_ir"]) == _paths(fast["thread_ir"]) == {"shuffle", "shared"}
     centred_rows[3](misaligned, out, BN=1024)
-    np.testing.assert_array_equal(out, np.zeros_like(out))
+    np.testing.assert_allclose(out, misaligned - misaligned.sum(axis=1, keepdims=True) / 1024, rtol=1e-6)
 
 
 def test_the_kernel_for_any_array_loads_a_chunk_of_elements_from_one_address():
-    """On CUDA a thread's elements are loaded 8 at a time under one test of their masks, at
-    constant offsets from one address (not an address and a branch per element)."""
+    """On CUDA a thread's elements are loaded and stored 8 at a time under one test of their
+    masks (not an address and a branch per element)."""
     kernel = tl.tile_kernel(scaled_rows.fn)
     key, _ = kernel.specialize(kernel.bind(("f32[:, :]", "f32[:, :]"), dict(BN=1024)))
     ptx = kernel.compile(key, "cuda").backend_kernel.general().ptx()
-    accesses = [line.split()[0] for line in ptx.splitlines() if "ld.global" in line or "bra" in line]
-    assert "ld.global.f32" in accesses and "ld.global.v4.f32" not in accesses
-    assert " ".join(["ld.global.f32"] * 8) in " ".join(accesses)  # (eight loads, no branch between)
+    accesses = " ".join(line.split()[0] for line in ptx.splitlines() if "global" in line or "bra" in line)
+    assert "ld.global.f32" in accesses and ".v4." not in accesses
+    assert " ".join(["ld.global.f32"] * 8) in accesses and " ".join(["st.global.f32"] * 8) in accesses
 
 
 @pytest.mark.parametrize("shape", [(1,), (1, 1), (3,), (2, 4), (5, 8), (1, 1024), (32, 128), (7, 300), (2, 3, 40)])
@@ -230,17 +230,33 @@ def test_a_lane_first_layout_holds_what_the_blocked_one_holds(shape, itemsize, t
         assert first == plain
 
 
-@tl.tile_kernel(num_threads=32, backend="cpu")
-def count_into_one_byte(x, counts):
-    """counts[0] += x[0, 0], from a (1, 1) tile that every lane of the warp holds."""
-    tl.atomic_add(counts, tl.arange(0, 1), tl.load(x, offset=(0, 0), shape=(1, 1)))
+@tl.tile_kernel(backend="cpu")
+def count_beside_rows(x, out, values, counts, BN: tl.Constant, S: tl.Constant):
+    """Rows of ``x`` doubled (moved in vectors, so a misaligned view runs the kernel for any
+    array), and beside them tiles of ``S`` < 32 elements: an atomic add and a histogram."""
+    i = tl.block_id(0)
+    tl.store(out, tl.load(x, index=(i, 0), shape=(1, BN)) * 2, index=(i, 0))
+    tl.atomic_add(counts, tl.arange(0, S), tl.full((S,), 1, tl.int32))
+    tl.atomic_add(counts, S + tl.arange(0, 4), tl.histogram(tl.load(values, index=(0,), shape=(S,)), 4))
 
 
-def test_a_tile_smaller_than_a_warp_in_the_kernel_for_any_array():
-    """One byte each (misaligned: not 16 bytes): added once, not once per lane."""
-    x, counts = np.array([[6]], np.int8), np.array([3], np.int8)
-    count_into_one_byte[1](x, counts)
-    assert counts[0] == 9
+@pytest.mark.parametrize("first", [0, 1])
+def test_tiles_smaller_than_a_warp_in_the_kernel_for_any_array(first):
+    """Their lanes hold copies: each element is added once, not once a lane."""
+    base = np.arange(3 * 260, dtype=np.float32).reshape(3, 260)
+    x, out = base[:, first : first + 256], np.zeros((3, 256), np.float32)
+    values, counts = np.array([0, 1, 1, 2, 3, 3, 3, 0], np.int32), np.zeros(12, np.int32)
+    count_beside_rows[3](x, out, values, counts, BN=256, S=8)
+    np.testing.assert_array_equal(out, x * 2)
+    np.testing.assert_array_equal(counts, [3] * 8 + list(3 * np.bincount(values, minlength=4)))
+
+
+@tl.tile_kernel(backend="cpu")
+def product_plus_operand(a, b, c, B: tl.Constant):
+    """A dot and its operand's values (a conversion in the aligned kernel), with a
+    transposed operand (attention's ``k.T``: copied ahead only in 16-byte vectors)."""
+    x = tl.load(a, index=(0, 0), shape=(B, B))
+    tl.store(c, tl.dot(x, tl.load(b, index=(0, 0), shape=(B, B)).T) + x.astype(tl.float32), index=(0, 0))
 
 
 def test_operands_of_a_dot_keep_their_layouts_in_the_kernel_for_any_array():
@@ -252,6 +268,13 @@ def test_operands_of_a_dot_keep_their_layouts_in_the_kernel_for_any_array():
     compiled = small_matmul.compile(key, "cpu")
     compiled.backend_kernel.general()
     assert "layouts (any array)" not in compiled.stages
+    # (also where the aligned kernel converts a layout, and through a transpose)
+    key, _ = product_plus_operand.specialize(
+        product_plus_operand.bind(("f16[:, :]", "f16[:, :]", "f32[:, :]"), {"B": 64})
+    )
+    compiled = product_plus_operand.compile(key, "cpu")
+    compiled.backend_kernel.general()
+    assert "convert_layout" in compiled.stages["layouts"] and "layouts (any array)" not in compiled.stages
 
 
 def test_the_cpu_backend_refuses_a_claimed_whole_group_that_is_misaligned(monkeypatch):

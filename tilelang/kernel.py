@@ -396,6 +396,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         run = runner(HostRunner(program, Interpreter(program), interpret=True))
         return CompiledKernel(stages, program, run, None, lap)
+    assigned = dict(layouts)  # (the conversions' values join ``layouts``)
     laid_out, stages["layouts"] = _lay_out(program, layouts)
     lap("layouts", None)
 
@@ -403,7 +404,9 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         laid, lays = laid_out, layouts
         if general:  # its own layouts: one element a thread where the other moves vectors
             lays = assign_layouts(program, num_threads, arch, general=True)[0]
-            if lays != layouts:
+            if lays == assigned:
+                laid, lays = laid_out, layouts
+            else:
                 laid, stages["layouts (any array)"] = _lay_out(program, lays)
         threads = lower_to_threads(laid, lays, num_threads, kernel.num_stages, general, kernel.copies_first)
         threads = lap("lower", threads)

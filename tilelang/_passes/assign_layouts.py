@@ -209,7 +209,7 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
     """Per tile value, the itemsize that sizes its vectors: the narrowest array loaded or
     stored by the values it is computed elementwise with (so a bfloat16 row computed in
     float32 still moves 16 bytes per access), else its narrowest non-bool dtype; and the
-    values computed elementwise with a dot's operand."""
+    values computed elementwise with a dot's operand or what it transposes."""
     parent: dict = {}
 
     def find(v):
@@ -221,7 +221,7 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
         if isinstance(a, Var) and isinstance(b, Var):
             parent[find(a)] = find(b)
 
-    memory, operands = [], []
+    memory, operands, moved = [], [], {}
 
     def walk(block: Block):
         for eqn in block.eqns:
@@ -236,6 +236,8 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
                 memory.append((eqn.inputs[1], eqn.inputs[0].type.dtype))
             elif name == "dot":
                 operands.extend(eqn.inputs[:2])
+            elif name == "transpose":  # (a dot's k.T: k is its operand too)
+                moved[eqn.outputs[0]] = eqn.inputs[0]
             elif name == "range_loop":
                 body = eqn.params["body"]
                 for param, init, result, out in zip(body.params[1:], eqn.inputs[3:], body.results, eqn.outputs):
@@ -252,7 +254,11 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
         if v.type.dtype.is_bool or find(v) in touched:
             continue
         narrowest[find(v)] = min(narrowest.get(find(v), 16), v.type.dtype.itemsize)
-    dotted = {find(x) for x in operands if isinstance(x, Var)}
+    dotted = set()
+    for x in operands:
+        while isinstance(x, Var) and find(x) not in dotted:
+            dotted.add(find(x))
+            x = moved.get(x)
     return {v: narrowest.get(find(v), v.type.dtype.itemsize) for v in values}, {v for v in values if find(v) in dotted}
 
 
@@ -264,7 +270,8 @@ def assign_layouts(
     any array (misaligned ones), whose accesses are one element wide: the blocked layouts
     go ``lane_first`` (consecutive lanes on consecutive elements: each access coalesces,
     with no alignment test; each warp holds what it held, so a reduction crosses warps
-    where it did), except for values that meet a dot's operands (staged in words)."""
+    where it did), except for values that meet a dot's operands, also through a transpose
+    (staged in words, copied ahead in 16-byte vectors)."""
     t = num_threads or default_num_threads(program)
     assigner = _Assigner(program, t, arch, general)
     assigner.forward(program.body)
