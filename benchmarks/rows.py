@@ -1,7 +1,9 @@
 """Row-wise memory-bound cases for benchmarks/run.py: layernorm, rmsnorm and softmax over
 rows in float32 and bfloat16, each against torch and a Triton kernel written here in the
 style of Triton's tutorials (one program per row, the whole row in one block, the
-tutorial's num_warps rule); a per-row cross-entropy and a row cumsum against torch.
+tutorial's num_warps rule), also over rows of 4095 elements (not 16-byte aligned: tilelang
+runs its kernel for any array, Triton its code for strides not divisible by 16); a per-row
+cross-entropy and a row cumsum against torch.
 """
 
 from __future__ import annotations
@@ -168,7 +170,9 @@ def bench_rows(torch, time_ms, report, found, quick=False):
     tk = triton_kernels(found["triton"]) if "triton" in found else None
     cases = [("layernorm", 4096, 4096, "float32"), ("layernorm", 16384, 8192, "float32"),
              ("layernorm", 16384, 4096, "bfloat16"), ("rmsnorm", 16384, 4096, "bfloat16"),
-             ("rmsnorm", 4096, 8192, "bfloat16"), ("softmax", 16384, 4096, "bfloat16")]  # fmt: skip
+             ("rmsnorm", 4096, 8192, "bfloat16"), ("softmax", 16384, 4096, "bfloat16"),
+             ("layernorm", 16384, 4095, "bfloat16"), ("rmsnorm", 16384, 4095, "bfloat16"),
+             ("softmax", 8192, 4095, "float32")]  # fmt: skip
     if quick:
         cases = [(k, 1024, n, d) for k, _, n, d in cases[::2]]
     for kind, m, n, dt in cases:

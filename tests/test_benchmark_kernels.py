@@ -61,15 +61,16 @@ def test_softmax_variants(backend, name):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
-def test_norm_variants_agree(backend, kind):
+@pytest.mark.parametrize("n", [300, 301])  # (rows of 1204 bytes: the kernel for any array)
+def test_norm_variants_agree(backend, kind, n):
     """Each norm variant (threads, weights loaded first) gives the default kernel's result."""
     rng = np.random.default_rng(5)
-    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((4, 300), 300, 300))
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((4, n), n, n))
     args = (x, w, b) if kind == "layernorm" else (x, w)
     results = []
     for kernel in rows.KERNELS[kind].values():
         out = np.full_like(x, np.nan)
-        kernel[4](*args, out, 300, 1e-5, BLOCK=512, backend=backend)
+        kernel[4](*args, out, n, 1e-5, BLOCK=512, backend=backend)
         results.append(out)
     for out in results[1:]:
         np.testing.assert_allclose(out, results[0], rtol=1e-5, atol=1e-5)
