@@ -188,7 +188,7 @@ def _paths(thread_ir: str) -> set:
 def test_the_kernel_for_any_array_moves_consecutive_elements_lane_by_lane():
     """Its layouts are the aligned kernel's with consecutive lanes on consecutive elements
     (shown by explain's layouts stage): one element an access, no alignment test, and the
-    row's reduction crosses lanes and warps as the aligned kernel's does."""
+    row's reduction crosses lanes and warps as the aligned kernel's does (the row is on both)."""
     base = np.random.default_rng(5).integers(-50, 50, (3, 1100)).astype(np.float32)  # (sums exact in float32)
     aligned, misaligned, out = base[:, :1024], base[:, 1:1025], np.zeros((3, 1024), np.float32)
     fast = tl.explain(centred_rows, aligned, out, BN=1024, backend="cpu")

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 import tilelang as tl
 import tilelang.kernel as tl_kernel
 from tilelang import testing as tlt
+from tilelang._lower.thread_ir import format_thread_program
 
 # The interpreter is the reference; TILELANG_TEST_BACKENDS=interpret,cuda adds the GPU on a machine with one.
 BACKENDS = ("interpret", "cpu") + (("cuda",) if "cuda" in tlt.default_backends() else ())
@@ -65,9 +66,25 @@ def check(kernel, grid, make_args, reference, outputs, *, rtol=None, atol=None, 
 
 def thread_ir(kernel, make_args, **constants) -> str:
     """The thread program of this specialization for aligned arrays (compiled once: the launch
-    reuses it); misaligned ones run the program of ``lane_first`` layouts."""
+    reuses it); misaligned ones run the program of ``lane_first`` layouts (:func:`general_ir`)."""
     key, _ = kernel.specialize(kernel.bind(make_args(), constants))
     return kernel.compile(key, "cpu").stages["thread_ir"]
+
+
+def general_ir(kernel, make_args, **constants) -> str | None:
+    """The thread program of this specialization for any array (None: it takes every array as
+    it comes, so there is no other)."""
+    key, _ = kernel.specialize(kernel.bind(make_args(), constants))
+    code = kernel.compile(key, "cpu").backend_kernel
+    return None if code._general is None else format_thread_program(code.general().program)
+
+
+def assert_warps_meet_alike(kernel, make_args, cross, **constants):
+    """The kernel for any array goes through shared memory where the aligned one does (its
+    layouts hold the same elements on each warp; within one, it may shuffle less)."""
+    general = general_ir(kernel, make_args, **constants)
+    if general is not None:
+        assert ("shared" in paths(general)) == ("shared" in cross) and paths(general) <= cross
 
 
 def paths(ir: str) -> set:
@@ -187,6 +204,7 @@ def test_softmax_rows_at_every_thread_count(num_threads, cross, seed, m, n):
     consts = dict(BM=2, BN=48)
     ir = thread_ir(kernel, make, **consts)
     assert paths(ir) == cross  # with one warp on the row, the column of maxima is a register renaming
+    assert_warps_meet_alike(kernel, make, cross, **consts)
     check(kernel, tl.cdiv(m, 2), make, reference, ("out",), rtol=2**-18, atol=2**-20, **consts)
 
 
@@ -277,6 +295,7 @@ def test_reductions_on_registers_lanes_and_warps(dtype, num_threads, tile, axis,
 
     consts = dict(OPS=ops, AXIS=axis, BM=tile[0], BN=tile[1])
     assert paths(thread_ir(kernel, make, **consts)) == cross
+    assert_warps_meet_alike(kernel, make, cross, **consts)
     check(kernel, (gm, gn), make, reference, ("out_a", "out_b"), **consts)
 
 
