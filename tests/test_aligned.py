@@ -275,6 +275,9 @@ def test_operands_of_a_dot_keep_their_layouts_in_the_kernel_for_any_array():
     compiled = product_plus_operand.compile(key, "cpu")
     compiled.backend_kernel.general()
     assert "convert_layout" in compiled.stages["layouts"] and "layouts (any array)" not in compiled.stages
+    a = np.zeros((64, 65), np.float16)[:, 1:]  # (misaligned: explain shows the layouts it runs, the same)
+    shown = tl.explain(product_plus_operand, a, a, np.zeros((64, 64), np.float32), B=64, backend="cpu")
+    assert shown["layouts"].startswith("# not every array") and shown["layouts"].endswith(compiled.stages["layouts"])
 
 
 def test_the_cpu_backend_refuses_a_claimed_whole_group_that_is_misaligned(monkeypatch):

@@ -57,8 +57,7 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
             code = code.general()  # what these arrays run: the stages from the layouts on are its
             note = "# not every array is as the kernel takes them (misaligned): the kernel for any array runs\n"
             stages["thread_ir"], stages["llvm_ir"] = note + format_thread_program(code.program), code.ir
-            if "layouts (any array)" in compiled.stages:  # (else it has the same layouts)
-                stages["layouts"] = note + compiled.stages["layouts (any array)"]
+            stages["layouts"] = note + compiled.stages.get("layouts (any array)", stages["layouts"])  # (else the same)
         if backend == "cuda":
             stages["ptx"] = code.ptx()
             stages["resources"] = _resources_text(code.resources())
