@@ -89,6 +89,10 @@ def bench_axes(torch, time_ms, report, quick=False):
     case, nbytes = f"middle-axis sum {shape[0]}x{shape[1]}x{shape[2]} f32", 4 * (x.numel() + out.numel())
     ok = "ok" if err < 1e-4 else f"WRONG (err {err:.1e})"
     report(case, "tilelang", time_ms(lambda: middle_sum[grid](x, out, BB=bb, BC=bc), torch), nbytes, ok)
+    for vb, vc in ((16, 128), (64, 128), (32, 256)):  # other tiles (rows of 4095: the kernel for any array), unchecked
+        g = (shape[0], tl.cdiv(shape[2], vc))
+        run = lambda g=g, vb=vb, vc=vc: middle_sum[g](x, out, BB=vb, BC=vc)  # noqa: E731
+        report(case, f"tilelang {vb}x{vc}", time_ms(run, torch), nbytes)
     report(case, "torch", time_ms(lambda: torch.sum(x, dim=1), torch), nbytes)
 
     # argmax over the middle axis of the same array
