@@ -402,12 +402,10 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
 
     def thread_program(general: bool):
         laid, lays = laid_out, layouts
-        if general:  # its own layouts: one element a thread where the other moves vectors
-            lays = assign_layouts(program, num_threads, arch, general=True)[0]
-            if lays == assigned:
-                laid, lays = laid_out, layouts
-            else:
-                laid, stages["layouts (any array)"] = _lay_out(program, lays)
+        # its own layouts where they differ: one element a thread where the other moves vectors
+        if general and (own := assign_layouts(program, num_threads, arch, general=True)[0]) != assigned:
+            lays = own
+            laid, stages["layouts (any array)"] = _lay_out(program, lays)
         threads = lower_to_threads(laid, lays, num_threads, kernel.num_stages, general, kernel.copies_first)
         threads = lap("lower", threads)
         threads = lap("cse", eliminate_common_subexpressions(threads))  # each value computed once
