@@ -5,6 +5,12 @@ import numpy as np
 import tilelang as tl
 
 
+def paths(thread_ir: str) -> set:
+    """Which cross-thread mechanisms a thread program uses: shuffles within a warp, shared
+    memory across warps."""
+    return {name for name, key in (("shuffle", "shuffle_xor"), ("shared", "= shared ")) if key in thread_ir}
+
+
 def padded_blocks(x, tile, pad):
     """``x`` padded with ``pad`` to whole tiles, as an array of shape (GM, GN, BM, BN)."""
     (m, n), (bm, bn) = x.shape, tile

@@ -6,6 +6,7 @@ each launch (by tilelang/_launch.c on CUDA, by the CPU backend by the same rule)
 
 import numpy as np
 import pytest
+from _blocks import paths
 from _fake_driver import FakeDriver
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -181,10 +182,6 @@ def small_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
     tl.store(c, acc, index=(i, j))
 
 
-def _paths(thread_ir: str) -> set:
-    return {name for name, key in (("shuffle", "shuffle_xor"), ("shared", "= shared ")) if key in thread_ir}
-
-
 def test_the_kernel_for_any_array_moves_consecutive_elements_lane_by_lane():
     """Its layouts are the aligned kernel's with consecutive lanes on consecutive elements
     (shown by explain's layouts stage): one element an access, no alignment test, and the
@@ -197,7 +194,7 @@ def test_the_kernel_for_any_array_moves_consecutive_elements_lane_by_lane():
     assert general["layouts"].startswith("# not every array")
     assert "1x1024 reg=[5,6,9] lane=[0,1,2,3,4] warp=[7,8]" in general["layouts"]
     assert "lanes=" not in general["thread_ir"] and "lanes=4 whole" in fast["thread_ir"]
-    assert _paths(general["thread_ir"]) == _paths(fast["thread_ir"]) == {"shuffle", "shared"}
+    assert paths(general["thread_ir"]) == paths(fast["thread_ir"]) == {"shuffle", "shared"}
     centred_rows[3](misaligned, out, BN=1024)
     np.testing.assert_allclose(out, misaligned - misaligned.sum(axis=1, keepdims=True) / 1024, rtol=1e-6)
 

@@ -28,7 +28,7 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
-from _blocks import padded_blocks
+from _blocks import padded_blocks, paths
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -64,18 +64,22 @@ def check(kernel, grid, make_args, reference, outputs, *, rtol=None, atol=None, 
             tlt.assert_close(got, want, rtol=rtol, atol=atol, err_msg=message)
 
 
-def thread_ir(kernel, make_args, **constants) -> str:
-    """The thread program of this specialization for aligned arrays (compiled once: the launch
-    reuses it); misaligned ones run the program of ``lane_first`` layouts (:func:`general_ir`)."""
+def _compiled(kernel, make_args, constants):
+    """This specialization compiled for the CPU backend (once: the launch reuses it)."""
     key, _ = kernel.specialize(kernel.bind(make_args(), constants))
-    return kernel.compile(key, "cpu").stages["thread_ir"]
+    return kernel.compile(key, "cpu")
+
+
+def thread_ir(kernel, make_args, **constants) -> str:
+    """The thread program of this specialization for aligned arrays; misaligned ones run the
+    program of ``lane_first`` layouts (:func:`general_ir`)."""
+    return _compiled(kernel, make_args, constants).stages["thread_ir"]
 
 
 def general_ir(kernel, make_args, **constants) -> str | None:
     """The thread program of this specialization for any array (None: it takes every array as
     it comes, so there is no other)."""
-    key, _ = kernel.specialize(kernel.bind(make_args(), constants))
-    code = kernel.compile(key, "cpu").backend_kernel
+    code = _compiled(kernel, make_args, constants).backend_kernel
     return None if code._general is None else format_thread_program(code.general().program)
 
 
@@ -85,11 +89,6 @@ def assert_warps_meet_alike(kernel, make_args, cross, **constants):
     general = general_ir(kernel, make_args, **constants)
     if general is not None:
         assert ("shared" in paths(general)) == ("shared" in cross) and paths(general) <= cross
-
-
-def paths(ir: str) -> set:
-    """Which cross-thread mechanisms a thread program uses."""
-    return {name for name, key in (("shuffle", "shuffle_xor"), ("shared", "= shared ")) if key in ir}
 
 
 def grid_of(shape, tile):
