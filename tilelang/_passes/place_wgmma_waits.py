@@ -70,9 +70,9 @@ from .._lower.thread_ir import (
 
 # statements that may be issued while a product is in flight, unless they touch it
 _ALONGSIDE = (Op, Shuffle, Load, Store, SharedLoad, SharedStore, ProxyFence, Barrier, MbarrierWait, Wgmma)
-# statements that write no shared tile
-_NO_TILE_WRITES = (Op, Shuffle, Load, Store, SharedLoad, ProxyFence, Barrier, MbarrierWait, Wgmma, WgmmaWait,
-                   AsyncCommit, AsyncWait, Mbarriers, Mma, LdMatrix)  # fmt: skip
+# statements that write no shared tile: those of them but shared stores, and waits and reads of other kinds
+_NO_TILE_WRITES = (*(t for t in _ALONGSIDE if t is not SharedStore), WgmmaWait, AsyncCommit, AsyncWait, Mbarriers, Mma,
+                   LdMatrix)  # fmt: skip
 
 
 def place_wgmma_waits(program: ThreadProgram) -> ThreadProgram:
