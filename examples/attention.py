@@ -175,8 +175,9 @@ def attention_backward_dkdv(q, k, v, dout, lse, delta, dk, dv, scale, CAUSAL: tl
 # Backward block shapes, tuned as the forward's are (H200, fp16, 8 x heads x 4096, ms, 2026-12-04): dq
 # over 128 query rows (two warpgroups) and 64 keys at D = 64 (full 3.01 vs 3.09 at 64 x 64; causal
 # 64 x 64 wins, 1.74 vs 2.06), 128 keys at D = 128 (2.67 vs 2.81); dk/dv over 128 keys and 128 queries
-# at D = 64 (5.31 vs 5.62 at 64 x 64, though 216 bytes spill), 128 keys and 64 queries at D = 128
-# (4.67 vs 5.81 at 64 x 64, which spills there). On the CPU the first config is taken.
+# at D = 64 (5.31 vs 5.62 at 64 x 64), 128 keys and 64 queries at D = 128 (4.67 vs 5.81 at 64 x 64;
+# both timed while dk/dv spilled, before k and v were stored once, before the loop over the query heads).
+# On the CPU the first config is taken.
 DQ_CONFIGS = [tl.Config(BM=m, BN=n, num_threads=2 * m, num_stages=2) for m, n in ((128, 64), (64, 64), (128, 128))]
 DKDV_CONFIGS = [tl.Config(BM=m, BN=n, num_threads=2 * n, num_stages=2) for m, n in ((64, 64), (64, 128), (128, 128))]
 backward_dq_tuned = tl.autotune(DQ_CONFIGS, key=["q", "k", "CAUSAL"])(attention_backward_dq)

@@ -5,6 +5,7 @@ thread program: ldmatrix and mma.sync as warp collectives)."""
 
 import math
 import os
+import re
 from unittest import mock
 
 import numpy as np
@@ -223,3 +224,26 @@ def test_copies_first_issues_them_at_the_top_of_each_iteration():
         assert lines[0].startswith("mbarrier_wait") and lines[1].startswith("wgmma_wait 0 c"), lines
         assert lines[2] == "barrier" and lines[3].startswith("tma refill") and "= wgmma[" in lines[4], lines
     assert "by ptxas" not in e["resources"], e["resources"]
+
+
+def test_the_dkdv_kernel_stores_keys_and_values_once_before_its_loops():
+    """``k`` and ``v``, loaded before the loop over a group's query heads and read by the tensor
+    cores in the loops nested in it, are stored to their swizzled tiles once, before that loop:
+    stored in it, their loaded registers stayed live through the query loops (D = 128, 64 x 128
+    tiles: 255 registers and 156 bytes spilled)."""
+    q, lse = np.zeros((1, 2, 256, 128), np.float16), np.zeros((1, 2, 256), np.float32)
+    kernel = tl.tile_kernel(attention.attention_backward_dkdv.fn, num_threads=256, num_stages=2)
+    e = tl.explain(kernel, q, q, q, q, lse, lse, q, q, 0.125, CAUSAL=True, BM=64, BN=128, D=128, backend="cuda")
+    before, loops = e["thread_ir"].split("for k", 1)
+    stored_before = set(re.findall(r"shared (swizzled_\w+)\[", before))
+    assert len(stored_before) == 2 and not stored_before & set(re.findall(r"shared (swizzled_\w+)\[", loops)), before
+    assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+
+
+def test_the_queries_reach_shared_memory_as_loaded():
+    """The forward's ``q`` goes from its load to its swizzled tile as the words loaded: no
+    float16 value is widened to float32 and rounded back (32 ``cvt.f32.f16`` and 16
+    ``cvt.rn.f16x2.f32`` a thread in the prologue before)."""
+    q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
+    e = tl.explain(attention.attention_forward, q, q, q, q, lse, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
+    assert "cvt.f32.f16" not in e["ptx"]

@@ -208,3 +208,17 @@ def test_a_comparison_of_mixed_types_meets_in_a_common_type():
     u = np.array([0, 1, 2**32 - 1], np.uint32)
     s = np.array([-1, 1, -1], np.int32)
     np.testing.assert_array_equal(run("gt", [u, s], D.bool_), u.astype(np.int64) > s)
+
+
+def test_a_pack_of_values_widened_from_its_type_keeps_their_bits():
+    """On CUDA two 16-bit floats just widened from bits of the pack's own type are packed as
+    those bits (LLVM then sees the word they came from), not rounded by ``cvt``; widened from
+    the other 16-bit type, they are converted."""
+    from tilelang._backends.cuda_emit import CudaTarget
+
+    fn = ir.Function(ir.Module(), ir.FunctionType(ir.IntType(32), [ir.IntType(16)] * 2), "f")
+    target = CudaTarget(ir.IRBuilder(fn.append_basic_block()), set(), no_calls=False)
+    lo, hi = (target.from_bits(bits, D.float16) for bits in fn.args)
+    kept = target.pack16(D.float16, lo, hi)
+    assert kept.opname == "or" and "cvt" not in str(kept)
+    assert "cvt.rn.bf16x2.f32" in str(target.pack16(D.bfloat16, lo, hi))

@@ -79,6 +79,7 @@ class CudaTarget:
 
     def __init__(self, builder: ir.IRBuilder, rounded_by_readers: set, no_calls: bool):
         self.builder, self.rounded_by_readers, self.no_calls = builder, rounded_by_readers, no_calls
+        self.widened = {}  # a float32 register value -> the 16 bits it was widened from, their dtype
 
     def math(self, name: str, *args):
         t = args[0].type
@@ -94,13 +95,24 @@ class CudaTarget:
         return memory.rounded(self.builder, x, d)
 
     def pack16(self, d, lo, hi):
-        return pack(self.builder, d.name, lo, hi)
+        """Two 16-bit floats (held as float32s) in a word, ``lo`` low: rounded by ``cvt``, or,
+        where both were just widened from 16 bits (a load's values stored for the tensor cores),
+        those bits as they are: no rounding to do, and LLVM sees the word they came from."""
+        bits = [self.widened.get(x, (None, None)) for x in (lo, hi)]
+        if any(h is None or of != d for h, of in bits):  # (bits of another 16-bit type: converted)
+            return pack(self.builder, d.name, lo, hi)
+        b = self.builder
+        low, high = (b.zext(h, I32) for h, _ in bits)
+        return b.or_(low, b.shl(high, ir.Constant(I32, 16)))
 
     def tf32_bits(self, x):
         return tf32_bits(self.builder, x)
 
     def from_bits(self, h, d):
-        return memory.widen(self.builder, h, d)
+        value = memory.widen(self.builder, h, d)
+        if d.is_float and d.bits == 16:
+            self.widened[value] = h, d
+        return value
 
     def float32_odd(self, x, d):
         return memory.float32_odd(self.builder, x, d)

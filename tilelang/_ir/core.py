@@ -152,6 +152,14 @@ def sub_blocks(eqn: Eqn):
     return [v for v in eqn.params.values() if isinstance(v, Block)]
 
 
+def nested_blocks(block: Block):
+    """``block`` and every block nested in it (loop bodies, in theirs), outermost first."""
+    yield block
+    for eqn in block.eqns:
+        for sub in sub_blocks(eqn):
+            yield from nested_blocks(sub)
+
+
 def copied(block: Block) -> Block:
     """``block`` with equations and lists of its own, down every body (the values shared): what
     a pass rewrites in place (insert_conversions, order_memory) leaves the original as it was."""

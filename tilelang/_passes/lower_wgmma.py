@@ -19,7 +19,7 @@ accumulators, one ``Wgmma`` statement per dot: ``MB x NB`` instructions of ``m64
 from __future__ import annotations
 
 from .. import dtypes as D
-from .._ir.core import Block, Var, uses
+from .._ir.core import Block, Var, nested_blocks, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
 from .._lower.lowering import InShared, all_slots, i32, output, stored_as_matrices, zero_padding
 from .._lower.swizzled import RegisterTile, SwizzledTile
@@ -121,15 +121,18 @@ def register_operand(lw, lc: WgmmaLayout, a):
 
 
 def stage_invariant_operands(lw, body: Block) -> list:
-    """Operands of the wgmma dots of a loop ``body`` computed before the loop (attention's
-    queries) stored to their swizzled tiles once, before it, not every iteration (each store
-    also cost a proxy fence and a barrier); one stored before an earlier loop is read where it
+    """Operands of the wgmma dots of a loop ``body`` (or of loops nested in it) computed before
+    the loop (attention's queries) stored to their swizzled tiles once, before it, not every
+    iteration (each store also cost a proxy fence and a barrier; and the loaded registers, held
+    to the next iteration, stayed live through the nested loops: the dk/dv kernel's keys and
+    values over its loop of query heads); one stored before an earlier loop is read where it
     is (a kernel's two loops over the same queries). Returns the values so staged:
     ``lw.in_shared`` holds them until the loop ends; their tiles are held to the kernel's end."""
-    inside = set(body.params) | {out for e in body.eqns for out in e.outputs}
+    eqns = [e for b in nested_blocks(body) for e in b.eqns]
+    inside = {p for b in nested_blocks(body) for p in b.params} | {out for e in eqns for out in e.outputs}
     used, staged, stored = uses(body), [], []
-    transposes = {e.outputs[0]: e.inputs[0] for e in body.eqns if is_matrix_transpose(e)}
-    for eqn in body.eqns:
+    transposes = {e.outputs[0]: e.inputs[0] for e in eqns if is_matrix_transpose(e)}
+    for eqn in eqns:
         if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
             continue
         for role, x in enumerate(eqn.inputs[:2]):
