@@ -243,7 +243,11 @@ def test_the_dkdv_kernel_stores_keys_and_values_once_before_its_loops():
 def test_the_queries_reach_shared_memory_as_loaded():
     """The forward's ``q`` goes from its load to its swizzled tile as the words loaded: no
     float16 value is widened to float32 and rounded back (32 ``cvt.f32.f16`` and 16
-    ``cvt.rn.f16x2.f32`` a thread in the prologue before)."""
+    ``cvt.rn.f16x2.f32`` a thread in the prologue before), in 16-byte stores (a thread's 8
+    elements of a row are one chunk of the swizzled tile: 4 stores, not 16 of a word each,
+    with the swizzle of each word computed)."""
     q, lse = np.zeros((1, 2, 256, 64), np.float16), np.zeros((1, 2, 256), np.float32)
     e = tl.explain(attention.attention_forward, q, q, q, q, lse, 0.125, CAUSAL=True, BM=64, BN=64, D=64)
     assert "cvt.f32.f16" not in e["ptx"]
+    assert re.search(r"shared swizzled_\w+\[\w+\] = \w+ mask=\S+ lanes=4", e["thread_ir"]), e["thread_ir"]
+    assert e["ptx"].count("st.shared.v4.u32") == 4 and "st.shared.u32" not in e["ptx"].split("wgmma.mma_async")[0]

@@ -230,13 +230,23 @@ class ThreadEmitter:
         d = self.program.shared[s.buffer][0]
         for r in range(extent(s)):
             at = self.element(s.buffer, self.get(s.index, r))
-            value = self.get(s.value, r)
-            value = b.zext(value, I8) if s.value.dtype.is_bool else convert(self.target, value, s.value.dtype, d)
+            values = [self.get(s.value, r * s.lanes + i) for i in range(s.lanes)]
+            if s.value.dtype.is_bool:
+                values = [b.zext(v, I8) for v in values]
+            else:
+                values = [convert(self.target, v, s.value.dtype, d) for v in values]
             with self.masked(s.mask, r) as on:
                 if on and s.add:
-                    b.atomic_rmw("add", at, value, "monotonic")
+                    b.atomic_rmw("add", at, values[0], "monotonic")
+                elif on and s.lanes > 1:
+                    vector_type = ir.VectorType(at.type.pointee, s.lanes)
+                    vector = ir.Constant(vector_type, None)
+                    for i, v in enumerate(values):
+                        vector = b.insert_element(vector, v, ir.Constant(I32, i))
+                    to = b.bitcast(at, vector_type.as_pointer(self.SHARED_SPACE))
+                    b.store(vector, to, align=s.lanes * d.itemsize)
                 elif on:
-                    b.store(value, at)
+                    b.store(values[0], at)
 
     def _Loop(self, s: Loop):
         start, stop, step = (self.get(x, 0, s.index.dtype) for x in (s.start, s.stop, s.step))

@@ -179,7 +179,10 @@ class SharedLoad:
 class SharedStore:
     """``buffer[index] = value`` where ``mask``; with ``add``, ``buffer[index] += value``
     atomically (threads hitting one element all count), once for each of the thread's
-    ``count`` elements, as :class:`Atomic`."""
+    ``count`` elements, as :class:`Atomic`. With ``lanes`` > 1, slot ``r`` of ``index`` (and
+    of ``mask``) writes slots ``lanes * r`` onwards of ``value`` to ``lanes`` consecutive
+    elements (one vector access: the index a multiple of ``lanes``), as :class:`SharedLoad`
+    reads them."""
 
     buffer: str
     index: object
@@ -187,6 +190,7 @@ class SharedStore:
     mask: object
     add: bool = False
     count: int = 1
+    lanes: int = 1
     USES: ClassVar = ("index", "value", "mask")
     DEFS: ClassVar = ()
 
@@ -579,6 +583,8 @@ def extent(s) -> int:
         return s.dst.slots
     if isinstance(s, Store):  # (the values may be one, stored everywhere)
         return max(slots(s.values) * s.pack // s.lanes, *(slots(x) for x in (s.offset, s.mask, s.first, s.last)))
+    if isinstance(s, SharedStore) and s.lanes > 1:
+        return max(slots(s.index), slots(s.mask), slots(s.value) // s.lanes)
     if isinstance(s, (Atomic, SharedStore)):  # (each element combines, even where its operands are uniform)
         return max(s.count, *(slots(x) for x in registers(s, s.USES)))
     return max((slots(x) for x in registers(s, s.DEFS + s.USES)), default=1)
@@ -623,7 +629,9 @@ def _lines(stmts, indent):
             yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]{lanes}"
         elif isinstance(s, SharedStore):
             eq = "+=" if s.add else "="
-            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {_text(s.value)} mask={_text(s.mask)}{_times(s)}"
+            lanes = f" lanes={s.lanes}" if s.lanes > 1 else ""
+            value = f"{_text(s.value)} mask={_text(s.mask)}{_times(s)}{lanes}"
+            yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {value}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
         elif isinstance(s, AsyncCopy):
@@ -710,7 +718,7 @@ def verify_thread_program(prog: ThreadProgram) -> None:
             if isinstance(s, (Load, Store, Atomic, AsyncCopy)) and s.array not in arrays:
                 raise TileCompilerError(f"thread IR: {kind} of unknown array {s.array}")
             n = extent(s)
-            group = ("values",) if isinstance(s, Store) else ()
+            group = ("values",) if isinstance(s, Store) else ("value",) if isinstance(s, SharedStore) else ()
             for part in s.USES + s.DEFS:
                 for x in registers(s, (part,)):
                     if isinstance(x, Reg) and part in s.USES and x not in defined and not isinstance(s, Loop):

@@ -127,7 +127,9 @@ def stage_invariant_operands(lw, body: Block) -> list:
     to the next iteration, stayed live through the nested loops: the dk/dv kernel's keys and
     values over its loop of query heads); one stored before an earlier loop is read where it
     is (a kernel's two loops over the same queries). Returns the values so staged:
-    ``lw.in_shared`` holds them until the loop ends; their tiles are held to the kernel's end."""
+    ``lw.in_shared`` holds them until the loop ends; their tiles are held to the kernel's end
+    (what makes a store before the outermost loop right: nothing reuses the tile, and loops
+    are the only blocks that nest)."""
     eqns = [e for b in nested_blocks(body) for e in b.eqns]
     inside = {p for b in nested_blocks(body) for p in b.params} | {out for e in eqns for out in e.outputs}
     used, staged, stored = uses(body), [], []
@@ -173,6 +175,10 @@ def _store(lw, y, tile: SwizzledTile, buffer: str, k_axis: int):
     if not stored_as_matrices(y.type, layout):
         raise TileCompilerError(f"wgmma: operand in layout {layout} is not held two elements to a word")
     words = zero_padding(lw, lw.words(y, layout), layout, k_axis)
+    if layout.vector_width() >= 8:  # a thread's 8 elements of a row: a 16-byte chunk the swizzle moves whole
+        at = tile.group_words(lw, layout, 8, Imm(0, i32))
+        lw.stmts.append(SharedStore(buffer, at, words, lw.owner(layout), lanes=4))
+        return
     r, c = lw.coords(layout, lanes=2)
     lw.stmts.append(SharedStore(buffer, tile.word_op(lw, r, c), words, lw.owner(layout)))
 
