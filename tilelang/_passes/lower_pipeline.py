@@ -13,7 +13,8 @@ to an ldmatrix layout, or every use is an operand of a wgmma dot (directly, or t
 transpose folded into the read: ``a @ w.T``; attention backward's ``q`` feeds two dots, as
 ``a`` of one and ``b`` of the other: one stage, read both ways), its window
 is computed by pure scalar equations from the loop index and values from outside the loop,
-and nothing in the loop writes memory (a store could change what an early copy reads).
+every read of it is in the loop's own body (none in a loop nested in it), and nothing in
+the loop writes memory (a store could change what an early copy reads).
 
 Per iteration: wait until this iteration's copies are done (at most ``S - 2`` groups in
 flight), a proxy fence where wgmma reads them, barrier (every thread's copies are
@@ -392,6 +393,8 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
         if eqn.prim.name != "load" or any(x in varying for x in eqn.inputs[1:] if isinstance(x, Var)):
             continue
         out, array, padding = eqn.outputs[0], eqn.inputs[0], eqn.inputs[-1]
+        if not _read_here(out, used, body):
+            continue
         users, layout, reshape = used.get(out, []), lw.layout(out), None
         if len(users) == 1 and users[0] is not None and _drops_unit_axes(lw, users[0], layout):  # a 4-d array's tile
             reshape, out = users[0], users[0].outputs[0]
@@ -425,6 +428,21 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
     # as many stages as a block's shared memory holds (float32 128x128x128 tiles: one, so none)
     stages = min(lw.num_stages, SHARED_LIMIT // (4 * sum(c.words(lw) for c in copies))) if copies else 0
     return copies, stages
+
+
+def _read_here(x, used, body: Block) -> bool:
+    """Whether every use of ``x`` (and of its reshapes, transposes and layout conversions) is
+    in ``body`` itself: a copy's rules replace how ``body``'s equations are lowered, not those
+    of a loop nested in it (there a ``k.T`` of a copied ``k`` found no registers to read)."""
+    here = {id(e) for e in body.eqns}
+    for user in used.get(x, []):
+        if user is None:
+            continue
+        if id(user) not in here:
+            return False
+        if user.prim.name in ("reshape", "transpose", "convert_layout") and not _read_here(user.outputs[0], used, body):
+            return False
+    return True
 
 
 def _lowered_early(lw: Lowering, x, between: list) -> bool:
