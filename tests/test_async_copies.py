@@ -557,28 +557,35 @@ def test_staged_stores_one_after_another_and_in_a_loop(arch):
     assert "barrier" in after[reads[0] : writes[1]]
 
 
-def outer_tile_read_inside(x, y, out, B: tl.Constant, G: tl.Constant, I: tl.Constant):
-    """``k`` loaded in the outer loop, read as ``k.T`` (or as it is) by a dot in the loop nested in it."""
+def nested_operand(x, y, out, B: tl.Constant, G: tl.Constant, I: tl.Constant, OUTER: tl.Constant, T: tl.Constant):
+    """A dot in a loop nested in another reading ``k`` (or ``k.T``): loaded before both loops,
+    or (``OUTER``) in the outer loop's body, a new tile each outer iteration."""
     acc = tl.zeros((B, B), tl.float32)
+    first = tl.load(y, index=(0, 0), shape=(B, B))
     for g in tl.range(0, G):
-        k = tl.load(y, index=(g, 0), shape=(B, B))
+        k = tl.load(y, index=(g, 0), shape=(B, B)) if OUTER else first
         for i in tl.range(0, I):
-            acc = tl.dot(tl.load(x, index=(g * I + i, 0), shape=(B, B)), k.T, acc)
+            acc = tl.dot(tl.load(x, index=(g * I + i, 0), shape=(B, B)), k.T if T else k, acc)
     tl.store(out, acc, index=(0, 0))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_a_tile_of_an_outer_loop_read_transposed_in_a_nested_one(arch):
-    """The outer loop's pipeline leaves alone a tile read only in a loop nested in it: the copy's
-    rules replace how its own body is lowered, so the nested ``k.T`` found no registers to read
-    (a KeyError from the compiler). Loaded as written, it is stored for the nested loop's dots."""
+@pytest.mark.parametrize("outer", [False, True])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_operands_of_dots_in_nested_loops(arch, outer, transposed):
+    """An operand from before the loop nest is stored once, before it (the dk/dv kernel's k and
+    v); one loaded in the outer loop's body is left to the nested loop (the outer pipeline's
+    copies replace how its own body is lowered: a nested ``k.T`` of a copied tile found no
+    registers, a KeyError from the compiler). Both against NumPy, pipelined, on the CPU."""
     b, g, i = 64, 2, 3
     rng = np.random.default_rng(7)
     x = (rng.integers(-3, 4, (g * i * b, b)) / 4).astype(np.float16)
     y = (rng.integers(-3, 4, (g * b, b)) / 4).astype(np.float16)
     out = np.zeros((b, b), np.float32)
-    tl.tile_kernel(outer_tile_read_inside, num_threads=128, num_stages=2, arch=arch)[1](x, y, out, B=b, G=g, I=i,
-                                                                                         backend="cpu")  # fmt: skip
+    kernel = tl.tile_kernel(nested_operand, num_threads=128, num_stages=2, arch=arch)
+    kernel[1](x, y, out, B=b, G=g, I=i, OUTER=outer, T=transposed, backend="cpu")
+    tiles = y.astype(np.float64).reshape(g, b, b)
+    ks = [tiles[n] if outer else tiles[0] for n in range(g)]
     blocks = x.astype(np.float64).reshape(g, i, b, b)
-    want = sum(blocks[n, m] @ y[n * b : (n + 1) * b].astype(np.float64).T for n in range(g) for m in range(i))
+    want = sum(blocks[n, m] @ (ks[n].T if transposed else ks[n]) for n in range(g) for m in range(i))
     np.testing.assert_array_equal(out, want)  # (quarters: every sum exact in float32)
