@@ -69,22 +69,27 @@ def _elements(builder, raw, d: DType, lanes: int):
     return out
 
 
+def vector(builder, values: list):
+    """``values`` (of one LLVM type) as one vector of them, for a vector access."""
+    value = ir.Constant(ir.VectorType(values[0].type, len(values)), ir.Undefined)
+    for i, v in enumerate(values):
+        value = builder.insert_element(value, v, ir.Constant(I32, i))
+    return value
+
+
 def _words(builder, elements, d: DType, lanes: int):
     """The inverse of :func:`_elements`: narrow elements packed into the access's vector."""
-    ty = _access_type(d, lanes)
-    value = ir.Constant(ty, ir.Undefined)
-    if ty.element == memory_type(d):
-        for i, e in enumerate(elements):
-            value = builder.insert_element(value, e, ir.Constant(I32, i))
-        return value
+    if _access_type(d, lanes).element == memory_type(d):
+        return vector(builder, elements)
     per_word, bits = 4 // d.itemsize, d.itemsize * 8
+    words = []
     for w in range(lanes // per_word):
         word = ir.Constant(I32, 0)
         for k in range(per_word):
             part = builder.zext(elements[w * per_word + k], I32)
             word = builder.or_(word, builder.shl(part, ir.Constant(I32, k * bits)) if k else part)
-        value = builder.insert_element(value, word, ir.Constant(I32, w))
-    return value
+        words.append(word)
+    return vector(builder, words)
 
 
 def widen(builder, raw, d: DType, host=None):
@@ -326,9 +331,7 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None,
 
     def store_whole(g):
         if words:
-            value = ir.Constant(ir.VectorType(I32, width), ir.Undefined)
-            for w, word in enumerate(parts[g]):
-                value = builder.insert_element(value, word, ir.Constant(I32, w))
+            value = vector(builder, parts[g])
         else:
             value = _words(builder, [narrow(builder, x, d, host) for x in parts[g]], d, lanes)
         builder.store(value, _address(builder, ptr, groups[g][0], d, lanes, _space(host)), align=d.itemsize * lanes)

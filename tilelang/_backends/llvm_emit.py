@@ -239,11 +239,8 @@ class ThreadEmitter:
                 if on and s.add:
                     b.atomic_rmw("add", at, values[0], "monotonic")
                 elif on and s.lanes > 1:
-                    vector_type = ir.VectorType(at.type.pointee, s.lanes)
-                    vector = ir.Constant(vector_type, None)
-                    for i, v in enumerate(values):
-                        vector = b.insert_element(vector, v, ir.Constant(I32, i))
-                    to = b.bitcast(at, vector_type.as_pointer(self.SHARED_SPACE))
+                    vector = memory.vector(b, values)
+                    to = b.bitcast(at, vector.type.as_pointer(self.SHARED_SPACE))
                     b.store(vector, to, align=s.lanes * d.itemsize)
                 elif on:
                     b.store(values[0], at)

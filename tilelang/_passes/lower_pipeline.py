@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import dtypes as D
-from .._ir.core import Block, Eqn, Literal, Var, sub_blocks, uses
+from .._ir.core import Block, Eqn, Literal, Var, nested_blocks, sub_blocks, uses
 from .._lower.layout import Layout, reshaped
 from .._lower.lowering import InShared, Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
 from .._lower.swizzled import OperandTile, SwizzledTile
@@ -388,12 +388,12 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
         if sub_blocks(eqn) or eqn.prim.effect is not None or moves:
             varying.update(eqn.outputs)
         producer.update((out, eqn) for out in eqn.outputs)
-    copies = []
+    copies, here = [], {id(e) for e in body.eqns}
     for eqn in body.eqns:
         if eqn.prim.name != "load" or any(x in varying for x in eqn.inputs[1:] if isinstance(x, Var)):
             continue
         out, array, padding = eqn.outputs[0], eqn.inputs[0], eqn.inputs[-1]
-        if not _read_here(out, used, body):
+        if not _read_here(out, used, here):
             continue
         users, layout, reshape = used.get(out, []), lw.layout(out), None
         if len(users) == 1 and users[0] is not None and _drops_unit_axes(lw, users[0], layout):  # a 4-d array's tile
@@ -430,17 +430,17 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
     return copies, stages
 
 
-def _read_here(x, used, body: Block) -> bool:
+def _read_here(x, used, here: set) -> bool:
     """Whether every use of ``x`` (and of its reshapes, transposes and layout conversions) is
-    in ``body`` itself: a copy's rules replace how ``body``'s equations are lowered, not those
-    of a loop nested in it (there a ``k.T`` of a copied ``k`` found no registers to read)."""
-    here = {id(e) for e in body.eqns}
+    an equation of the loop's body itself (``here``: their ids): a copy's rules replace how the
+    body's equations are lowered, not those of a loop nested in it (there a ``k.T`` of a copied
+    ``k`` found no registers to read)."""
     for user in used.get(x, []):
         if user is None:
             continue
         if id(user) not in here:
             return False
-        if user.prim.name in ("reshape", "transpose", "convert_layout") and not _read_here(user.outputs[0], used, body):
+        if user.prim.name in ("reshape", "transpose", "convert_layout") and not _read_here(user.outputs[0], used, here):
             return False
     return True
 
@@ -574,19 +574,12 @@ def _chain(atoms, producer) -> list:
     return out
 
 
-def _eqns(block: Block):
-    for eqn in block.eqns:
-        yield eqn
-        for sub in sub_blocks(eqn):
-            yield from _eqns(sub)
-
-
 def _contains_dot(block: Block) -> bool:
-    return any(e.prim.name == "dot" for e in _eqns(block))
+    return any(e.prim.name == "dot" for b in nested_blocks(block) for e in b.eqns)
 
 
 def _writes(block: Block) -> bool:
-    return any(e.prim.effect == "write" for e in _eqns(block))
+    return any(e.prim.effect == "write" for b in nested_blocks(block) for e in b.eqns)
 
 
 def _needed_first(body: Block) -> Eqn | None:

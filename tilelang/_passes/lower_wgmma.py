@@ -130,8 +130,9 @@ def stage_invariant_operands(lw, body: Block) -> list:
     ``lw.in_shared`` holds them until the loop ends; their tiles are held to the kernel's end
     (what makes a store before the outermost loop right: nothing reuses the tile, and loops
     are the only blocks that nest)."""
-    eqns = [e for b in nested_blocks(body) for e in b.eqns]
-    inside = {p for b in nested_blocks(body) for p in b.params} | {out for e in eqns for out in e.outputs}
+    blocks = list(nested_blocks(body))
+    eqns = [e for b in blocks for e in b.eqns]
+    inside = {p for b in blocks for p in b.params} | {out for e in eqns for out in e.outputs}
     used, staged, stored = uses(body), [], []
     transposes = {e.outputs[0]: e.inputs[0] for e in eqns if is_matrix_transpose(e)}
     for eqn in eqns:
