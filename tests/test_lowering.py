@@ -951,8 +951,9 @@ def test_an_iota_compared_with_a_scalar(start, n, at, far, dtype, sign):
     check(counted_comparisons, (1,), make, reference, ("out",), START=start, STOP=stop)
 
 
-def test_the_comparison_of_an_iota_adds_nothing_per_element():
-    ir = thread_ir(counted_comparisons, lambda: (np.zeros((8, 100), np.bool_), np.int32(7)), START=3, STOP=103)
+@pytest.mark.parametrize("bound", [np.int32(7), np.int64(7)])  # (an int64 bound: the iota widened first)
+def test_the_comparison_of_an_iota_adds_nothing_per_element(bound):
+    ir = thread_ir(counted_comparisons, lambda: (np.zeros((8, 100), np.bool_), bound), START=3, STOP=103)
     compares = re.findall(r"= (lt|le|gt|ge|eq|ne) (\S+) (\S+)", ir)
     assert len(compares) >= 8 and all(re.fullmatch(r"i\d+|\d+:i32", a) for _, a, _ in compares), ir
 

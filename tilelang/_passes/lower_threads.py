@@ -58,7 +58,15 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
                 return output(lw, eqn, _compared_count(lw, op, count, other))
     if name in ("floordiv", "mod") and out.type.dtype.is_float:
         return output(lw, eqn, _float_divmod(lw, name, out.type.dtype, *operands))
-    output(lw, eqn, lw.op(out.type.dtype, name, *operands, attr=attr))
+    result = lw.op(out.type.dtype, name, *operands, attr=attr)
+    if name == "convert" and operands[0] in lw.counts and _widens(operands[0].dtype, attr):
+        lw.counts[result] = lw.counts[operands[0]]  # (the same numbers: `cols < N` of an int64 N)
+    output(lw, eqn, result)
+
+
+def _widens(src, dst) -> bool:
+    """Whether every value of int dtype ``src`` is one of int dtype ``dst`` (converting keeps it)."""
+    return src.is_int and dst.is_int and dst.bits >= src.bits and (dst.kind == src.kind or dst.bits > src.bits)
 
 
 def _float_divmod(lw, name, dtype, a, b):
