@@ -10,13 +10,15 @@ fails), so tuning a kernel that accumulates into its output leaves the output as
 before the real launch. A config that does not compile or launch is skipped with its
 reason; if none runs, the error lists them all.
 
-On the GPU a config is timed with :func:`tilelang.testing.bench` (CUDA events, median).
+On the GPU a config is timed with :func:`tilelang.testing.bench` (CUDA events, median),
+and those within 10% of the fastest once more (``Autotuned._second_round``).
 On the CPU backend and the interpreter there is nothing worth timing: the first config
 that runs is taken (pass ``timer=`` to time anyway).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -36,6 +38,7 @@ from .kernel import TileKernel
 __all__ = ["Config", "autotune", "dot_configs"]
 
 log = logging.getLogger("tilelang.autotune")
+CONTENDERS = 0.10  # configs within 10% of the fastest are timed a second time (Autotuned._second_round)
 
 
 class Config:
@@ -230,29 +233,36 @@ class Autotuned:
         progress = _Progress(self, key, backend)
         start, results = time.perf_counter(), []
         snapshots = {}
-        for config in self.configs:
+
+        def trial(config, first: bool):
+            """``config``'s milliseconds (None: nothing times it), what it wrote put back after."""
             kernel = self.variant(config)
             options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
 
-            def run(kernel=kernel, config=config, options=options):
+            def run():
                 kernel[grid](*args, **kwargs, **config.constants, **options)
 
             try:
-                written = self._written(kernel, arguments, config, backend)
-                for name in written - set(snapshots):
-                    snapshots[name] = _Snapshot(name, arguments[name])
-                run()  # compiles; a first launch
-                ms = timer(run, config) if timer is not None else None
-                results.append((config, ms, None))
-            except Exception as err:  # noqa: BLE001 - a TileError, or a launch the driver refused: say why
-                first = str(err).splitlines()[:1]
-                results.append((config, None, f"{type(err).__name__}: {first[0] if first else ''}"))
+                if first:
+                    for name in self._written(kernel, arguments, config, backend) - set(snapshots):
+                        snapshots[name] = _Snapshot(name, arguments[name])
+                    run()  # compiles; a first launch
+                return timer(run, config) if timer is not None else None
             finally:  # what the trial wrote, put back (also after a failure or an interrupt)
                 for s in snapshots.values():
                     s.restore()
+
+        for config in self.configs:
+            try:
+                results.append((config, trial(config, first=True), None))
+            except Exception as err:  # noqa: BLE001 - a TileError, or a launch the driver refused: say why
+                first = str(err).splitlines()[:1]
+                results.append((config, None, f"{type(err).__name__}: {first[0] if first else ''}"))
             progress.update(results)
             if timer is None and results[-1][2] is None:
                 break  # nothing to time: the first config that runs
+        if timer is not None:
+            results = self._second_round(results, trial)
         ran = [(c, ms) for c, ms, why in results if why is None]
         if not ran:
             reasons = "\n".join(f"  {c.label()}: {why}" for c, _, why in results)
@@ -274,6 +284,23 @@ class Autotuned:
         if self.cache:
             self._to_disk(key, backend, chosen, record)
         return chosen
+
+    @staticmethod
+    def _second_round(results, trial):
+        """The configs timed within ``CONTENDERS`` of the fastest, timed again in reverse order,
+        each keeping its faster time: a config timed first after a compile, with the GPU's
+        clocks still low from idling, or while another process used the GPU, gets a second
+        chance (one timing each once let a 4096-token causal attention take a tile 5% slower)."""
+        timed = [(c, ms) for c, ms, why in results if why is None and ms is not None]
+        near = min((ms for _, ms in timed), default=0.0) * (1 + CONTENDERS)
+        contenders = [c for c, ms in reversed(timed) if ms <= near]
+        if len(contenders) < 2:
+            return results
+        again = {}
+        for c in contenders:
+            with contextlib.suppress(Exception):  # (it ran once: its first time stands)
+                again[id(c)] = trial(c, first=False)
+        return [(c, min(ms, again.get(id(c)) or ms) if ms is not None else ms, why) for c, ms, why in results]
 
     def _written(self, kernel, arguments, config, backend) -> set:
         """Names of the arrays ``config``'s specialization writes (compiling it, as its first run would)."""
