@@ -931,6 +931,9 @@ def counted_comparisons(out, bound, START: tl.Constant, STOP: tl.Constant):
     sign=st.sampled_from([1, -1]),
 )
 @example(start=1, n=1, at=0, far=2**63 - 1, dtype=np.uint64, sign=1)  # 2^63: -2^63 in int64
+@example(start=0, n=65, at=1, far=2**63 - 1, dtype=np.uint64, sign=1)  # (bound less the thread's part wrapped)
+@example(start=-70, n=130, at=0, far=2**63 - 1, dtype=np.int64, sign=1)
+@example(start=0, n=128, at=0, far=2**63 - 1, dtype=np.int64, sign=-1)
 def test_an_iota_compared_with_a_scalar(start, n, at, far, dtype, sign):
     """``cols < N``: each slot's constant against the bound less the thread's part
     (thread IR), exactly NumPy's comparisons for bounds inside the range, at its ends, far

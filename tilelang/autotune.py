@@ -300,7 +300,7 @@ class Autotuned:
         for c in contenders:
             with contextlib.suppress(Exception):  # (it ran once: its first time stands)
                 again[id(c)] = trial(c, first=False)
-        return [(c, min(ms, again.get(id(c)) or ms) if ms is not None else ms, why) for c, ms, why in results]
+        return [(c, ms if again.get(id(c)) is None else min(ms, again[id(c)]), why) for c, ms, why in results]
 
     def _written(self, kernel, arguments, config, backend) -> set:
         """Names of the arrays ``config``'s specialization writes (compiling it, as its first run would)."""

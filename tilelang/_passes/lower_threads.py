@@ -66,7 +66,9 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
 
 def _widens(src, dst) -> bool:
     """Whether every value of int dtype ``src`` is one of int dtype ``dst`` (converting keeps it)."""
-    return src.is_int and dst.is_int and dst.bits >= src.bits and (dst.kind == src.kind or dst.bits > src.bits)
+    if not (src.is_int and dst.is_int):
+        return False
+    return (dst.kind == src.kind and dst.bits >= src.bits) or (src.kind, dst.kind) == ("u", "i") and dst.bits > src.bits
 
 
 def _float_divmod(lw, name, dtype, a, b):
@@ -120,7 +122,10 @@ def _compared_count(lw, op, count, bound):
     N``). In int64, clamped to int32: the constants lie well inside it, so no comparison
     changes."""
     thread, constants = lw.counts[count]
-    less = lw.op(i64, "sub", lw.op(i64, "convert", bound, attr=i64), lw.op(i64, "convert", thread, attr=i64))
+    bound = lw.op(i64, "convert", bound, attr=i64)
+    # (an int64 bound near its ends would wrap less the thread's part: past 2**40 it compares as 2**40)
+    bound = lw.op(i64, "minimum", lw.op(i64, "maximum", bound, Imm(-(2**40), i64)), Imm(2**40, i64))
+    less = lw.op(i64, "sub", bound, lw.op(i64, "convert", thread, attr=i64))
     less = lw.op(i64, "minimum", lw.op(i64, "maximum", less, Imm(-(2**31), i64)), Imm(2**31 - 1, i64))
     return lw.op(b1, op, constants, lw.op(i32, "convert", less, attr=i32))
 
