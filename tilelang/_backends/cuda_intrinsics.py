@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 from llvmlite import ir
 
 from .. import dtypes
@@ -198,11 +197,15 @@ def load(builder, d: DType, ptr, offset, ok, pad, host=None):
     return builder.load(slot)
 
 
-# the most groups of a thread's load (each whole or empty) loaded each by one predicated ld.global,
-# with no branch: ptxas then places each where it likes, which halved the registers of a layernorm's
-# weights and biases (bf16: 78 -> 62, 6 -> 8 blocks an SM, 0.0723 -> 0.0701 ms on the H200) but for 8
-# groups put each pair next to its use, one latency after another (f32: 0.0377 -> 0.0389 ms)
-PREDICATED = 4
+# a thread's load of 16-bit words from up to PREDICATED groups, each whole or empty, in a block of
+# up to PREDICATED_THREADS threads, is one predicated ld.global a group with no branch: ptxas then
+# places each load where it likes. On the H200 that took a bf16 layernorm's weights and biases from
+# 78 registers to 62 (6 -> 8 blocks an SM; 0.0723 -> 0.0701 ms) and softmax, rmsnorm, layernorm bf16
+# at 512 threads 5-15% faster, but it issued a float32 layernorm's (weight, bias) pairs each next to
+# its use, one latency after another (4096 wide: 0.0377 -> 0.0389 ms at 128 threads, 0.0407 ->
+# 0.0492 at 512; 8192 wide at 512: 0.264 -> 0.435, registers 64 -> 79), and an 8192-wide bf16
+# rmsnorm at 512 threads 0.0387 -> 0.0449 (registers 40 -> 48)
+PREDICATED, PREDICATED_THREADS = 4, 256
 # the most groups of one access tested together: every test is made before the first group
 # moves, and a matmul epilogue's 32 groups held so many values that its stores spilled
 TOGETHER = 8
@@ -241,30 +244,22 @@ def _move_in_chunks(builder, oks, move):
         _move_groups(builder, chunk, lambda g, start=start: move(start + g), None)
 
 
-def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, words=False) -> list:
+def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, words=False, threads=None) -> list:
     """Each group's lanes ``ptr[offset + i]`` (``groups``: ``(offset, ok, first, last)``),
     loaded where ``ok and first <= i < last``, else the group's pad: in one access where all
     lanes are and the address is aligned to the group's bytes. With ``words`` (16-bit ``d``)
     the raw bits come back two lanes to a uint32 word (the first in the low half), nothing
     cut out of them, so a thread's loads of several groups are all in flight before any of
-    their data is used. Groups each whole or empty (an aligned array's), up to
-    :data:`PREDICATED` of them with constant pads, are each one predicated load with no
-    branch. Otherwise, when every group of the thread is whole, all are loaded under that one
-    test without a branch between them: a test and branch around each 16-bit group made a
+    their data is used; such groups, each whole or empty (an aligned array's), with constant
+    pads, are each one predicated load (:data:`PREDICATED`; ``threads``: the block's).
+    Otherwise, when every group of the thread is whole, all are loaded under that one test
+    without a branch between them: a test and branch around each 16-bit group made a
     bfloat16 layernorm 18-29% slower on the H200."""
     width = lanes // 2 if words else lanes
     unit = dtypes.uint16 if words else d
-    predicated = groups[0][2] is None and host is None and len(groups) <= PREDICATED
-    fills = _fills(pads, unit, lanes) if predicated else None
-    if fills is not None:  # whole or empty, aligned groups: each one predicated load, no branch
-        out = []
-        for (offset, ok, _, _), fill in zip(groups, fills):
-            raw = _predicated_load(builder, ptr, offset, ok, fill, unit, _access_type(unit, lanes))
-            if words:
-                out += [builder.extract_element(raw, ir.Constant(I32, w)) for w in range(width)]
-            else:
-                out += [widen(builder, item, d, host) for item in _elements(builder, raw, d, lanes)]
-        return out
+    if words and host is None and _predicable(groups, pads, threads):
+        loaded = [_predicated_words(builder, ptr, group[0], group[1], pad, width) for group, pad in zip(groups, pads)]
+        return [word for group_words in loaded for word in group_words]
     slots = []
     for pad in pads:
         if words:
@@ -289,38 +284,24 @@ def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, wo
     return [builder.load(slot) for group_slots in slots for slot in group_slots]
 
 
-def _fills(pads, unit: DType, lanes: int):
-    """Each group's pad (of dtype ``unit`` in memory) as the 32-bit words of a group of it, or
-    None where a pad is not a constant or a group is not whole words."""
-    if lanes * unit.itemsize % 4 or not all(isinstance(p, ir.Constant) for p in pads):
-        return None
-    return [np.frombuffer(np.full(lanes, _bits(p.constant, unit)).tobytes(), "<u4").tolist() for p in pads]
+def _predicable(groups, pads, threads) -> bool:
+    whole_or_empty = groups[0][2] is None  # (no first and last lanes)
+    few = len(groups) <= PREDICATED and threads is not None and threads <= PREDICATED_THREADS
+    return whole_or_empty and few and all(isinstance(p, ir.Constant) for p in pads)
 
 
-def _bits(value, unit: DType):
-    """A constant as ``unit`` holds it in memory (a NumPy scalar: int constants of LLVM may be
-    negative where the memory is unsigned, an i16 float's raw bits for one)."""
-    if unit.is_float:
-        return unit.np.type(value)
-    return np.dtype(f"<u{unit.itemsize}").type(int(value) & ((1 << 8 * unit.itemsize) - 1))
-
-
-def _predicated_load(builder, ptr, offset, ok, fill, d: DType, access):
-    """The group at ``ptr + offset`` as ``access`` (a vector type) where ``ok``, else the words
-    ``fill``: one predicated ``ld.global`` (as Triton loads), so ptxas may place each group's
-    load where it likes, where a branch around the group's loads kept them together (a
-    bfloat16 layernorm's weights and biases, 32 registers live at once)."""
-    n = len(fill)
+def _predicated_words(builder, ptr, offset, ok, pad, n: int) -> list:
+    """The ``n`` 32-bit words of 16-bit lanes at ``ptr + offset`` (in lanes) where ``ok``, else
+    words of two ``pad`` bits (a constant): one predicated ``ld.global``, the pad moved into its
+    registers first (as Triton loads)."""
+    fill = (int(pad.constant) & 0xFFFF) * 0x10001
     outs = ", ".join(f"${i}" for i in range(n))
-    text = "".join(f"mov.b32 ${i}, {f};\n\t" for i, f in enumerate(fill))
     vec, regs = (f".v{n}", "{" + outs + "}") if n > 1 else ("", outs)
-    text += f"@${n + 1} ld.global{vec}.b32 {regs}, [${n}];"
+    text = "".join(f"mov.b32 ${i}, {fill};\n\t" for i in range(n)) + f"@${n + 1} ld.global{vec}.b32 {regs}, [${n}];"
     result = ir.LiteralStructType([I32] * n) if n > 1 else I32
     asm = ir.InlineAsm(ir.FunctionType(result, [I64, ir.IntType(1)]), text, ",".join(["=r"] * n + ["l", "b"]), True)
-    address = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
-    got = builder.call(asm, [address, ok])
-    parts = [builder.extract_value(got, i) for i in range(n)] if n > 1 else [got]
-    return builder.bitcast(vector(builder, parts), access)
+    got = builder.call(asm, [builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2))), ok])
+    return [builder.extract_value(got, i) for i in range(n)] if n > 1 else [got]
 
 
 def _move_groups(builder, wholes, whole, lanewise):

@@ -168,7 +168,8 @@ class ThreadEmitter:
         else:
             groups = [self.group(s, g) for g in range(count)]
             pads = [self.get(s.pad, g) for g in range(count)]
-            values = memory.load_vectors(b, s.dst.dtype, s.lanes, ptr, groups, pads, self.host, words=s.pack > 1)
+            threads = self.program.num_threads
+            values = memory.load_vectors(b, s.dst.dtype, s.lanes, ptr, groups, pads, self.host, s.pack > 1, threads)
         self.define(s.dst, values)
 
     def _Store(self, s: Store):
