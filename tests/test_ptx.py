@@ -122,6 +122,22 @@ def test_up_to_four_groups_a_thread_load_predicated_with_no_branch():
     assert int(re.search(r"registers per thread (\d+)", e["resources"])[1]) <= 64, e["resources"]
 
 
+@pytest.mark.parametrize("dtype, pad, words", [("bf16", float("-inf"), 0xFF80FF80), ("f16", -1.5, 0xBE00BE00)])
+def test_a_predicated_load_moves_its_padding_in_first(dtype, pad, words):
+    """Lanes past the row's end read the padding: each predicated load's registers first take
+    two of its 16-bit patterns a word (a negative 16-bit constant once failed to compile)."""
+
+    @tl.tile_kernel
+    def padded(x, out, BLOCK: tl.Constant):
+        t = tl.load(x, index=(tl.block_id(0), 0), shape=(1, BLOCK), padding=pad)
+        tl.store(out, t, index=(tl.block_id(0), 0))
+
+    ptx = explain(padded, f"{dtype}[:, :]", f"{dtype}[:, :]", BLOCK=4096)["ptx"]
+    fills = re.findall(r"mov\.b32 \t?%r\d+, (\d+);", ptx)
+    assert len(fills) == 16 and set(fills) == {str(words)}, fills  # 4 groups of 4 words a thread
+    assert len(re.findall(r"@%p\d+ ld\.global\.v4\.b32", ptx)) == 4
+
+
 @pytest.mark.parametrize("dtype, block, threads", [("f32", 4096, 256), ("f32", 4096, 512), ("bf16", 8192, 512)])
 def test_float32_words_and_large_blocks_keep_their_loads_together(dtype, block, threads):
     """Predicated, ptxas issued a float32 layernorm's (weight, bias) pairs one latency after
