@@ -39,9 +39,13 @@ def local(builder, value):
     return slot
 
 
+def _byte(builder, ptr, offset, itemsize: int):
+    """The address (an ``i64``) of element ``offset`` of ``itemsize`` bytes from ``ptr``."""
+    return builder.add(ptr, builder.mul(offset, ir.Constant(I64, itemsize)))
+
+
 def _address(builder, ptr, offset, d: DType, lanes=1, addrspace=1):
-    byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
-    return builder.inttoptr(byte, _access_type(d, lanes).as_pointer(addrspace))
+    return builder.inttoptr(_byte(builder, ptr, offset, d.itemsize), _access_type(d, lanes).as_pointer(addrspace))
 
 
 def _access_type(d: DType, lanes: int):
@@ -147,7 +151,7 @@ def _whole(builder, ptr, offset, ok, first, last, d: DType, lanes: int):
     (without ``first``, a group known whole or empty and aligned: where ``ok``)."""
     if first is None:
         return ok
-    byte = builder.add(ptr, builder.mul(offset, ir.Constant(I64, d.itemsize)))
+    byte = _byte(builder, ptr, offset, d.itemsize)
     aligned = builder.icmp_unsigned(
         "==", builder.and_(byte, ir.Constant(I64, d.itemsize * lanes - 1)), ir.Constant(I64, 0)
     )
@@ -300,7 +304,7 @@ def _predicated_words(builder, ptr, offset, ok, pad, n: int) -> list:
     text = "".join(f"mov.b32 ${i}, {fill};\n\t" for i in range(n)) + f"@${n + 1} ld.global{vec}.b32 {regs}, [${n}];"
     result = ir.LiteralStructType([I32] * n) if n > 1 else I32
     asm = ir.InlineAsm(ir.FunctionType(result, [I64, ir.IntType(1)]), text, ",".join(["=r"] * n + ["l", "b"]), True)
-    got = builder.call(asm, [builder.add(ptr, builder.mul(offset, ir.Constant(I64, 2))), ok])
+    got = builder.call(asm, [_byte(builder, ptr, offset, 2), ok])
     return [builder.extract_value(got, i) for i in range(n)] if n > 1 else [got]
 
 
@@ -390,8 +394,8 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None,
 def _copy_source(builder, ptr, base, offset, itemsize: int):
     """The window's corner (``ptr`` plus ``base`` elements: the same for every copy of a
     window, so computed once) and the group's source address from it."""
-    corner = builder.add(ptr, builder.mul(base, ir.Constant(I64, itemsize)))
-    return corner, builder.add(corner, builder.mul(offset, ir.Constant(I64, itemsize)))
+    corner = _byte(builder, ptr, base, itemsize)
+    return corner, _byte(builder, corner, offset, itemsize)
 
 
 _ONE = ir.Constant(I32, 1)

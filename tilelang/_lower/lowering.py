@@ -149,6 +149,10 @@ class Lowering:
             return 0
         return self.saturated.get(x, self.multiple(x))
 
+    def clamp(self, x, low: int, high: int):
+        """The int64 ``x`` saturated to ``[low, high]`` (folded where its range is inside)."""
+        return self.op(i64, "minimum", self.op(i64, "maximum", x, Imm(low, i64)), Imm(high, i64))
+
     def land(self, *conds):
         out = Imm(True, b1)
         for c in conds:

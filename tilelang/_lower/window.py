@@ -95,5 +95,4 @@ class Window:
 
 
 def _clamp32(lw, x):
-    low = lw.op(i64, "maximum", x, Imm(-1, i64))
-    return lw.op(i32, "convert", lw.op(i64, "minimum", low, Imm(2**31 - 1, i64)), attr=i32)
+    return lw.op(i32, "convert", lw.clamp(x, -1, 2**31 - 1), attr=i32)

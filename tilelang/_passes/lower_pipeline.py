@@ -360,8 +360,7 @@ class Pipeline:
 def _clamp32(lw, x):
     """An int64 coordinate as int32, saturated (a box corner past either end stays past it:
     the tensor map refuses arrays of 2**31 elements along an axis)."""
-    x = lw.op(i64, "minimum", lw.op(i64, "maximum", x, Imm(-(2**31), i64)), Imm(2**31 - 1, i64))
-    return lw.op(i32, "convert", x, attr=i32)
+    return lw.op(i32, "convert", lw.clamp(x, -(2**31), 2**31 - 1), attr=i32)
 
 
 def plan(lw: Lowering, loop: Eqn) -> Pipeline | None:

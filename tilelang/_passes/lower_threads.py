@@ -122,11 +122,9 @@ def _compared_count(lw, op, count, bound):
     N``). In int64, clamped to int32: the constants lie well inside it, so no comparison
     changes."""
     thread, constants = lw.counts[count]
-    bound = lw.op(i64, "convert", bound, attr=i64)
     # (an int64 bound near its ends would wrap less the thread's part: past 2**40 it compares as 2**40)
-    bound = lw.op(i64, "minimum", lw.op(i64, "maximum", bound, Imm(-(2**40), i64)), Imm(2**40, i64))
-    less = lw.op(i64, "sub", bound, lw.op(i64, "convert", thread, attr=i64))
-    less = lw.op(i64, "minimum", lw.op(i64, "maximum", less, Imm(-(2**31), i64)), Imm(2**31 - 1, i64))
+    bound = lw.clamp(lw.op(i64, "convert", bound, attr=i64), -(2**40), 2**40)
+    less = lw.clamp(lw.op(i64, "sub", bound, lw.op(i64, "convert", thread, attr=i64)), -(2**31), 2**31 - 1)
     return lw.op(b1, op, constants, lw.op(i32, "convert", less, attr=i32))
 
 
