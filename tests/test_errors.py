@@ -238,6 +238,15 @@ def test_unsupported_array_dtype():
     check(err, tl.TileTypeError, r"argument `x`: .*complex64.* is not a supported dtype", expr="copy[1](z, z, TILE=4)")
 
 
+@pytest.mark.parametrize("dtype", [">f4", ">i4", ">u2"])
+def test_array_in_the_other_byte_order(dtype):
+    """Such an array's elements were read and written as raw bytes (big-endian 1.0 read as 4.6e-41)."""
+    z = np.zeros(4, dtype)
+    err = launch_error(tl.TileTypeError, lambda: copy[1](z, z, TILE=4))
+    match = r"argument `x`: an array of \w+ in big-endian byte order"
+    check(err, tl.TileTypeError, match, expr="copy[1](z, z, TILE=4)")
+
+
 def test_array_for_a_constant():
     err = launch_error(tl.TileArgumentError, lambda: copy[1](X, OUT, TILE=X))
     check(err, tl.TileArgumentError, r"`TILE` is a tl.Constant; pass a Python value", expr="copy[1](X, OUT, TILE=X)")

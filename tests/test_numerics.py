@@ -206,6 +206,54 @@ def test_float_division_in_a_wgmma_kernel_rounds_correctly(data):
         assert np.all(c == 16), backend
 
 
+@tl.tile_kernel
+def scale_at_runtime(x, s, prod, less, filled):
+    t = tl.load(x, index=(0,), shape=(N,))
+    tl.store(prod, t * s, index=(0,))
+    tl.store(less, t < s, index=(0,))
+    tl.store(filled, tl.full((N,), s, x.dtype), index=(0,))
+
+
+@tl.tile_kernel
+def scale_by_constant(x, prod, less, filled, S: tl.Constant):
+    t = tl.load(x, index=(0,), shape=(N,))
+    tl.store(prod, t * S, index=(0,))
+    tl.store(less, t < S, index=(0,))
+    tl.store(filled, tl.full((N,), S, x.dtype), index=(0,))
+
+
+def same_as_a_literal(d, s, x):
+    for backend in backends():
+        runtime = [np.zeros(N, d.np), np.zeros(N, np.bool_), np.zeros(N, d.np)]
+        constant = [np.zeros(N, d.np), np.zeros(N, np.bool_), np.zeros(N, d.np)]
+        with np.errstate(all="ignore"):
+            scale_at_runtime[1](x, s, *runtime, backend=backend)
+            scale_by_constant[1](x, *constant, S=s, backend=backend)
+        for name, got, want in zip(("x * s", "x < s", "full(s)"), runtime, constant):
+            assert_same_floats(got, want, f"{name}, s={s!r}, {d} on {backend}")
+
+
+# float32(s) first, then the tile's dtype: f64 times float32(0.1), inf, rounded twice to f16 and bf16
+ROUNDED_TWICE = [0.1, 1e300, -1e-300, 1 + 2**-11 + 2**-30, 1 + 2**-8 + 2**-40]
+
+
+@pytest.mark.parametrize("s", ROUNDED_TWICE)
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+def test_a_runtime_python_float_is_its_double_as_a_literal_is(d, s):
+    """A Python float passed at launch was rounded to float32 first: float64 tiles times 0.1
+    multiplied by float32(0.1), times 1e300 gave inf, and 16-bit tiles rounded it twice."""
+    same_as_a_literal(d, s, np.linspace(-2, 2, N).astype(d.np))
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_runtime_python_floats_match_literals(d, data):
+    s = data.draw(st.floats())
+    with np.errstate(over="ignore"):  # (1e6 is inf in float16)
+        x = data.draw(hnp.arrays(np.float64, (N,), elements=st.floats(-1e6, 1e6))).astype(d.np)
+    same_as_a_literal(d, s, x)
+
+
 # ---------------------------------------------------- narrowing conversions
 
 # name: (significand bits, smallest normal exponent, largest exponent)

@@ -110,8 +110,8 @@ CALLS = [  # (args, constants) of launches of `scale`, alike and not
 
 def driver_for(args, constants):
     """A fake driver whose launcher takes the parameters of `scale` for this call: an
-    array's pointer, shape and strides, a scalar by its dtype (a call that would not
-    compile still has them)."""
+    array's pointer, shape and strides, a scalar by its dtype, a Python float as a double
+    (a call that would not compile still has them)."""
     from _fake_driver import FakeDriver
 
     from tilelang._backends.cuda_driver import PARAM_CODES
@@ -119,11 +119,15 @@ def driver_for(args, constants):
     arguments = scale.bind(args, constants)
     infos = scale.specialize(arguments)[1]
     codes = "".join(
-        "Q" + "qq" * len(infos[name].shape) if name in infos else PARAM_CODES[tl.dtypes.scalar_dtype(value).name]
+        "Q" + "qq" * len(infos[name].shape) if name in infos else PARAM_CODES[_travels_as(value)]
         for name, value in arguments.items()
         if name not in scale.constants
     )
     return FakeDriver(codes)
+
+
+def _travels_as(value) -> str:
+    return "float64" if isinstance(value, float) else tl.dtypes.scalar_dtype(value).name
 
 
 def test_the_fake_drivers_codes_are_the_kernels():
@@ -165,11 +169,12 @@ def test_a_fast_path_launches_with_the_calls_values():
     assert fast_path((3, 1, 1), (y, out2, 1e38), {"TILE": 4}, None, None)
     assert fast_path((0, 1, 1), (y, out2, 1e38), {"TILE": 4}, None, None)  # an empty grid launches nothing
     assert fast_path((2, 2, 1), (y, out2, 0.1), {"TILE": 4}, None, 99)
-    assert not fast_path((2, 2, 1), (y, out2, 1e40), {"TILE": 4}, None, None)  # inf: the full path, NumPy warns
-    (grid, stream, flat, _), (grid2, stream2, flat2, _) = driver.launches
+    assert fast_path((2, 2, 1), (y, out2, 1e40), {"TILE": 4}, None, None)
+    (grid, stream, flat, _), (grid2, stream2, flat2, _), (_, _, flat3, _) = driver.launches
     assert (grid, stream, grid2, stream2) == ((3, 1, 1), 7, (2, 2, 1), 99)
-    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, float(np.float32(1e38)))
-    assert driver.codes[-1] == "f" and flat2[-1] == np.float32(0.1)  # a Python float is a weak float32
+    assert flat == (1024, 2, 6, 9, 1, 2048, 4, 1, 1e38)
+    # a Python float (a weak float32 in the kernel) travels as its double: rounded once where it meets a dtype
+    assert driver.codes[-1] == "d" and flat2[-1] == 0.1 and flat3[-1] == 1e40
 
 
 class FakeTensor:

@@ -275,6 +275,11 @@ _NP_DTYPES: dict = {}
 def _dtype(np_dtype):
     d = _NP_DTYPES.get(np_dtype)
     if d is None:
+        if not np_dtype.isnative:  # (kernels read and write their elements' bytes as this machine orders them)
+            raise TileTypeError(
+                f"an array of {np_dtype.name} in {'big' if np_dtype.byteorder == '>' else 'little'}-endian byte "
+                "order, not this machine's: convert it first, e.g. x.astype(x.dtype.newbyteorder('='))"
+            )
         try:
             d = _NP_DTYPES[np_dtype] = dtypes.dtype(np_dtype)
         except TileError as err:

@@ -24,7 +24,7 @@ from ._backends.cuda_driver import launcher_module
 from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
 from ._frontend.loops import rewrite_loops
-from ._frontend.tracing import Array, Tile, TraceScope, tracing
+from ._frontend.tracing import Array, Tile, TraceScope, runtime_float, tracing
 from ._ir.core import ArrayType, Block, Program, TileType, Var, copied, tile_outputs
 from ._ir.printer import format_program
 from ._ir.verifier import verify
@@ -305,11 +305,13 @@ def trace(kernel: TileKernel, key) -> Program:
         else:
             _, name, t = entry
             t = type_of(t)
-            var = Var(t, hint=name)
+            python_float = not isinstance(t, ArrayType) and t.weak and t.dtype.is_float
+            var = Var(TileType((), dtypes.float64) if python_float else t, hint=name)  # (a double travels as one)
             body.params.append(var)
             names.append(name)
-            tracer_args.append(Array(var) if isinstance(t, ArrayType) else Tile(var))
+            tracer_args.append(Array(var) if isinstance(t, ArrayType) else var if python_float else Tile(var))
     with TraceScope(body):
+        tracer_args = [runtime_float(a) if isinstance(a, Var) else a for a in tracer_args]
         try:
             result = kernel.traceable()(*tracer_args)
         except RecursionError as err:

@@ -31,6 +31,7 @@ from ._frontend.tracing import (
     bind,
     bind1,
     current_block,
+    double_of,
     literal,
     located,
     static_int,
@@ -84,6 +85,9 @@ def _convert(atom, dtype, weak=False):
         value = atom.value.item() if atom.type.weak else atom.value
         lit = literal(value, dtype)
         return Literal(lit.value, TileType((), dtype, weak))
+    if atom.type.dtype is dtype:
+        return atom
+    atom = double_of(atom) or atom  # (a runtime Python float: rounded once, from its double)
     if atom.type.dtype is dtype:
         return atom
     return bind1(P.convert, [atom], "astype", dtype=dtype, **({"weak": True} if weak else {})).var
@@ -478,6 +482,7 @@ def astype(x, dtype) -> Tile:
     atom = as_atom(x)
     if isinstance(atom, Literal):
         return _tile(Literal(literal(atom.value.item(), d).value, TileType((), d)))
+    atom = double_of(atom) or atom
     return Tile(atom) if atom.type.dtype is d and not atom.type.weak else bind1(P.convert, [atom], "astype", dtype=d)
 
 

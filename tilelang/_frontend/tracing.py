@@ -27,6 +27,7 @@ from ..errors import (
 class _State(threading.local):
     blocks: list | None = None
     defined: list | None = None  # per active block: the variables defined in it
+    doubles: dict | None = None  # a runtime Python float's weak float32 view -> its float64 parameter
 
 
 _state = _State()
@@ -40,7 +41,7 @@ class TraceScope:
 
     def __enter__(self):
         if _state.blocks is None:
-            _state.blocks, _state.defined = [], []
+            _state.blocks, _state.defined, _state.doubles = [], [], {}
         _state.blocks.append(self.block)
         _state.defined.append(set(self.block.params))
         return self.block
@@ -49,7 +50,7 @@ class TraceScope:
         _state.blocks.pop()
         _state.defined.pop()
         if not _state.blocks:
-            _state.blocks = _state.defined = None
+            _state.blocks = _state.defined = _state.doubles = None
 
 
 def tracing() -> bool:
@@ -105,6 +106,22 @@ def bind1(prim, inputs, op_name=None, **params):
 
 
 # ---------------------------------------------------------------------- atoms
+
+
+def runtime_float(param: Var) -> Tile:
+    """What the kernel sees of a runtime Python float: a weak float32 scalar (docs/dtypes.md),
+    which its float64 parameter (``param``) keeps the double of: converted to the dtype it
+    meets, it is rounded once from the double (``double_of``), as a Python float literal is."""
+    from .._ir.primitives import convert
+
+    view = bind1(convert, [param], "astype", dtype=dtypes.float32, weak=True)
+    _state.doubles[view.var] = param
+    return view
+
+
+def double_of(atom) -> Var | None:
+    """The float64 parameter behind a runtime Python float's view (``runtime_float``), or None."""
+    return _state.doubles.get(atom) if _state.doubles and isinstance(atom, Var) else None
 
 
 def literal(value, dtype=None) -> Literal:
