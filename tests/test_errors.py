@@ -544,6 +544,25 @@ def test_zero_step_at_run_time(backend):
     check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, step)")
 
 
+@tl.tile_kernel
+def add_and_shift_bytes(x, n, s, total, shifted):
+    t = tl.load(x, index=(0,), shape=(4,))
+    tl.store(total, t + n, index=(0,))
+    tl.store(shifted, t >> s, index=(0,))
+
+
+def test_a_runtime_python_int_must_fit_the_dtype_it_meets(backend):
+    """As a literal must: `u8 + 1000` wrapped to 237 and `u8 >> 256` shifted by 0 (the count wrapped)."""
+    x, total, shifted = np.full(4, 5, np.uint8), np.zeros(4, np.uint8), np.zeros(4, np.uint8)
+    add_and_shift_bytes[1](x, 250, 2, total, shifted, backend=backend)
+    assert (total == 255).all() and (shifted == 1).all()
+    for n, s, expr in ((1000, 1, "t + n"), (-1, 1, "t + n"), (3, 256, "t >> s")):
+        launch = lambda n=n, s=s: add_and_shift_bytes[1](x, n, s, total, shifted, backend=backend)  # noqa: E731
+        err = launch_error(tl.TileTypeError, launch)
+        bad, name = (n, "n") if expr == "t + n" else (s, "s")
+        check(err, tl.TileTypeError, rf"Python int {bad} \(argument `{name}`\) does not fit in uint8", expr=expr)
+
+
 def test_tl_range_in_a_helper_function():
     err = launch_error(tl.TileSyntaxError, lambda: calls_loop_helper[1](X, OUT, 3))
     check(err, tl.TileSyntaxError, r"written in the @tl.tile_kernel function itself \(not in a helper",

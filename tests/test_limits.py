@@ -129,14 +129,16 @@ def test_a_zero_step_argument_is_refused_before_anything_runs(backend):
 @tl.tile_kernel
 def wrapped_step(out, step, T: tl.Constant):
     n = tl.full((), 0, tl.int8)
-    for _ in tl.range(n, 4, step):  # a Python int step (weak) is converted to int8: 256 becomes 0
+    for _ in tl.range(n, 4, step):  # a Python int step (weak) is converted to int8
         tl.store(out, tl.full((T,), 7.0), index=(0,))
 
 
 def test_the_step_is_checked_as_the_loop_sees_it():
     out = np.zeros(8, np.float32)
-    err = launch_error(tl.TileValueError, lambda: wrapped_step[1](out, 256, T=8, backend="interpret"))
+    err = launch_error(tl.TileValueError, lambda: wrapped_step[1](out, 0, T=8, backend="interpret"))
     assert "step must not be zero" in err.message
+    err = launch_error(tl.TileTypeError, lambda: wrapped_step[1](out, 256, T=8, backend="interpret"))
+    assert "Python int 256 (argument `step`) does not fit in int8" in err.message  # (it wrapped to 0)
 
 
 # ------------------------------------------------------------------ debug mode

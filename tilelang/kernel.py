@@ -38,7 +38,7 @@ from ._passes.lower_dot import ARCHES, dot_plan, uses_tensor_cores
 from ._passes.lower_threads import lower_to_threads
 from ._passes.order_memory import order_memory
 from ._passes.place_wgmma_waits import place_wgmma_waits
-from ._passes.runtime_checks import Checked, add_checks, zero_step_checks
+from ._passes.runtime_checks import Checked, add_checks, narrowing_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
 from ._passes.simplify import simplify
 from ._runtime import (
@@ -383,13 +383,14 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages, lap = {}, _Laps()
     program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
-    zero_steps, sites = zero_step_checks(program), None
+    zero_steps, narrowings, sites = zero_step_checks(program), narrowing_checks(program), None
     if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs
         program, sites = add_checks(program)
         program = _stage(stages, "checked", lap("checks", simplify(program)))
 
     def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
-        return Checked(run, zero_steps, sites) if zero_steps or sites is not None else run
+        checked = zero_steps or narrowings or sites is not None
+        return Checked(run, zero_steps, sites, narrowings) if checked else run
 
     # which tensor cores dots take (the GPU is asked only where a dot can use them)
     arch = kernel.arch or (default_arch() if uses_tensor_cores(program) else ARCHES[0])

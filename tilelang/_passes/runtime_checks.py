@@ -2,7 +2,8 @@
 
 At launch, on every backend: a top-level ``tl.range`` whose step is a kernel argument is
 refused when that step is 0, before anything runs (a GPU loop cannot raise; it would run
-no iterations).
+no iterations); so is a runtime Python int converted to an integer dtype that does not hold
+it (``u8_tile + n`` with ``n=1000``), as tracing refuses such a literal.
 
 In debug mode (``@tl.tile_kernel(debug=True)`` or ``TILELANG_CHECKS=1``) :func:`add_checks`
 rewrites the tile IR so the kernel checks itself: signed integer arithmetic that feeds an
@@ -23,7 +24,7 @@ from .._frontend import tracing
 from .._frontend.tracing import Array, Tile, TraceScope
 from .._ir.core import ArrayType, Block, Literal, Program, Var
 from .._runtime import array_info
-from ..errors import TileCheckError, TileError, TileValueError
+from ..errors import TileCheckError, TileError, TileTypeError, TileValueError
 
 ERRORS = "__tl_errors"  # the hidden argument of a debug kernel
 NO_ERROR = 2**31 - 1
@@ -54,14 +55,42 @@ def zero_step_checks(program: Program) -> list:
     return out
 
 
+def narrowing_checks(program: Program) -> list:
+    """``(argument name, dtype, loc)`` of each conversion of a runtime Python int (a weak
+    integer parameter) to an integer dtype that may not hold it (its value is known at launch)."""
+    names = {p: n for p, n in zip(program.body.params, program.arg_names) if _python_int(p.type)}
+    out = []
+
+    def visit(block: Block):
+        for eqn in block.eqns:
+            if eqn.prim.name == "convert" and eqn.inputs[0] in names:
+                d, weak = eqn.params["dtype"], np.iinfo(eqn.inputs[0].type.dtype.np)
+                if d.is_int and (np.iinfo(d.np).min > weak.min or np.iinfo(d.np).max < weak.max):
+                    out.append((names[eqn.inputs[0]], d, eqn.loc))
+            for param in eqn.params.values():
+                if isinstance(param, Block):
+                    visit(param)
+
+    visit(program.body)
+    return out
+
+
+def _python_int(t) -> bool:
+    return not isinstance(t, ArrayType) and t.weak and t.dtype.is_int
+
+
 class Checked:
     """A runner with the launch checks, and a debug kernel's error word, around each launch.
     It has no fast path: the checks run in Python at every launch."""
 
-    def __init__(self, run, zero_steps: list, sites: list | None):
-        self.run, self.zero_steps, self.sites = run, zero_steps, sites
+    def __init__(self, run, zero_steps: list, sites: list | None, narrowings: list = ()):
+        self.run, self.zero_steps, self.sites, self.narrowings = run, zero_steps, sites, narrowings
 
     def __call__(self, grid, arguments: dict, infos: dict, stream=None):
+        for name, d, loc in self.narrowings:
+            info, value = np.iinfo(d.np), arguments[name]
+            if not info.min <= value <= info.max:
+                raise TileTypeError(f"Python int {value} (argument `{name}`) does not fit in {d.name}", loc)
         if 0 not in grid:  # an empty grid runs nothing, so nothing fails
             for name, chain, loc in self.zero_steps:
                 value = np.asarray(arguments[name])
