@@ -847,6 +847,39 @@ def astype_none(x, out):
     tl.store(out, a.astype(None).astype(tl.float32), index=(0,))
 
 
+@tl.tile_kernel
+def sum_to_a_tile_dtype(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, a + tl.sum(a, dtype=a), index=(0,))
+
+
+@tl.tile_kernel
+def permute_by_an_int(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.permute(a, 0), index=(0,))
+
+
+@tl.tile_kernel
+def broadcast_to_none(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.broadcast_to(a, None), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "kernel, match, expr",
+    [
+        (sum_to_a_tile_dtype, r"Tile\(f32\[128\]\) is not a supported dtype", "tl.sum(a, dtype=a)"),
+        (permute_by_an_int, r"permute: axes must be a tuple of ints, got int", "tl.permute(a, 0)"),
+        (broadcast_to_none, r"broadcast_to shape must be a tuple of ints, got NoneType", "tl.broadcast_to(a, None)"),
+    ],
+    ids=["sum(dtype=tile)", "permute(int)", "broadcast_to(None)"],
+)
+def test_arguments_of_the_wrong_type(kernel, match, expr):
+    """They raised Python's own ValueError and TypeError from inside tilelang."""
+    err = launch_error(tl.TileTypeError, lambda: kernel[1](X, OUT))
+    check(err, tl.TileTypeError, match, expr=expr)
+
+
 @pytest.mark.parametrize(
     "kernel, match, expr",
     [

@@ -285,7 +285,8 @@ def test_runtime_scalar_arguments(data, name, dx, kind, tile):
     shape = data.draw(tlt.shapes(tile, max_tiles=2), label="shape")
     x = data.draw(tlt.arrays(dx, shape, min_value=-100, max_value=100), label="x")
     if kind == "int":
-        s, d = data.draw(st.integers(-100, 100)), promote_weak(dx, 1)
+        low = 0 if dx.kind == "u" else -100  # (a runtime Python int must fit the dtype it meets, as a literal must)
+        s, d = data.draw(st.integers(low, 100)), promote_weak(dx, 1)
     elif kind == "float":
         s = data.draw(st.sampled_from([0.5, -2.25, 3.0, 0.125]))  # exact in every float dtype
         d = promote_weak(dx, 1.0)

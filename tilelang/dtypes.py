@@ -94,7 +94,7 @@ def dtype(x) -> DType:
         raise TileTypeError("None is not a dtype; name one, e.g. tl.float32")
     try:
         name = np.dtype(x).name
-    except TypeError:
+    except (TypeError, ValueError):  # (a tile, say)
         name = None
     if name in BY_NAME:
         return BY_NAME[name]

@@ -619,6 +619,8 @@ def reshape(x, shape) -> Tile:
 def permute(x, axes) -> Tile:
     """Reorder axes: ``tl.permute(t, (2, 0, 1))``; result axis ``i`` is input axis ``axes[i]``."""
     t = _tile(x)
+    if not isinstance(axes, (tuple, list)):
+        raise located(TileTypeError(f"permute: axes must be a tuple of ints, got {type(axes).__name__}"))
     perm = tuple(_axis(a, t.ndim, "permute") for a in axes)
     if len(perm) != t.ndim or sorted(perm) != list(builtins.range(t.ndim)):
         raise located(TileValueError(f"permute: {list(axes)} is not a permutation of {t.ndim} axes"))

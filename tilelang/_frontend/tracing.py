@@ -174,6 +174,8 @@ def static_int(x, what: str) -> int:
 def static_shape(shape, what="shape") -> tuple[int, ...]:
     if isinstance(shape, (int, np.integer, Tile)):
         shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise located(TileTypeError(f"{what} must be a tuple of ints, got {type(shape).__name__}"))
     out = tuple(static_int(s, what) for s in shape)
     if any(s <= 0 for s in out):
         raise located(TileValueError(f"{what} {list(out)}: tile dimensions must be positive"))

@@ -592,9 +592,9 @@ def _lower_histogram(lw, eqn, x, *mask, num_bins, masked):
     lw.barrier()
     v = lw.regs(x, src)
     dtype = x.type.dtype
-    counted = lw.land(
-        lw.op(b1, "ge", v, Imm(0, dtype)), lw.op(b1, "lt", v, Imm(num_bins, dtype)), lw.valid(src), lw.owner(src)
-    )
+    # (every value of the dtype is below num_bins past its maximum: 256 bins of uint8, which as a uint8 is 0)
+    below = [lw.op(b1, "lt", v, Imm(num_bins, dtype))] if num_bins <= np.iinfo(dtype.np).max else []
+    counted = lw.land(lw.op(b1, "ge", v, Imm(0, dtype)), *below, lw.valid(src), lw.owner(src))
     if masked:
         counted = lw.land(counted, lw.regs(mask[0], src))
     at = lw.op(i32, "convert", lw.op(dtype, "select", counted, v, Imm(0, dtype)), attr=i32)
