@@ -223,7 +223,7 @@ def test_unknown_keyword_argument():
         ([1.0, 2.0], r"argument `x`: expected an array or a scalar, got list"),
         ({"a": 1}, r"argument `x`: expected an array or a scalar, got dict"),
         (None, r"argument `x`: expected an array or a scalar, got NoneType"),
-        ("abc", r"argument `x`: cannot read 'abc' as a signature"),
+        ("abc", r"argument `x`: a launch takes arrays and scalars, got 'abc'"),
     ],
     ids=["list", "dict", "None", "str"],
 )
@@ -812,6 +812,74 @@ def recurses_without_end(x, out):
 @tl.tile_kernel
 def launches_itself(x, out):
     launches_itself[1](x, out)
+
+
+def copy_of(x, out):
+    tl.store(out, tl.load(x, index=(0,), shape=(128,)), index=(0,))
+
+
+@tl.tile_kernel
+def calls_a_kernel(x, out):
+    copy_kernel(x, out)
+
+
+copy_kernel = tl.tile_kernel(copy_of)
+
+
+def test_a_kernel_called_inside_a_kernel():
+    """The error pointed at the outer launch, not at the call."""
+    err = launch_error(tl.TileSyntaxError, lambda: calls_a_kernel[1](X, OUT))
+    check(err, tl.TileSyntaxError, r"a kernel cannot launch kernels.*helper", expr="copy_kernel(x, out)")
+
+
+def test_parameters_a_kernel_cannot_take():
+    """A keyword-only parameter failed at every launch (the trace passed it by position); a
+    parameter named `stream` or `backend` could not be passed by keyword (the launch took it)."""
+
+    def keyword_only(x, out, *, s=2.0):
+        pass
+
+    def named_stream(x, out, stream):
+        pass
+
+    with pytest.raises(tl.TileSyntaxError, match=r"keyword-only parameters are not supported \(s=2.0\)"):
+        tl.tile_kernel(keyword_only)
+    with pytest.raises(tl.TileSyntaxError, match=r"cannot be named `stream`, a keyword of the launch"):
+        tl.tile_kernel(named_stream)
+
+
+@tl.tile_kernel
+def scale_by(x, out, alpha):
+    tl.store(out, tl.load(x, index=(0,), shape=(128,)) * alpha, index=(0,))
+
+
+def test_a_signature_is_not_a_launch_argument():
+    """It compiled, then failed inside the runner with a KeyError or ValueError."""
+    for args, name in (((X, OUT, "f32"), "alpha"), ((X, "f32[:]", 2.0), "out")):
+        err = launch_error(tl.TileArgumentError, lambda args=args: scale_by[1](*args))
+        check(err, tl.TileArgumentError, rf"argument `{name}`: a launch takes arrays and scalars, got '.*' \(sig",
+              expr="scale_by[1](*args)")  # fmt: skip
+
+
+@tl.tile_kernel
+def writes_nothing(x, out, s, TILE: tl.Constant):
+    pass
+
+
+@pytest.mark.parametrize(
+    "outputs, match",
+    [
+        (("TILE",), r"'TILE' is not a runtime argument"),
+        ((3,), r"output 3 is not a position among 3"),
+        ((-1,), r"output `s` is a float, not an array"),
+    ],  # fmt: skip
+)
+def test_check_kernel_refuses_outputs_that_are_not_arrays(outputs, match):
+    """`TILE` and position 3 wrapped around to `x` (compared with itself: the check passed)."""
+    from tilelang.testing import check_kernel
+
+    with pytest.raises(ValueError, match=match):
+        check_kernel(writes_nothing, 1, args=(X, OUT, 2.0), reference=lambda x, out, s: x, outputs=outputs, TILE=4)
 
 
 def test_recursive_kernels():

@@ -518,6 +518,17 @@ def compiled(kernel=scale, **constants):
     return cuda_backend.CudaKernel(known.program)
 
 
+def test_a_cache_directory_that_cannot_be_made_only_warns(tmp_path, monkeypatch):
+    """A TILELANG_CACHE_DIR that is a file raised FileExistsError from os.makedirs."""
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(blocked))
+    cuda_backend._warn_once.cache_clear()
+    with pytest.warns(RuntimeWarning, match="kernels are not cached on disk"):
+        code, report, _ = compiled().cubin()
+    assert code[:4] == b"\x7fELF" and "registers" in report
+
+
 def test_cubin_is_cached_and_reloaded(cache):
     first = compiled()
     code, report, entry = first.cubin()

@@ -151,8 +151,12 @@ class TileKernel:
         self.signature = inspect.signature(fn)
         self.param_names = list(self.signature.parameters)
         for p in self.signature.parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                raise TileSyntaxError(f"tile kernel {fn.__name__}: *args and **kwargs parameters are not supported")
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.KEYWORD_ONLY):
+                what = "keyword-only" if p.kind is p.KEYWORD_ONLY else "*args and **kwargs"
+                raise TileSyntaxError(f"tile kernel {fn.__name__}: {what} parameters are not supported ({p})")
+            if p.name in ("stream", "backend"):  # (the launch's own keywords: kernel[grid](..., stream=s))
+                message = f"a parameter cannot be named `{p.name}`, a keyword of the launch"
+                raise TileSyntaxError(f"tile kernel {fn.__name__}: {message}")
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
         self._compiled = {}
@@ -173,7 +177,7 @@ class TileKernel:
 
     def __call__(self, *args, **kwargs):
         if tracing():
-            raise _launch_in_a_kernel()
+            raise _launch_in_a_kernel(user_location())
         raise TileArgumentError(
             f"a tile kernel is launched over a grid of blocks: {self.__name__}[grid](...), "
             f"e.g. {self.__name__}[tl.cdiv(n, TILE)](...)",
@@ -351,10 +355,11 @@ def _recursion_site(tb):
     return None
 
 
-def _launch_in_a_kernel():
+def _launch_in_a_kernel(loc=None):
     return TileSyntaxError(
         "a kernel cannot launch kernels (itself included) while it is traced; write the shared code as a plain "
-        "Python helper function and call that"
+        "Python helper function and call that",
+        loc,
     )
 
 
@@ -483,6 +488,12 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
         if tracing():
             raise _launch_in_a_kernel()
         arguments = kernel.bind(args, kwargs)
+        for name, value in arguments.items():
+            if isinstance(value, (str, TileType, ArrayType)) and name not in kernel.constants:
+                raise TileArgumentError(
+                    f"argument `{name}`: a launch takes arrays and scalars, got {value!r} (signatures like 'f32[:]' "
+                    "are for tl.explain)"
+                )
         if without_data(arguments.values()):  # torch tracing a custom op for shapes: nothing to compute
             return
         grid = launch_grid(grid_spec, arguments)

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import threading
+import warnings
 import weakref
 
 from .._lower.thread_ir import ArrayParam, AsyncCopy, Loop, Mma, ThreadProgram, Wgmma, shared_offsets, walk_statements
@@ -65,7 +66,10 @@ def _cache_paths(digest, cc):
 def load_cached(digest, cc):
     """A cached (cubin, report, entry), or None if absent, unreadable or corrupted (then
     removed, so it is rebuilt): the cubin's checksum is stored beside it."""
-    code_path, meta_path = _cache_paths(digest, cc)
+    try:
+        code_path, meta_path = _cache_paths(digest, cc)
+    except OSError:  # no cache directory to be had (store_cached says so)
+        return None
     try:
         with open(meta_path) as f:
             meta = json.load(f)
@@ -86,14 +90,22 @@ def load_cached(digest, cc):
 def store_cached(digest, cc, code: bytes, report: str, entry: str):
     """Write atomically (a temporary file renamed into place): concurrent writers of the
     same entry each leave a complete, identical pair, and a reader sees old or new, never half."""
-    code_path, meta_path = _cache_paths(digest, cc)
-    os.makedirs(os.path.dirname(code_path), exist_ok=True)
     meta = {"digest": digest, "sha256": hashlib.sha256(code).hexdigest(), "report": report, "entry": entry}
-    for path, data in ((code_path, code), (meta_path, json.dumps(meta).encode())):
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+    try:
+        code_path, meta_path = _cache_paths(digest, cc)
+        os.makedirs(os.path.dirname(code_path), exist_ok=True)
+        for path, data in ((code_path, code), (meta_path, json.dumps(meta).encode())):
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+    except OSError as err:  # a cache is a saving, not a condition: compile without it, and say so once
+        _warn_once(f"tilelang: kernels are not cached on disk ({err}); set TILELANG_CACHE_DIR to a writable directory")
+
+
+@functools.cache
+def _warn_once(message: str):
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def param_codes(program: ThreadProgram) -> str:

@@ -196,16 +196,22 @@ def _identical(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def _output_positions(kernel, outputs, nargs) -> list[int]:
-    """Positions (negative ones count from the last runtime argument) or parameter names, as positions."""
-    names = list(kernel.signature.parameters)
+def _output_positions(kernel, outputs, args) -> list[int]:
+    """Positions among the runtime arguments (negative ones count from the last) or their
+    parameter names, as positions; each must be an array."""
+    runtime = [n for n in kernel.signature.parameters if n not in kernel.constants][: len(args)]
     positions = []
     for o in outputs:
         if isinstance(o, str):
-            if o not in names:
-                raise ValueError(f"{kernel.__name__} has no parameter {o!r}")
-            o = names.index(o)
-        positions.append(int(o) % nargs)
+            if o not in runtime:
+                raise ValueError(f"check_kernel: {o!r} is not a runtime argument of {kernel.__name__} ({runtime})")
+            o = runtime.index(o)
+        elif not -len(args) <= o < len(args):
+            raise ValueError(f"check_kernel: output {o} is not a position among {len(args)} runtime arguments")
+        o %= len(args)
+        if not hasattr(args[o], "dtype") or np.ndim(args[o]) == 0:
+            raise ValueError(f"check_kernel: output `{runtime[o]}` is a {type(args[o]).__name__}, not an array")
+        positions.append(o)
     return positions
 
 
@@ -247,7 +253,7 @@ def check_kernel(
             raise ValueError("check_kernel: args_factory() must return equal arguments on every call")
         return made
 
-    positions = _output_positions(kernel, outputs, len(first))
+    positions = _output_positions(kernel, outputs, first)
     with np.errstate(all="ignore"):  # references overflow and divide by zero on purpose
         expected = reference(*[_copy(a) for a in first])
     if len(positions) == 1 and not isinstance(expected, (tuple, list)):
@@ -260,6 +266,6 @@ def check_kernel(
         kernel[grid](*run_args, backend=backend, **constants)
         result = [run_args[p] for p in positions]
         for p, got, want in zip(positions, result, expected):
-            name = list(kernel.signature.parameters)[p]
+            name = [n for n in kernel.signature.parameters if n not in kernel.constants][p]
             assert_close(got, want, got.dtype, rtol=rtol, atol=atol, err_msg=f"output `{name}` on backend {backend!r}")
     return result
