@@ -238,6 +238,14 @@ def test_unsupported_array_dtype():
     check(err, tl.TileTypeError, r"argument `x`: .*complex64.* is not a supported dtype", expr="copy[1](z, z, TILE=4)")
 
 
+def test_an_array_whose_strides_are_not_whole_elements(backend):
+    """The CPU backend floored them (-5 bytes: -2 float32s) and wrote outside the array."""
+    z = np.lib.stride_tricks.as_strided(np.zeros(64, np.uint8)[40:].view(np.float32), (4,), (-5,), writeable=True)
+    err = launch_error(tl.TileTypeError, lambda: copy[1](z, z, TILE=4, backend=backend))
+    match = r"argument `x`: an array with strides of \(-5,\) bytes, not whole 4-byte elements"
+    check(err, tl.TileTypeError, match, expr="copy[1](z, z, TILE=4, backend=backend)")
+
+
 @pytest.mark.parametrize("dtype", [">f4", ">i4", ">u2"])
 def test_array_in_the_other_byte_order(dtype):
     """Such an array's elements were read and written as raw bytes (big-endian 1.0 read as 4.6e-41)."""

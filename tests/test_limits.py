@@ -127,6 +127,36 @@ def test_a_zero_step_argument_is_refused_before_anything_runs(backend):
 
 
 @tl.tile_kernel
+def constant_step(out, s, STEP: tl.Constant, T: tl.Constant):
+    for _ in tl.range(0, 4, STEP):
+        tl.store(out, tl.full((T,), 7.0), index=(0,))
+    for _ in tl.range(0, 4, s * STEP):
+        tl.store(out, tl.full((T,), 8.0), index=(0,))
+
+
+@pytest.mark.parametrize("backend", [*HOST, "cuda"])
+def test_a_constant_zero_step_is_refused_when_compiled(backend):
+    """Compiled, a step of 0 known to the compiler ran no iterations, with no error."""
+    compile_it = lambda: tl.explain(constant_step, "f32[:]", "i32", STEP=0, T=8, backend=backend)  # noqa: E731
+    err = launch_error(tl.TileValueError, compile_it)
+    check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, STEP)")
+
+
+def test_a_step_that_folds_to_zero_fails_on_the_cpu_backend_as_in_the_interpreter():
+    """`s * STEP` with STEP=0 folds to a constant 0 in the thread program: the CPU backend skipped its check."""
+    out = np.zeros(8, np.float32)
+    for backend in HOST:
+        err = launch_error(tl.TileValueError, lambda b=backend: steps_times_zero[1](out, 3, T=8, backend=b))
+        check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, s * 0)")
+
+
+@tl.tile_kernel
+def steps_times_zero(out, s, T: tl.Constant):
+    for _ in tl.range(0, 4, s * 0):
+        tl.store(out, tl.full((T,), 8.0), index=(0,))
+
+
+@tl.tile_kernel
 def wrapped_step(out, step, T: tl.Constant):
     n = tl.full((), 0, tl.int8)
     for _ in tl.range(n, 4, step):  # a Python int step (weak) is converted to int8

@@ -677,3 +677,19 @@ def test_uint64_indices_beyond_int64_are_out_of_bounds():
         far_indices_kernel[1](x, idx, gathered, out, backend=backend)
         np.testing.assert_array_equal(gathered, want_gathered, err_msg=backend)
         np.testing.assert_array_equal(out, want_out, err_msg=backend)
+
+
+@tl.tile_kernel
+def scatter_and_add_by_keyword(out, counts):
+    idx = tl.arange(0, 8) % 4
+    tl.scatter(out, idx, values=idx.astype(tl.float32) * 2, mask=idx < 3)
+    tl.atomic_add(counts, idx, values=tl.full((8,), 1, tl.int32))
+
+
+def test_values_by_keyword():
+    """`tl.scatter(out, idx, values=v)` as its docstring reads raised Python's TypeError."""
+    for backend in tlt.default_backends():
+        out, counts = np.full(4, -1.0, np.float32), np.zeros(4, np.int32)
+        scatter_and_add_by_keyword[1](out, counts, backend=backend)
+        np.testing.assert_array_equal(out, [0.0, 2.0, 4.0, -1.0], err_msg=backend)
+        np.testing.assert_array_equal(counts, [2, 2, 2, 2], err_msg=backend)

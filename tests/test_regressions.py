@@ -145,10 +145,12 @@ def test_kernel_parameters_may_be_named_like_the_launchs_own():
     np.testing.assert_array_equal(out, x + 2)
 
 
-def test_grid_sizes_past_32_bits_are_refused():
+@pytest.mark.parametrize("grid", [2**32 + 1, 2**31, (1, 65536), (1, 1, 70000)])
+def test_grid_sizes_past_cudas_limits_are_refused(grid):
+    """From 2**31 blocks block ids (int32) wrapped to negative values on the CPU backend."""
     out = np.zeros(8, np.float32)
-    with pytest.raises(tl.TileArgumentError, match=r"grid sizes must be ints from 0 to 2\*\*32 - 1"):
-        fill[2**32 + 1](out, C=1.0, backend="interpret")
+    with pytest.raises(tl.TileArgumentError, match=r"grid sizes must be ints from 0 to 2\*\*31 - 1"):
+        fill[grid](out, C=1.0, backend="interpret")
 
 
 @tl.tile_kernel

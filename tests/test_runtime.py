@@ -295,6 +295,11 @@ def test_the_fast_path_reads_numba_and_cupy_arrays_by_their_attributes():
     assert driver.values == (4096, 5, 1, 8192, 6, 1, 0.5)
     assert not fast_path((1, 1, 1), (FakeNumbaArray((5,), np.float64), out, 0.5), {"TILE": 4}, None, None)
     assert not fast_path((1, 1, 1), (FakeNumbaArray((5,), strides=(2,)), out, 0.5), {"TILE": 4}, None, None)
+    odd = FakeNumbaArray((5,), ptr=4096)
+    odd.strides = (-5,)  # bytes, not whole float32s: taken as -2 elements before; the full path refuses it
+    assert not fast_path((1, 1, 1), (odd, out, 0.5), {"TILE": 4}, None, None)
+    with pytest.raises(tl.TileError, match=r"strides of \(-5,\) bytes, not whole 4-byte elements"):
+        scale.specialize(scale.bind((odd, out, 0.5), {"TILE": 4}))
 
 
 def _device_array(kind, dtype, device, step, sizes, ptr):

@@ -99,8 +99,11 @@ static int strided(FastPath *self, Entry *e, PyObject *value, Params *params) {
     for (Py_ssize_t i = 0; i < e->number; i++) {
         long long step = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
         if (step == -1 && PyErr_Occurred()) goto done;
-        long long q = step / e->itemsize; /* floor division, as the full path's // */
-        steps[i] = (step % e->itemsize != 0 && (step < 0) != (e->itemsize < 0)) ? q - 1 : q;
+        if (step % e->itemsize != 0) { /* not whole elements: the full path refuses the array */
+            alike = 0;
+            goto done;
+        }
+        steps[i] = step / e->itemsize;
     }
 read_strides_done:;
     long unit = 1; /* the last axis' stride is 1, or does not matter (at most one element) */

@@ -100,9 +100,19 @@ def _pointer(a, attributes) -> int:
     return int(a)  # numba's is a cuda.bindings CUdeviceptr
 
 
+def _element_strides(byte_strides, itemsize: int) -> tuple:
+    """Strides in elements; an array whose strides are not whole elements (NumPy's
+    ``as_strided`` allows them) is refused: every backend indexes by element."""
+    if any(s % itemsize for s in byte_strides):
+        raise TileArgumentError(
+            f"an array with strides of {tuple(byte_strides)} bytes, not whole {itemsize}-byte elements: "
+            "pass a copy (np.ascontiguousarray)"
+        )
+    return tuple(s // itemsize for s in byte_strides)
+
+
 def _attribute_info(a, pointer, device_of) -> ArrayInfo:
-    itemsize = a.dtype.itemsize
-    strides = tuple(s // itemsize for s in a.strides)
+    strides = _element_strides(a.strides, a.dtype.itemsize)
     shape = tuple(a.shape)
     ptr = _pointer(a, pointer)
     return ArrayInfo(_dtype(a.dtype), shape, strides, ptr, True, device_of(a), _unit_stride(shape, strides))
@@ -153,7 +163,7 @@ def array_info(value) -> ArrayInfo | None:
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
         strides = cai.get("strides")
-        strides = c_strides(shape) if strides is None else tuple(s // dt.itemsize for s in strides)
+        strides = c_strides(shape) if strides is None else _element_strides(strides, dt.itemsize)
         ptr, readonly = cai["data"]
         unit = _unit_stride(shape, strides)
         return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit, bool(readonly))
@@ -164,6 +174,7 @@ def array_info(value) -> ArrayInfo | None:
     array = _host_view(value)[0]
     if array is None:
         return None
+    _element_strides(array.strides, array.itemsize)
     unit = _unit_stride(array.shape, array.strides, array.itemsize)  # NumPy's strides are in bytes
     return ArrayInfo(_dtype(array.dtype), array.shape, None, 0, False, 0, unit)
 
@@ -450,7 +461,7 @@ def current_device() -> int:
 def launch_grid(grid, arguments) -> tuple:
     """A launch's grid as a tuple of 1 to 3 ints: an int, a tuple, or a function of the
     arguments by name giving one."""
-    if type(grid) is int and 0 <= grid < 2**32:  # the common case, first
+    if type(grid) is int and 0 <= grid < 2**31:  # the common case, first
         return (grid,)
     if callable(grid):
         grid = grid(arguments)
@@ -458,9 +469,11 @@ def launch_grid(grid, arguments) -> tuple:
         grid = (grid,)
     if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3:
         raise TileArgumentError(f"the grid must be an int or a tuple of 1 to 3 ints, got {grid!r}")
-    for g in grid:
-        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or not 0 <= g < 2**32:
-            raise TileArgumentError(f"grid sizes must be ints from 0 to 2**32 - 1, got {grid!r}")
+    for axis, g in enumerate(grid):  # CUDA's limits, on every backend (block ids are int32: past 2**31 they wrapped)
+        if not isinstance(g, (int, np.integer)) or isinstance(g, bool) or not 0 <= g < (2**31 if axis == 0 else 65536):
+            raise TileArgumentError(
+                f"grid sizes must be ints from 0 to 2**31 - 1 (the first) and to 65535 (the others), got {grid!r}"
+            )
     return tuple(int(g) for g in grid)
 
 

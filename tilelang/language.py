@@ -361,26 +361,38 @@ def gather(array, *indices, mask=None, padding=0) -> Tile:
     return bind1(P.gather, [array, *atoms, pad], "gather", masked=mask is not None)
 
 
-def scatter(array, *indices_and_values, mask=None) -> None:
-    """Write ``values`` to ``array[indices...]`` elementwise: ``tl.scatter(out, idx, vals)``.
+def _indices_and_values(op, indices_and_values, values):
+    """The index tiles and the values, given last or as ``values=``."""
+    if values is not None:
+        return indices_and_values, values
+    if not indices_and_values:
+        raise located(TileTypeError(f"{op}: give the index tiles and then the values"))
+    *indices, values = indices_and_values
+    return indices, values
+
+
+def scatter(array, *indices_and_values, values=None, mask=None) -> None:
+    """Write ``values`` (the last argument, or ``values=``) to ``array[indices...]``
+    elementwise: ``tl.scatter(out, idx, vals)``.
 
     Masked-off and out-of-bounds elements are skipped. Where indices repeat, which write
     lands is unspecified.
     """
-    *indices, values = indices_and_values
+    indices, values = _indices_and_values("scatter", indices_and_values, values)
     atoms = _indexed(array, indices, values, mask, "scatter")
     bind(P.scatter, [array, *atoms], "scatter", masked=mask is not None)
 
 
 def _atomic(op):
-    def atomic_op(array, *indices_and_values, mask=None) -> None:
-        *indices, values = indices_and_values
+    def atomic_op(array, *indices_and_values, values=None, mask=None) -> None:
+        indices, values = _indices_and_values(f"atomic_{op}", indices_and_values, values)
         atoms = _indexed(array, indices, values, mask, f"atomic_{op}")
         bind(P.atomic, [array, *atoms], f"atomic_{op}", op=op, masked=mask is not None)
 
     atomic_op.__name__ = f"atomic_{op}"
     atomic_op.__doc__ = (
-        f"Atomically combine ``values`` into ``array[indices...]`` with {op}, element by element.\n\n"
+        f"Atomically combine ``values`` (the last argument, or ``values=``) into ``array[indices...]`` with {op},\n"
+        "element by element.\n\n"
         "Repeated indices all take effect. Example:\n"
         f"``tl.atomic_{op}(hist, bins, tl.full(bins.shape, 1, tl.int32))``.\n\n"
         "On the GPU an 8-bit ``array`` is updated by compare-and-swap on the aligned 32-bit word holding\n"

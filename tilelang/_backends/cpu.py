@@ -347,9 +347,9 @@ class CpuEmitter(ThreadEmitter):
             self.define(t, v)
 
     def check_step(self, s: Loop, step):
-        if isinstance(s.step, Imm):
+        if isinstance(s.step, Imm) and s.step.value != 0:
             return
-        self.loops.append(s)
+        self.loops.append(s)  # (a step folded to 0, `s * 0`: it fails at run time as the interpreter's)
         self.fail(self.builder.icmp_unsigned("==", step, ir.Constant(step.type, 0)), len(self.loops))
 
     # ------------------------------------------------------------------ collectives

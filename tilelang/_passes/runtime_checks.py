@@ -39,7 +39,10 @@ _INT64_HINT = "compute offsets in int64, e.g. `tl.block_id(0).astype(tl.int64) *
 
 def zero_step_checks(program: Program) -> list:
     """``(argument name, conversions, loc)`` of each top-level loop whose step is a scalar
-    argument, through the integer conversions tl.range applied to it."""
+    argument, through the integer conversions tl.range applied to it. A loop whose step is
+    a constant 0 (a literal, a tl.Constant, ``s * 0``) is refused now, on every backend
+    (compiled, it ran no iterations)."""
+    _refuse_constant_zero_steps(program.body)
     names = dict(zip(program.body.params, program.arg_names))
     made = {out: eqn for eqn in program.body.eqns for out in eqn.outputs}
     out = []
@@ -53,6 +56,16 @@ def zero_step_checks(program: Program) -> list:
         if step in names and not isinstance(step.type, ArrayType):
             out.append((names[step], chain[::-1], eqn.loc))
     return out
+
+
+def _refuse_constant_zero_steps(block: Block):
+    for eqn in block.eqns:
+        step = eqn.inputs[2] if eqn.prim.name == "range_loop" else None
+        if isinstance(step, Literal) and step.value == 0:
+            raise TileValueError("tl.range: step must not be zero", eqn.loc)
+        for param in eqn.params.values():
+            if isinstance(param, Block):
+                _refuse_constant_zero_steps(param)
 
 
 def narrowing_checks(program: Program) -> list:
