@@ -446,6 +446,31 @@ def test_explain_shows_each_dots_plan(d, tile, threads, plan):
     assert plan in layouts
 
 
+def _small_dot(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, TB: tl.Constant):
+    x = tl.load(a, index=(0, 0), shape=(BM, BK))
+    y = tl.load(b, index=(0, 0), shape=(BN, BK)).T if TB else tl.load(b, index=(0, 0), shape=(BK, BN))
+    tl.store(c, tl.dot(x, y), index=(0, 0))
+
+
+# a warpgroup's share 8 columns wide (no swizzled shared layout for its operand), or an operand of
+# fewer than two elements a thread (its words cannot go to shared memory whole): mma.sync instead
+@pytest.mark.parametrize("threads, tile", [
+    (128, (64, 8, 16)), (256, (64, 16, 16)), (256, (128, 16, 16)), (512, (64, 32, 16)), (512, (128, 32, 16)),
+])  # fmt: skip
+@pytest.mark.parametrize("tb", [0, 1])
+def test_dots_too_small_for_warpgroups_take_mma_sync(threads, tile, tb):
+    """They were planned on wgmma, which then failed to compile (TileCompilerError)."""
+    bm, bn, bk = tile
+    rng = np.random.default_rng(bm + bn + threads + tb)
+    a = rng.integers(-3, 4, (bm, bk)).astype(np.float16)
+    b = rng.integers(-3, 4, (bn, bk) if tb else (bk, bn)).astype(np.float16)
+    c = np.zeros((bm, bn), np.float32)
+    kernel = tl.tile_kernel(_small_dot, num_threads=threads, arch="sm_90a")
+    assert "mma.sync.m16n8k16.f16" in tl.explain(kernel, a, b, c, BM=bm, BN=bn, BK=bk, TB=tb, backend="cpu")["layouts"]
+    kernel[1](a, b, c, BM=bm, BN=bn, BK=bk, TB=tb, backend="cpu")
+    np.testing.assert_array_equal(c, a.astype(np.float64) @ (b.T if tb else b).astype(np.float64))  # exact: small ints
+
+
 def test_only_tensor_core_dots_ask_the_gpu_for_its_arch(monkeypatch):
     """A kernel names no arch: its dots' strategy depends on the GPU's (sm_90a on Hopper), and
     asking the driver costs ~0.15 s a process, so kernels without a 16-bit dot never ask."""

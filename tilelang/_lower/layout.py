@@ -285,8 +285,10 @@ class WgmmaLayout(Layout):
 
 def wgmma_layout(m: int, n: int, k: int, num_threads: int) -> WgmmaLayout | None:
     """The accumulator layout of a dot on warpgroup tensor cores (``m64nNk16``), or None
-    when the tiles do not fit them: at least 64 x 8 x 16 and one warpgroup (128 threads),
-    every warpgroup its own share (no replication), at most 256 columns per instruction.
+    when the tiles do not fit them: at least 64 x 16 x 16 a warpgroup (128 threads; an
+    8-column operand has no swizzled shared layout), every warpgroup its own share (no
+    replication), at most 256 columns per instruction, and every operand at least two
+    elements a thread (its words go to shared memory whole).
 
     Warpgroups (4 consecutive warps) split the result over m first, then n; each holds
     ``MB`` blocks of 64 rows of an ``N``-wide instruction repeated ``NB`` times along n. The
@@ -295,11 +297,11 @@ def wgmma_layout(m: int, n: int, k: int, num_threads: int) -> WgmmaLayout | None
     ``N / 2 * (nb + NB * mb)`` onwards are instruction ``(mb, nb)``."""
     pm, pn, pk = (log2(pow2_ceil(s)) for s in (m, n, k))
     groups = log2(num_threads) - 7
-    if pm < 6 or pn < 3 or pk < 4 or groups < 0:
+    if pm < 6 or pn < 4 or pk < 4 or groups < 0 or min(pm, pn) + pk < log2(num_threads) + 1:
         return None
     gm = min(groups, pm - 6)  # warpgroup bits along m, the rest along n
     gn = groups - gm
-    if pn - gn < 3:
+    if pn - gn < 4:
         return None
     mb, n_wg = pm - 6 - gm, pn - gn  # log2: 64-row blocks per warpgroup, columns per warpgroup
     n_instr = min(n_wg, 8)  # log2 of an instruction's N
