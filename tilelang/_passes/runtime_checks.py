@@ -40,8 +40,8 @@ _INT64_HINT = "compute offsets in int64, e.g. `tl.block_id(0).astype(tl.int64) *
 def zero_step_checks(program: Program) -> list:
     """``(argument name, conversions, loc)`` of each top-level loop whose step is a scalar
     argument, through the integer conversions tl.range applied to it. A loop whose step is
-    a constant 0 (a literal, a tl.Constant, ``s * 0``) is refused now, on every backend
-    (compiled, it ran no iterations)."""
+    a constant 0 (a literal, a tl.Constant) is refused now, on every backend (compiled, it
+    ran no iterations)."""
     _refuse_constant_zero_steps(program.body)
     names = dict(zip(program.body.params, program.arg_names))
     made = {out: eqn for eqn in program.body.eqns for out in eqn.outputs}
