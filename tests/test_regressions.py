@@ -412,3 +412,17 @@ def test_atomics_of_uniform_values_add_every_element(threads):
     lines = tl.explain(kernel, x, *args[1:], ROWS=rows, backend="cpu")["thread_ir"].splitlines()
     atomic = next(line for line in lines if "atomic_add sums[0:i64]" in line)  # (the program both backends emit)
     assert atomic.endswith(f" x{32 * 2 * 8 // threads}")  # a thread's elements of the (32, 2, 8)-padded tile
+
+
+@tl.tile_kernel
+def reductions_of_an_argument(out, a, b):
+    tl.store(out, tl.sum(tl.full((4,), a, tl.int32))[None], index=(0,))
+    tl.store(out, tl.max(tl.full((512,), b, tl.int32), keepdims=True), index=(1,))
+
+
+@pytest.mark.parametrize("threads", [32, 256])
+def test_a_reduction_of_a_scalar_argument_broadcast(threads):
+    """The CPU backend's shuffle read the argument from a register table it is not in (KeyError)."""
+    kernel = tl.tile_kernel(reductions_of_an_argument.fn, num_threads=threads)
+    reference = lambda out, a, b: np.array([4 * a, b], np.int32)  # noqa: E731
+    tlt.check_kernel(kernel, 1, (np.zeros(2, np.int32), np.int32(3), np.int32(-7)), reference=reference, outputs=(0,))

@@ -320,7 +320,9 @@ class CpuEmitter(ThreadEmitter):
         for s in group:
             partner = b.xor(self.t, ir.Constant(I32, s.xor))
             for r in range(s.dst.slots):
-                value = self.load_row(s.src, r if s.src.slots > 1 else 0, partner)
+                slot = r if s.src.slots > 1 else 0
+                # (not in a table: a parameter or a block-level value, the same in every thread)
+                value = self.load_row(s.src, slot, partner) if s.src in self.tables else self.get(s.src, slot)
                 self.store_row(s.dst, r, self.t, value)
 
     def block_loop(self, s: Loop):
