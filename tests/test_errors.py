@@ -571,6 +571,19 @@ def test_a_runtime_python_int_must_fit_the_dtype_it_meets(backend):
         check(err, tl.TileTypeError, rf"Python int {bad} \(argument `{name}`\) does not fit in uint8", expr=expr)
 
 
+@tl.tile_kernel
+def add_a_strong_int(x, n, total):
+    tl.store(total, tl.load(x, index=(0,), shape=(4,)) + tl.astype(tl.astype(n, tl.int32), tl.uint8), index=(0,))
+
+
+def test_a_runtime_int_made_strong_first_converts_as_its_dtype(backend):
+    """An explicit astype makes it an int32 (strong), which wraps into uint8 as any int32 does:
+    simplify had folded that astype away, and the launch check refused 1000."""
+    x, total = np.zeros(4, np.uint8), np.zeros(4, np.uint8)
+    add_a_strong_int[1](x, 1000, total, backend=backend)
+    assert (total == 1000 % 256).all()
+
+
 def test_tl_range_in_a_helper_function():
     err = launch_error(tl.TileSyntaxError, lambda: calls_loop_helper[1](X, OUT, 3))
     check(err, tl.TileSyntaxError, r"written in the @tl.tile_kernel function itself \(not in a helper",
@@ -872,6 +885,20 @@ def test_a_signature_is_not_a_launch_argument():
 @tl.tile_kernel
 def writes_nothing(x, out, s, TILE: tl.Constant):
     pass
+
+
+@tl.tile_kernel
+def doubles_with_a_constant_between(x, T: tl.Constant, out):
+    tl.store(out, tl.load(x, index=(0,), shape=(T,)) * 2, index=(0,))
+
+
+@pytest.mark.parametrize("outputs", [("out",), (-1,), (2,)])
+def test_check_kernel_with_a_constant_given_by_position(outputs):
+    from tilelang.testing import check_kernel
+
+    x = np.arange(4, dtype=np.float32)
+    args = [x, 4, np.zeros(4, np.float32)]
+    check_kernel(doubles_with_a_constant_between, 1, args, reference=lambda x, t, o: x * 2, outputs=outputs)
 
 
 @pytest.mark.parametrize(

@@ -300,6 +300,9 @@ def test_the_fast_path_reads_numba_and_cupy_arrays_by_their_attributes():
     assert not fast_path((1, 1, 1), (odd, out, 0.5), {"TILE": 4}, None, None)
     with pytest.raises(tl.TileError, match=r"strides of \(-5,\) bytes, not whole 4-byte elements"):
         scale.specialize(scale.bind((odd, out, 0.5), {"TILE": 4}))
+    misaligned = FakeNumbaArray((5,), ptr=4098)  # (the GPU faults on a float32 two bytes into a word)
+    with pytest.raises(tl.TileError, match=r"its data at 0x1002, not whole 4-byte elements"):
+        scale.specialize(scale.bind((misaligned, out, 0.5), {"TILE": 4}))
 
 
 def _device_array(kind, dtype, device, step, sizes, ptr):

@@ -71,7 +71,7 @@ _INT_CLASSES = {"int32": 0, "int64": 1, "uint64": 2}  # a Python int's dtype by 
 def _scalar(value):
     if type(value) is int:
         return (launcher_module().INT, _INT_CLASSES[dtypes.scalar_dtype(value).name])
-    return (launcher_module().TYPED, type(value))  # bool, float (a weak float32), or a NumPy scalar (its own dtype)
+    return (launcher_module().TYPED, type(value))  # bool, float (a weak float32, passed as its double), NumPy scalar
 
 
 def generate(kernel, args, kwargs, backend, infos, launch):

@@ -100,21 +100,22 @@ def _pointer(a, attributes) -> int:
     return int(a)  # numba's is a cuda.bindings CUdeviceptr
 
 
-def _element_strides(byte_strides, itemsize: int) -> tuple:
+def _element_strides(byte_strides, itemsize: int, ptr: int = 0) -> tuple:
     """Strides in elements; an array whose strides are not whole elements (NumPy's
-    ``as_strided`` allows them) is refused: every backend indexes by element."""
-    if any(s % itemsize for s in byte_strides):
+    ``as_strided`` allows them), or a device array whose pointer is not, is refused: every
+    backend indexes by element, and the GPU faults on a misaligned element."""
+    if any(s % itemsize for s in byte_strides) or ptr % itemsize:
+        where = f"strides of {tuple(byte_strides)} bytes" if ptr % itemsize == 0 else f"its data at {ptr:#x}"
         raise TileArgumentError(
-            f"an array with strides of {tuple(byte_strides)} bytes, not whole {itemsize}-byte elements: "
-            "pass a copy (np.ascontiguousarray)"
+            f"an array with {where}, not whole {itemsize}-byte elements: pass a copy (np.ascontiguousarray)"
         )
     return tuple(s // itemsize for s in byte_strides)
 
 
 def _attribute_info(a, pointer, device_of) -> ArrayInfo:
-    strides = _element_strides(a.strides, a.dtype.itemsize)
-    shape = tuple(a.shape)
     ptr = _pointer(a, pointer)
+    strides = _element_strides(a.strides, a.dtype.itemsize, ptr)
+    shape = tuple(a.shape)
     return ArrayInfo(_dtype(a.dtype), shape, strides, ptr, True, device_of(a), _unit_stride(shape, strides))
 
 
@@ -162,9 +163,9 @@ def array_info(value) -> ArrayInfo | None:
     if cai is not None:
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
-        strides = cai.get("strides")
+        strides, (ptr, readonly) = cai.get("strides"), cai["data"]
         strides = c_strides(shape) if strides is None else _element_strides(strides, dt.itemsize)
-        ptr, readonly = cai["data"]
+        _element_strides((), dt.itemsize, ptr or 0)
         unit = _unit_stride(shape, strides)
         return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit, bool(readonly))
     dlpack_device = getattr(value, "__dlpack_device__", None)

@@ -387,8 +387,9 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         raise TileArgumentError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     stages, lap = {}, _Laps()
     program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
+    narrowings = narrowing_checks(program)  # (before simplify folds an explicit astype of the argument away)
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
-    zero_steps, narrowings, sites = zero_step_checks(program), narrowing_checks(program), None
+    zero_steps, sites = zero_step_checks(program), None
     if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs
         program, sites = add_checks(program)
         program = _stage(stages, "checked", lap("checks", simplify(program)))

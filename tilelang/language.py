@@ -85,9 +85,9 @@ def _convert(atom, dtype, weak=False):
         value = atom.value.item() if atom.type.weak else atom.value
         lit = literal(value, dtype)
         return Literal(lit.value, TileType((), dtype, weak))
-    if atom.type.dtype is dtype:
+    if atom.type.dtype is dtype:  # (a runtime Python float's float32 uses share its one view)
         return atom
-    atom = double_of(atom) or atom  # (a runtime Python float: rounded once, from its double)
+    atom = double_of(atom) or atom  # (a runtime Python float meeting another dtype: rounded once, from its double)
     if atom.type.dtype is dtype:
         return atom
     return bind1(P.convert, [atom], "astype", dtype=dtype, **({"weak": True} if weak else {})).var

@@ -197,9 +197,9 @@ def _identical(a, b) -> bool:
 
 
 def _output_positions(kernel, outputs, args) -> list[int]:
-    """Positions among the runtime arguments (negative ones count from the last) or their
-    parameter names, as positions; each must be an array."""
-    runtime = [n for n in kernel.signature.parameters if n not in kernel.constants][: len(args)]
+    """Positions among ``args`` (negative ones count from the last) or their parameter names,
+    as positions; each must be an array."""
+    runtime = list(kernel.signature.parameters)[: len(args)]  # (as ``args`` bind: Constants given by position too)
     positions = []
     for o in outputs:
         if isinstance(o, str):
@@ -266,6 +266,6 @@ def check_kernel(
         kernel[grid](*run_args, backend=backend, **constants)
         result = [run_args[p] for p in positions]
         for p, got, want in zip(positions, result, expected):
-            name = [n for n in kernel.signature.parameters if n not in kernel.constants][p]
+            name = list(kernel.signature.parameters)[p]
             assert_close(got, want, got.dtype, rtol=rtol, atol=atol, err_msg=f"output `{name}` on backend {backend!r}")
     return result
