@@ -715,3 +715,42 @@ def test_threads_compiling_cpu_kernels_at_once_share_one_jit(cache):
     command = [sys.executable, "-c", THREADS_COMPILING]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "errors []", done.stderr[-2000:]
+
+
+@tl.tile_kernel
+def add_to_bytes(x, out, n):
+    tl.store(out, tl.load(x, index=(0,), shape=(4,)) + n, index=(0,))
+
+
+def test_a_fast_path_checks_the_bounds_of_a_narrowed_runtime_int():
+    """`u8_tile + n` checks n at each launch (runtime_checks.narrowing_checks): the fast path
+    takes the calls whose n fits uint8 and leaves the others to the full path, which refuses them."""
+    from _fake_driver import FakeDriver
+
+    from tilelang._fastpath import describe, generate
+
+    x, out = FakeDeviceArray((4,), np.uint8), FakeDeviceArray((4,), np.uint8)
+    arguments = add_to_bytes.bind((x, out, 3), {})
+    key, infos = add_to_bytes.specialize(arguments)
+    bounds = add_to_bytes.compile(key, "interpret").run.bounds()
+    assert bounds == {"n": (0, 255)}
+    driver = FakeDriver("QqqQqqi")
+    fast_path = generate(add_to_bytes, (x, out, 3), {}, None, infos, (driver.launcher, lambda device: 7, 0, bounds))
+    add_to_bytes._fast_paths.insert(0, fast_path)
+    try:
+        assert "n: int, int32 by magnitude, in [0, 255]" in describe(add_to_bytes)
+    finally:
+        add_to_bytes._fast_paths.remove(fast_path)
+    taken = [fast_path((1, 1, 1), (x, out, n), {}, None, None) for n in (0, 255, 256, -1, 2**40)]
+    assert taken == [True, True, False, False, False]
+    assert [flat[-1] for _, _, flat, _ in driver.launches] == [0, 255]
+
+
+def test_only_narrowing_checks_keep_a_fast_path():
+    from tilelang._passes.runtime_checks import Checked
+
+    inner = types.SimpleNamespace(fast_launch=lambda arguments, infos: ("launcher", "stream", 0))
+    narrowed = [("n", tl.uint8, None), ("n", tl.int8, None)]
+    assert Checked(inner, [], None, narrowed).fast_launch({}, {}) == ("launcher", "stream", 0, {"n": (0, 127)})
+    assert Checked(inner, [("step", [], None)], None, narrowed).fast_launch({}, {}) is None  # a zero-step check
+    assert Checked(inner, [], [], narrowed).fast_launch({}, {}) is None  # debug mode

@@ -19,7 +19,8 @@ enum Kind {
                    .dtype, .shape, .strides (bytes), the pointer down a chain of attributes, and its GPU
                    by device_of(value) (None: the only GPU) */
     READER,     /* (READER, type, reader, signature): reader(value, values) == signature */
-    INT,        /* (INT, dtype class): a Python int: 0 int32, 1 int64, 2 uint64 by magnitude */
+    INT,        /* (INT, dtype class[, (low, high)]): a Python int: 0 int32, 1 int64, 2 uint64 by magnitude;
+                   with bounds, one in [low, high] (what the dtypes it meets hold: runtime_checks.py) */
     TYPED,      /* (TYPED, type): a bool, float or NumPy scalar: its type is its dtype */
     CONST_INT,  /* (CONST_INT, value): a Constant int */
     CONST,      /* (CONST, key): a Constant: constant_key(value) == key */
@@ -168,6 +169,12 @@ static int alike(FastPath *self, Entry *e, PyObject *value, Params *params) {
         return Py_TYPE(value) == (PyTypeObject *)e->type ? reader(self, e, value, params) : 0;
     case INT:
         if (!PyLong_CheckExact(value) || int_class(value) != e->number) return 0;
+        if (e->object != NULL) { /* out of bounds: the full path refuses it */
+            int low = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(e->object, 0), Py_GE);
+            if (low != 1) return low;
+            int high = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(e->object, 1), Py_LE);
+            if (high != 1) return high;
+        }
         return push(self->launcher, params, value) ? 1 : -1;
     case TYPED:
         if (Py_TYPE(value) != (PyTypeObject *)e->type) return 0;
@@ -264,8 +271,10 @@ static int read_entry(PyObject *item, Entry *e) {
         e->signature = PyTuple_GET_ITEM(item, 3);
         return 1;
     case INT:
-        if (n != 2) break;
+        if (n != 2 && n != 3) break;
         e->number = PyLong_AsLong(second);
+        e->object = n == 3 ? PyTuple_GET_ITEM(item, 2) : NULL;
+        if (e->object != NULL && (!PyTuple_Check(e->object) || PyTuple_GET_SIZE(e->object) != 2)) break;
         return !PyErr_Occurred();
     case TYPED:
         if (n != 2) break;

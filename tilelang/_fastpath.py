@@ -68,9 +68,9 @@ def _array(value, info):
 _INT_CLASSES = {"int32": 0, "int64": 1, "uint64": 2}  # a Python int's dtype by its magnitude
 
 
-def _scalar(value):
+def _scalar(value, bounds=None):
     if type(value) is int:
-        return (launcher_module().INT, _INT_CLASSES[dtypes.scalar_dtype(value).name])
+        return (launcher_module().INT, _INT_CLASSES[dtypes.scalar_dtype(value).name], *([bounds] if bounds else []))
     return (launcher_module().TYPED, type(value))  # bool, float (a weak float32, passed as its double), NumPy scalar
 
 
@@ -79,15 +79,21 @@ def generate(kernel, args, kwargs, backend, infos, launch):
     ``infos`` the array facts the full path read), or None if later calls cannot skip
     the full path: an argument by keyword that is not a Constant, a parameter left to
     its default. ``launch`` is ``(launcher, current_stream, device)`` from the CUDA
-    runner."""
-    launcher, current_stream, device = launch
+    runner, and the ``(low, high)`` each runtime int must be in, by name, where the launch
+    checks that (``runtime_checks.Checked``)."""
+    launcher, current_stream, device, *checked = launch
+    bounds = checked[0] if checked else {}
     names, constants = kernel.param_names, kernel.constants
     if any(name not in constants for name in kwargs):
         return None
     if any(name not in constants for name in names[len(args) :]):  # left to its default
         return None
     plan = tuple(
-        _constant(value) if name in constants else _array(value, infos[name]) if name in infos else _scalar(value)
+        _constant(value)
+        if name in constants
+        else _array(value, infos[name])
+        if name in infos
+        else _scalar(value, bounds.get(name))
         for name, value in zip(names, args)
     )
     keyword_plan = tuple((name, _constant(value)) for name, value in kwargs.items())
@@ -114,7 +120,7 @@ def describe(kernel) -> str:
         if kinds[kind] == "READER":
             return f"{rest[0].__qualname__} alike {rest[2]}"
         if kinds[kind] == "INT":
-            return f"int, {list(_INT_CLASSES)[rest[0]]} by magnitude"
+            return f"int, {list(_INT_CLASSES)[rest[0]]} by magnitude" + (f", in {list(rest[1])}" if rest[1:] else "")
         if kinds[kind] == "TYPED":
             return rest[0].__qualname__
         return f"Constant {rest[0] if kinds[kind] == 'CONST_INT' else rest[0][1]}"

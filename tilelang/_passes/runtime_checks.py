@@ -94,7 +94,8 @@ def _python_int(t) -> bool:
 
 class Checked:
     """A runner with the launch checks, and a debug kernel's error word, around each launch.
-    It has no fast path: the checks run in Python at every launch."""
+    The runtime ints' bounds the fast path checks itself (in C); with any other check there
+    is no fast path: the checks run in Python at every launch."""
 
     def __init__(self, run, zero_steps: list, sites: list | None, narrowings: list = ()):
         self.run, self.zero_steps, self.sites, self.narrowings = run, zero_steps, sites, narrowings
@@ -125,7 +126,19 @@ class Checked:
             raise TileCheckError(message, loc) from None
 
     def fast_launch(self, arguments: dict, infos: dict):
-        return None
+        if self.zero_steps or self.sites is not None:
+            return None
+        launch = self.run.fast_launch(arguments, infos)
+        return launch and (*launch, self.bounds())
+
+    def bounds(self) -> dict:
+        """Each narrowed argument's ``(low, high)``: what every dtype it meets holds."""
+        out: dict = {}
+        for name, d, _ in self.narrowings:
+            info = np.iinfo(d.np)
+            low, high = out.get(name, (int(info.min), int(info.max)))
+            out[name] = (max(low, int(info.min)), min(high, int(info.max)))
+        return out
 
 
 # ------------------------------------------------------------- the debug pass
