@@ -174,6 +174,19 @@ def test_the_step_is_checked_as_the_loop_sees_it():
 # ------------------------------------------------------------------ debug mode
 
 
+def _window_far_out(x, out, i):
+    tl.store(out, tl.load(x, index=(i,), shape=(8,)), index=(0,))
+
+
+@pytest.mark.parametrize("backend", HOST)
+def test_an_index_past_int64s_range_is_no_overflow_in_debug_mode(backend):
+    """A window whose start (i * 8) is past int64's range lies outside every array: padding.
+    Debug mode checked the multiply inside that saturation and reported an overflow."""
+    x, out = np.arange(16, dtype=np.float32), np.full(8, -1.0, np.float32)
+    tl.tile_kernel(_window_far_out, debug=True)[1](x, out, np.int64(2**62), backend=backend)
+    np.testing.assert_array_equal(out, 0.0)
+
+
 @tl.tile_kernel
 def arange_past_int32(out):
     tl.store(out, tl.arange(2**31 - 4, 2**31 + 4), index=(0,))

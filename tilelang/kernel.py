@@ -314,7 +314,7 @@ def trace(kernel: TileKernel, key) -> Program:
             body.params.append(var)
             names.append(name)
             tracer_args.append(Array(var) if isinstance(t, ArrayType) else var if python_float else Tile(var))
-    with TraceScope(body):
+    with TraceScope(body, checked=kernel.debug):
         tracer_args = [runtime_float(a) if isinstance(a, Var) else a for a in tracer_args]
         try:
             result = kernel.traceable()(*tracer_args)

@@ -30,6 +30,7 @@ from ._frontend.tracing import (
     as_atom,
     bind,
     bind1,
+    checked,
     current_block,
     double_of,
     literal,
@@ -261,11 +262,12 @@ def _element_offset(atom, scale):
     atom = _convert(atom, int64)
     if scale == 1:
         return atom
-    scaled = _elementwise("mul", atom, scale)
     if not wide:
-        return scaled.var
+        return _elementwise("mul", atom, scale).var
     high, low = _INT64_MAX // scale, -(-_INT64_MIN // scale)  # the products that fit
     x = Tile(atom)
+    # (debug mode checks this multiply: there it is of the clamped value, which cannot overflow)
+    scaled = (clip(x, low, high) if checked() else x) * scale
     return where(x > high, _INT64_MAX, where(x < low, _INT64_MIN, scaled)).var
 
 

@@ -28,6 +28,7 @@ class _State(threading.local):
     blocks: list | None = None
     defined: list | None = None  # per active block: the variables defined in it
     doubles: dict | None = None  # a runtime Python float's weak float32 view -> its float64 parameter
+    checked: bool = False  # the kernel is traced for debug mode (runtime_checks.add_checks)
 
 
 _state = _State()
@@ -36,12 +37,12 @@ _state = _State()
 class TraceScope:
     """Collects equations into ``block`` while active; scopes nest for loop bodies."""
 
-    def __init__(self, block: Block):
-        self.block = block
+    def __init__(self, block: Block, checked: bool = False):
+        self.block, self.checked = block, checked
 
     def __enter__(self):
         if _state.blocks is None:
-            _state.blocks, _state.defined, _state.doubles = [], [], {}
+            _state.blocks, _state.defined, _state.doubles, _state.checked = [], [], {}, self.checked
         _state.blocks.append(self.block)
         _state.defined.append(set(self.block.params))
         return self.block
@@ -56,6 +57,11 @@ class TraceScope:
 def tracing() -> bool:
     """Whether a kernel is being traced (on this thread)."""
     return bool(_state.blocks)
+
+
+def checked() -> bool:
+    """Whether the kernel being traced is for debug mode, which checks its index arithmetic."""
+    return bool(_state.blocks) and _state.checked
 
 
 def current_block(op_name: str | None = None) -> Block:
