@@ -337,6 +337,23 @@ def test_unchanged_python_scalars_stay_python(backend):
     assert carried_types(text) == ["f32[8]"]  # only acc is carried
 
 
+@tl.tile_kernel
+def carries_runtime_scalars(x, s, n, out):
+    m = tl.full((), 0.0, tl.float64)
+    c = tl.full((), 0, tl.int64)
+    for _ in tl.range(2):
+        m = s  # a runtime Python float into a float64 tile: its double
+        c = n  # a runtime Python int into an int64 tile
+    tl.store(out, tl.load(x, index=(0,), shape=(4,)) * m + c, index=(0,))
+
+
+def test_a_runtime_scalar_assigned_to_a_carried_tile_takes_its_dtype(backend):
+    """As a literal does: it raised "loop-carried `m` is f64[] before the loop but f32[] after the body"."""
+    out = np.zeros(4)
+    carries_runtime_scalars[1](np.ones(4), 0.1, 2**40, out, backend=backend)
+    np.testing.assert_array_equal(out, 0.1 + 2**40)
+
+
 # ----------------------------------------------------- invariants, stores, grids
 
 

@@ -31,7 +31,19 @@ from .. import dtypes
 from .._ir import primitives as P
 from .._ir.core import Block, Literal, TileType, Var
 from ..errors import SourceLoc, TileSyntaxError, TileTypeError, user_location
-from .tracing import Tile, TraceScope, Unbound, as_atom, bind, bind1, check_in_scope, current_block, literal, located
+from .tracing import (
+    Tile,
+    TraceScope,
+    Unbound,
+    as_atom,
+    bind,
+    bind1,
+    check_in_scope,
+    current_block,
+    double_of,
+    literal,
+    located,
+)
 
 
 class range:
@@ -164,6 +176,9 @@ def _carried_result(name, param, out):
     want = param.type
     if isinstance(atom, Literal) and atom.type.weak:
         atom = literal(atom.value.item(), want.dtype)
+    elif atom.type.weak and atom.type.dtype is not want.dtype and atom.type.shape == want.shape:
+        # a weak scalar takes the carried tile's dtype, as a literal does (a runtime float: from its double)
+        atom = bind1(P.convert, [double_of(atom) or atom], "astype", dtype=want.dtype).var
     if atom.type.shape != want.shape or atom.type.dtype is not want.dtype:
         raise located(
             TileTypeError(
