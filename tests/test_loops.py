@@ -2,6 +2,7 @@
 value, nesting, scalar promotion, stores in the body, Python loops that unroll, and
 kernels defined in unusual places. Results are compared with NumPy."""
 
+import functools
 import importlib.util
 import os
 import re
@@ -508,3 +509,52 @@ def test_string_constant_annotation(backend):
     out = np.zeros(T, np.float32)
     string_annotation[1](DATA, out, 2, T=T, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))))
+
+
+# ------------------------------------------------------------ what the rewrite refuses
+
+
+def _doubled_n(fn):
+    @functools.wraps(fn)
+    def wrapper(out, n):
+        return fn(out, n * 2)
+
+    return wrapper
+
+
+@tl.tile_kernel
+@_doubled_n
+def wrapped_loop(out, n):
+    acc = tl.zeros((4,))
+    for _ in tl.range(n):
+        acc += 1.0
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
+def break_in_a_for_else(out, n):
+    for _ in tl.range(n):
+        for _ in range(2):
+            pass
+        else:
+            break  # (Python's: it ends the tl.range loop)
+
+
+@tl.tile_kernel
+def float_into_a_carried_int(out, n):
+    c = 0
+    for _ in tl.range(n):
+        c = 0.5
+    tl.store(out, tl.zeros((4,)) + c, index=(0,))
+
+
+@pytest.mark.parametrize("kernel, error, match", [
+    (wrapped_loop, tl.TileSyntaxError, r"wrapped by another decorator under @tl.tile_kernel"),
+    (break_in_a_for_else, tl.TileSyntaxError, r"`break` inside a tl.range loop cannot be traced"),
+    (float_into_a_carried_int, tl.TileTypeError, r"loop-carried `c` is i32\[\] before the loop but f32\[\]"),
+])  # fmt: skip
+def test_what_a_loop_rewrite_refuses(kernel, error, match, backend):
+    """The wrapped kernel ran without its wrapper (n, not 2n), the break raised Python's
+    SyntaxError, and 0.5 went into the carried int as 0."""
+    with pytest.raises(error, match=match):
+        kernel[1](np.zeros(4, np.float32), 2, backend=backend)

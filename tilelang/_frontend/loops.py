@@ -174,9 +174,10 @@ def _carried_result(name, param, out):
     atom = as_atom(out, f"loop-carried `{name}`")
     check_in_scope(atom)
     want = param.type
-    if isinstance(atom, Literal) and atom.type.weak:
+    higher = dtypes.CATEGORY[atom.type.dtype.kind] > dtypes.CATEGORY[want.dtype.kind]  # (0.5 into an int: not)
+    if isinstance(atom, Literal) and atom.type.weak and not higher:
         atom = literal(atom.value.item(), want.dtype)
-    elif atom.type.weak and atom.type.dtype is not want.dtype and atom.type.shape == want.shape:
+    elif atom.type.weak and not higher and atom.type.dtype is not want.dtype and atom.type.shape == want.shape:
         # a weak scalar takes the carried tile's dtype, as a literal does (a runtime float: from its double)
         atom = bind1(P.convert, [double_of(atom) or atom], "astype", dtype=want.dtype).var
     if atom.type.shape != want.shape or atom.type.dtype is not want.dtype:
@@ -243,8 +244,8 @@ def _check_body(body, filename):
 
 def _inside(target, body, kinds):
     """Whether ``target`` sits in a loop nested inside ``body`` (so break/continue are Python's)."""
-    for node in _walk_scope(body):
-        if isinstance(node, kinds) and any(n is target for n in ast.walk(node)):
+    for node in _walk_scope(body):  # (a loop's `else:` is not inside it: a break there ends the loop around)
+        if isinstance(node, kinds) and any(n is target for stmt in node.body for n in ast.walk(stmt)):
             return True
     return False
 
@@ -328,6 +329,12 @@ def rewrite_loops(fn):
     fdef = rewriter.visit(fdef)
     if not rewriter.changed:
         return fn
+    if inspect.unwrap(fn) is not fn:  # (the source read is the wrapped function's: the rewrite would drop the wrapper)
+        raise TileSyntaxError(
+            f"`{fn.__name__}` is wrapped by another decorator under @tl.tile_kernel, and its tl.range loops are "
+            "rewritten from the source of the function itself: put @tl.tile_kernel directly on the function",
+            SourceLoc(filename, fdef.lineno, fdef.col_offset, fdef.col_offset + 3 + len(fdef.name)),
+        )
     factory = ast.FunctionDef(
         name="__tl_factory",
         args=ast.arguments(
