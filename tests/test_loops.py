@@ -511,6 +511,29 @@ def test_string_constant_annotation(backend):
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))))
 
 
+_SEEN_BY_A_GLOBAL = 0
+
+
+@tl.tile_kernel
+def python_scoping_in_a_body(out, n):
+    acc = tl.zeros((4,))
+    for _ in tl.range(n):
+        global _SEEN_BY_A_GLOBAL
+        _SEEN_BY_A_GLOBAL = 1  # (Python's, at trace time: not carried)
+        import math as m  # bound in the body, used in it
+
+        _ = [(acc := acc + m.floor(1.5)) for _ in range(2)]  # a walrus in a comprehension binds `acc`
+    tl.store(out, acc, index=(0,))
+
+
+def test_python_scoping_in_a_loop_body(backend):
+    """A walrus in a comprehension raised NameError (its target was not carried), `global` a
+    SyntaxError (the name made a parameter), an import NameError (its name not bound)."""
+    out = np.zeros(4, np.float32)
+    python_scoping_in_a_body[1](out, 3, backend=backend)
+    np.testing.assert_array_equal(out, 6.0)
+
+
 # ------------------------------------------------------------ what the rewrite refuses
 
 

@@ -221,12 +221,25 @@ def _walk_scope(nodes):
 
 def _assigned_names(body):
     names = []
+
+    def add(name):
+        if name not in names:
+            names.append(name)
+
     for node in _walk_scope(body):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id not in names:
-            names.append(node.id)
-        elif isinstance(node, _NESTED_SCOPES[:2] + (ast.ClassDef,)) and node.name not in names:
-            names.append(node.name)
-    return names
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            add(node.id)
+        elif isinstance(node, _NESTED_SCOPES[:2] + (ast.ClassDef,)):
+            add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, _NESTED_SCOPES[4:]):  # a walrus in a comprehension binds in the body's scope
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.NamedExpr):
+                    add(inner.target.id)
+    declared = {n for node in _walk_scope(body) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    return [n for n in names if n not in declared]  # (a global or nonlocal is Python's, not carried)
 
 
 def _check_body(body, filename):
