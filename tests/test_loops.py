@@ -534,6 +534,34 @@ def test_python_scoping_in_a_loop_body(backend):
     np.testing.assert_array_equal(out, 6.0)
 
 
+_STEP = 3.0
+
+
+@tl.tile_kernel
+def closures_over_carried_values(out, n):
+    global _STEP
+    acc = tl.zeros((4,))
+
+    def inc():  # reads `acc`: this iteration's, not the value before the loop
+        return acc + 1.0
+
+    total = tl.zeros((4,))
+    for _ in tl.range(n):
+        acc = inc()
+        total += _STEP  # a global of the kernel, read in the body
+        _STEP = 3.0
+    tl.store(out, acc, index=(0,))
+    tl.store(out, total, index=(1,))
+
+
+def test_a_closure_reads_the_carried_value(backend):
+    """The closure read `acc` from before the loop (1 after 5 iterations, not 5), and a global
+    the kernel declares and the body assigns raised a misleading `used before it is assigned`."""
+    out = np.zeros(8, np.float32)
+    closures_over_carried_values[1](out, 5, backend=backend)
+    np.testing.assert_array_equal(out, [5.0] * 4 + [15.0] * 4)
+
+
 # ------------------------------------------------------------ what the rewrite refuses
 
 

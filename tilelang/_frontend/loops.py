@@ -264,9 +264,10 @@ def _inside(target, body, kinds):
 
 
 class _LoopRewriter(ast.NodeTransformer):
-    def __init__(self, is_tl_range, filename):
+    def __init__(self, is_tl_range, filename, globals_: set):
         self.is_tl_range = is_tl_range
         self.filename = filename
+        self.globals = globals_  # names the kernel declares global: Python's, never carried
         self.count = itertools.count(1)
         self.changed = False
 
@@ -281,14 +282,24 @@ class _LoopRewriter(ast.NodeTransformer):
             raise TileSyntaxError("`for ... else` is not supported with tl.range", loc)
         _check_body(node.body, self.filename)
         self.changed = True
-        names = [n for n in _assigned_names(node.body) if n != node.target.id]
+        assigned = _assigned_names(node.body)
+        names = [n for n in assigned if n != node.target.id and n not in self.globals]
+        kernel_globals = [n for n in assigned if n in self.globals]  # (a global statement does not reach nested defs)
         fn_name = f"__tl_body_{next(self.count)}"
-        args = [ast.arg(arg=node.target.id)] + [ast.arg(arg=n) for n in names]
+        args = [ast.arg(arg=node.target.id)] + [ast.arg(arg=f"__tl_in_{n}") for n in names]
         ret = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
+        # the carried names are the kernel's own while the body is traced (nonlocal, set from the
+        # arguments first): a closure defined before the loop that reads one sees this iteration's
+        enter = [ast.Nonlocal(names=list(names))] if names else []
+        enter += [ast.Global(names=kernel_globals)] if kernel_globals else []
+        enter += [
+            ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Name(id=f"__tl_in_{n}", ctx=ast.Load()))
+            for n in names
+        ]
         fn = ast.FunctionDef(
             name=fn_name,
             args=ast.arguments(posonlyargs=[], args=args, kwonlyargs=[], kw_defaults=[], defaults=[]),
-            body=node.body + [ret],
+            body=enter + node.body + [ret],
             decorator_list=[],
             returns=None,
             type_params=[],
@@ -338,7 +349,8 @@ def rewrite_loops(fn):
             return False
 
     filename = fn.__code__.co_filename
-    rewriter = _LoopRewriter(is_tl_range, filename)
+    declared = {n for node in ast.walk(fdef) if isinstance(node, ast.Global) for n in node.names}
+    rewriter = _LoopRewriter(is_tl_range, filename, declared)
     fdef = rewriter.visit(fdef)
     if not rewriter.changed:
         return fn
