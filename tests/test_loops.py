@@ -554,6 +554,30 @@ def closures_over_carried_values(out, n):
     tl.store(out, total, index=(1,))
 
 
+_SHADOWED = 100.0
+
+
+@tl.tile_kernel
+def global_only_in_a_helper(out, n):
+    def helper():  # its `global` is its own: the kernel's `_SHADOWED` below is a local, carried
+        global _SHADOWED
+        return _SHADOWED
+
+    _SHADOWED = tl.zeros((4,))
+    for _ in tl.range(n):
+        _SHADOWED = _SHADOWED + 1.0
+    tl.store(out, _SHADOWED, index=(0,))
+
+
+def test_a_helpers_global_is_its_own(backend):
+    """A `global` in a nested def made the kernel's own name global in the loop: 0 instead of 3,
+    and the module's variable overwritten."""
+    out = np.zeros(4, np.float32)
+    global_only_in_a_helper[1](out, 3, backend=backend)
+    np.testing.assert_array_equal(out, 3.0)
+    assert _SHADOWED == 100.0
+
+
 def test_a_closure_reads_the_carried_value(backend):
     """The closure read `acc` from before the loop (1 after 5 iterations, not 5), and a global
     the kernel declares and the body assigns raised a misleading `used before it is assigned`."""
@@ -592,6 +616,16 @@ def break_in_a_for_else(out, n):
 
 
 @tl.tile_kernel
+def del_in_a_body(out, n):
+    acc = tl.zeros((4,))
+    for _ in tl.range(n):
+        tmp = acc + 1.0
+        acc = tmp
+        del tmp
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
 def float_into_a_carried_int(out, n):
     c = 0
     for _ in tl.range(n):
@@ -603,6 +637,7 @@ def float_into_a_carried_int(out, n):
     (wrapped_loop, tl.TileSyntaxError, r"wrapped by another decorator under @tl.tile_kernel"),
     (break_in_a_for_else, tl.TileSyntaxError, r"`break` inside a tl.range loop cannot be traced"),
     (float_into_a_carried_int, tl.TileTypeError, r"loop-carried `c` is i32\[\] before the loop but f32\[\]"),
+    (del_in_a_body, tl.TileSyntaxError, r"`del` inside a tl.range loop cannot be traced"),
 ])  # fmt: skip
 def test_what_a_loop_rewrite_refuses(kernel, error, match, backend):
     """The wrapped kernel ran without its wrapper (n, not 2n), the break raised Python's

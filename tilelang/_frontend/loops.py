@@ -253,6 +253,8 @@ def _check_body(body, filename):
             fail(node, type(node).__name__.lower())
         if isinstance(node, (ast.Break, ast.Continue)) and not _inside(node, body, loops):
             fail(node, type(node).__name__.lower())
+        if isinstance(node, ast.Delete) and any(isinstance(t, ast.Name) for t in node.targets):
+            fail(node, "del")  # (the body returns every name it assigns)
 
 
 def _inside(target, body, kinds):
@@ -264,12 +266,21 @@ def _inside(target, body, kinds):
 
 
 class _LoopRewriter(ast.NodeTransformer):
-    def __init__(self, is_tl_range, filename, globals_: set):
+    def __init__(self, is_tl_range, filename):
         self.is_tl_range = is_tl_range
         self.filename = filename
-        self.globals = globals_  # names the kernel declares global: Python's, never carried
+        self.scopes = []  # per enclosing function: the names it declares global (Python's, never carried)
         self.count = itertools.count(1)
         self.changed = False
+
+    def visit_FunctionDef(self, node):
+        self.scopes.append({n for s in _walk_scope(node.body) if isinstance(s, ast.Global) for n in s.names})
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_For(self, node):
         self.generic_visit(node)  # inner loops first
@@ -282,9 +293,9 @@ class _LoopRewriter(ast.NodeTransformer):
             raise TileSyntaxError("`for ... else` is not supported with tl.range", loc)
         _check_body(node.body, self.filename)
         self.changed = True
-        assigned = _assigned_names(node.body)
-        names = [n for n in assigned if n != node.target.id and n not in self.globals]
-        kernel_globals = [n for n in assigned if n in self.globals]  # (a global statement does not reach nested defs)
+        assigned, declared = _assigned_names(node.body), self.scopes[-1] if self.scopes else set()
+        names = [n for n in assigned if n != node.target.id and n not in declared]
+        kernel_globals = [n for n in assigned if n in declared]  # (a global statement does not reach nested defs)
         fn_name = f"__tl_body_{next(self.count)}"
         args = [ast.arg(arg=node.target.id)] + [ast.arg(arg=f"__tl_in_{n}") for n in names]
         ret = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
@@ -349,8 +360,7 @@ def rewrite_loops(fn):
             return False
 
     filename = fn.__code__.co_filename
-    declared = {n for node in ast.walk(fdef) if isinstance(node, ast.Global) for n in node.names}
-    rewriter = _LoopRewriter(is_tl_range, filename, declared)
+    rewriter = _LoopRewriter(is_tl_range, filename)
     fdef = rewriter.visit(fdef)
     if not rewriter.changed:
         return fn
