@@ -100,16 +100,17 @@ def _pointer(a, attributes) -> int:
     return int(a)  # numba's is a cuda.bindings CUdeviceptr
 
 
-def _element_strides(byte_strides, itemsize: int, ptr: int = 0) -> tuple:
-    """Strides in elements; an array whose strides are not whole elements (NumPy's
-    ``as_strided`` allows them), or a device array whose pointer is not, is refused: every
-    backend indexes by element, and the GPU faults on a misaligned element."""
-    if any(s % itemsize for s in byte_strides) or ptr % itemsize:
-        where = f"strides of {tuple(byte_strides)} bytes" if ptr % itemsize == 0 else f"its data at {ptr:#x}"
+def _element_strides(byte_strides, itemsize: int, ptr: int = 0) -> tuple | None:
+    """Strides in elements (None where none are given); an array whose strides are not whole
+    elements (NumPy's ``as_strided`` allows them), or a device array whose pointer is not, is
+    refused: every backend indexes by element, and the GPU faults on a misaligned element."""
+    odd = any(s % itemsize for s in byte_strides or ())
+    if odd or ptr % itemsize:
+        where = f"strides of {tuple(byte_strides)} bytes" if odd else f"its data at {ptr:#x}"
         raise TileArgumentError(
             f"an array with {where}, not whole {itemsize}-byte elements: pass a copy (np.ascontiguousarray)"
         )
-    return tuple(s // itemsize for s in byte_strides)
+    return None if byte_strides is None else tuple(s // itemsize for s in byte_strides)
 
 
 def _attribute_info(a, pointer, device_of) -> ArrayInfo:
@@ -163,9 +164,9 @@ def array_info(value) -> ArrayInfo | None:
     if cai is not None:
         dt = np.dtype(cai["typestr"])
         shape = tuple(cai["shape"])
-        strides, (ptr, readonly) = cai.get("strides"), cai["data"]
-        strides = c_strides(shape) if strides is None else _element_strides(strides, dt.itemsize)
-        _element_strides((), dt.itemsize, ptr or 0)
+        ptr, readonly = cai["data"]
+        strides = _element_strides(cai.get("strides"), dt.itemsize, ptr or 0)
+        strides = c_strides(shape) if strides is None else strides
         unit = _unit_stride(shape, strides)
         return ArrayInfo(_dtype(dt), shape, strides, ptr, True, _pointer_device(ptr), unit, bool(readonly))
     dlpack_device = getattr(value, "__dlpack_device__", None)

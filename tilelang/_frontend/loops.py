@@ -175,11 +175,11 @@ def _carried_result(name, param, out):
     check_in_scope(atom)
     want = param.type
     higher = dtypes.CATEGORY[atom.type.dtype.kind] > dtypes.CATEGORY[want.dtype.kind]  # (0.5 into an int: not)
-    if isinstance(atom, Literal) and atom.type.weak and not higher:
-        atom = literal(atom.value.item(), want.dtype)
-    elif atom.type.weak and not higher and atom.type.dtype is not want.dtype and atom.type.shape == want.shape:
-        # a weak scalar takes the carried tile's dtype, as a literal does (a runtime float: from its double)
-        atom = bind1(P.convert, [double_of(atom) or atom], "astype", dtype=want.dtype).var
+    if atom.type.weak and not higher:  # a weak scalar takes the carried tile's dtype (a runtime float: from its double)
+        if isinstance(atom, Literal):
+            atom = literal(atom.value.item(), want.dtype)
+        elif atom.type.dtype is not want.dtype and atom.type.shape == want.shape:
+            atom = bind1(P.convert, [double_of(atom) or atom], "astype", dtype=want.dtype).var
     if atom.type.shape != want.shape or atom.type.dtype is not want.dtype:
         raise located(
             TileTypeError(
@@ -238,8 +238,13 @@ def _assigned_names(body):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.NamedExpr):
                     add(inner.target.id)
-    declared = {n for node in _walk_scope(body) if isinstance(node, (ast.Global, ast.Nonlocal)) for n in node.names}
+    declared = _declared(body, (ast.Global, ast.Nonlocal))
     return [n for n in names if n not in declared]  # (a global or nonlocal is Python's, not carried)
+
+
+def _declared(body, kinds) -> set:
+    """The names ``global`` (or ``nonlocal``: ``kinds``) statements of this scope declare."""
+    return {n for node in _walk_scope(body) if isinstance(node, kinds) for n in node.names}
 
 
 def _check_body(body, filename):
@@ -274,7 +279,7 @@ class _LoopRewriter(ast.NodeTransformer):
         self.changed = False
 
     def visit_FunctionDef(self, node):
-        self.scopes.append({n for s in _walk_scope(node.body) if isinstance(s, ast.Global) for n in s.names})
+        self.scopes.append(_declared(node.body, ast.Global))
         try:
             return self.generic_visit(node)
         finally:

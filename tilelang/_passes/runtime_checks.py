@@ -22,7 +22,7 @@ import numpy as np
 from .. import dtypes as D
 from .._frontend import tracing
 from .._frontend.tracing import Array, Tile, TraceScope
-from .._ir.core import ArrayType, Block, Literal, Program, Var
+from .._ir.core import ArrayType, Block, Literal, Program, Var, nested_blocks
 from .._runtime import array_info
 from ..errors import TileCheckError, TileError, TileTypeError, TileValueError
 
@@ -59,13 +59,10 @@ def zero_step_checks(program: Program) -> list:
 
 
 def _refuse_constant_zero_steps(block: Block):
-    for eqn in block.eqns:
+    for eqn in (e for b in nested_blocks(block) for e in b.eqns):
         step = eqn.inputs[2] if eqn.prim.name == "range_loop" else None
         if isinstance(step, Literal) and step.value == 0:
             raise TileValueError("tl.range: step must not be zero", eqn.loc)
-        for param in eqn.params.values():
-            if isinstance(param, Block):
-                _refuse_constant_zero_steps(param)
 
 
 def narrowing_checks(program: Program) -> list:
@@ -73,18 +70,11 @@ def narrowing_checks(program: Program) -> list:
     integer parameter) to an integer dtype that may not hold it (its value is known at launch)."""
     names = {p: n for p, n in zip(program.body.params, program.arg_names) if _python_int(p.type)}
     out = []
-
-    def visit(block: Block):
-        for eqn in block.eqns:
-            if eqn.prim.name == "convert" and eqn.inputs[0] in names:
-                d, weak = eqn.params["dtype"], np.iinfo(eqn.inputs[0].type.dtype.np)
-                if d.is_int and (np.iinfo(d.np).min > weak.min or np.iinfo(d.np).max < weak.max):
-                    out.append((names[eqn.inputs[0]], d, eqn.loc))
-            for param in eqn.params.values():
-                if isinstance(param, Block):
-                    visit(param)
-
-    visit(program.body)
+    for eqn in (e for b in nested_blocks(program.body) for e in b.eqns):
+        if eqn.prim.name == "convert" and eqn.inputs[0] in names:
+            d, weak = eqn.params["dtype"], np.iinfo(eqn.inputs[0].type.dtype.np)
+            if d.is_int and (np.iinfo(d.np).min > weak.min or np.iinfo(d.np).max < weak.max):
+                out.append((names[eqn.inputs[0]], d, eqn.loc))
     return out
 
 
