@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import textwrap
+import types
 
 import numpy as np
 import pytest
@@ -586,6 +587,58 @@ def test_a_closure_reads_the_carried_value(backend):
     np.testing.assert_array_equal(out, [5.0] * 4 + [15.0] * 4)
 
 
+@tl.tile_kernel
+def rebound_by_a_helper(out, n):
+    count = 0
+    acc = tl.zeros((4,))
+
+    def bump():  # rebinds the kernel's names: the loop carries them as if the body did
+        nonlocal count, acc
+        count += 1
+        acc = acc + 2.0
+
+    for _ in tl.range(n):
+        bump()
+    tl.store(out, acc + count, index=(0,))
+
+
+def _kernel_with_a_nonlocal():
+    seen = None
+
+    @tl.tile_kernel
+    def kernel(out, n):
+        nonlocal seen  # (the enclosing function's: Python's, like a global, not carried)
+        acc = tl.zeros((4,))
+        for _ in tl.range(n):
+            seen = acc + 1.0
+            acc = seen
+        tl.store(out, acc, index=(0,))
+
+    return kernel
+
+
+@tl.tile_kernel
+def lists_made_in_the_body(out, n):
+    acc = tl.zeros((4,))
+    for _ in tl.range(n):
+        parts = [acc, acc]  # this iteration's: its elements may be assigned
+        for i in range(2):
+            parts[i] = parts[i] + (i + 1.0)
+        acc = parts[0] + parts[1] - acc
+    tl.store(out, acc, index=(0,))
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_state_a_helper_or_the_body_owns(n, backend):
+    """A helper's `nonlocal` count gave one iteration's effect (1, not n) and its tile raised
+    an escaped-tile error; a kernel's own `nonlocal` is Python's, as a global is."""
+    cases = [(rebound_by_a_helper, 3.0 * n), (_kernel_with_a_nonlocal(), n), (lists_made_in_the_body, 3.0 * n)]
+    for kernel, want in cases:
+        out = np.full(4, -1.0, np.float32)
+        kernel[1](out, n, backend=backend)
+        np.testing.assert_array_equal(out, want)
+
+
 # ------------------------------------------------------------ what the rewrite refuses
 
 
@@ -633,14 +686,33 @@ def float_into_a_carried_int(out, n):
     tl.store(out, tl.zeros((4,)) + c, index=(0,))
 
 
+@tl.tile_kernel
+def a_list_from_before_the_loop(out, n):
+    count = [0]
+    for _ in tl.range(n):
+        count[0] += 1
+    tl.store(out, tl.zeros((4,)) + count[0], index=(0,))
+
+
+@tl.tile_kernel
+def an_attribute_from_before_the_loop(out, n):
+    state = types.SimpleNamespace(acc=tl.zeros((4,)))
+    for _ in tl.range(n):
+        state.acc, _ = state.acc + 1.0, 0
+        tl.store(out, state.acc, index=(0,))
+
+
 @pytest.mark.parametrize("kernel, error, match", [
     (wrapped_loop, tl.TileSyntaxError, r"wrapped by another decorator under @tl.tile_kernel"),
     (break_in_a_for_else, tl.TileSyntaxError, r"`break` inside a tl.range loop cannot be traced"),
     (float_into_a_carried_int, tl.TileTypeError, r"loop-carried `c` is i32\[\] before the loop but f32\[\]"),
     (del_in_a_body, tl.TileSyntaxError, r"`del` inside a tl.range loop cannot be traced"),
+    (a_list_from_before_the_loop, tl.TileSyntaxError, r"`count\[0\]` is assigned inside a tl.range loop, but"),
+    (an_attribute_from_before_the_loop, tl.TileSyntaxError, r"`state.acc` is assigned inside a tl.range loop"),
 ])  # fmt: skip
 def test_what_a_loop_rewrite_refuses(kernel, error, match, backend):
     """The wrapped kernel ran without its wrapper (n, not 2n), the break raised Python's
-    SyntaxError, and 0.5 went into the carried int as 0."""
+    SyntaxError, 0.5 went into the carried int as 0, and the list element and the attribute
+    kept one iteration's change (1, not 2)."""
     with pytest.raises(error, match=match):
         kernel[1](np.zeros(4, np.float32), 2, backend=backend)

@@ -247,12 +247,20 @@ def _declared(body, kinds) -> set:
     return {n for node in _walk_scope(body) if isinstance(node, kinds) for n in node.names}
 
 
+def _rebound_by_closures(fn) -> list:
+    """Names of ``fn``'s own scope that functions nested in it rebind through ``nonlocal``."""
+    inner = [n for node in ast.walk(fn) if isinstance(node, ast.Nonlocal) for n in node.names]
+    own = set(_assigned_names(fn.body)) | {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+    return [n for n in dict.fromkeys(inner) if n in own]
+
+
 def _check_body(body, filename):
     def fail(node, what):
         loc = SourceLoc(filename, node.lineno, node.col_offset, node.end_col_offset)
         raise TileSyntaxError(f"`{what}` inside a tl.range loop cannot be traced; restructure with tl.where", loc)
 
     loops = (ast.For, ast.While, ast.AsyncFor)
+    local = set(_assigned_names(body))
     for node in _walk_scope(body):
         if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
             fail(node, type(node).__name__.lower())
@@ -260,6 +268,31 @@ def _check_body(body, filename):
             fail(node, type(node).__name__.lower())
         if isinstance(node, ast.Delete) and any(isinstance(t, ast.Name) for t in node.targets):
             fail(node, "del")  # (the body returns every name it assigns)
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                _check_store(target, local, filename)
+
+
+def _check_store(target, local, filename):
+    """Refuses ``lst[0] += 1`` or ``obj.x = t`` on an object from before the loop: the body runs once,
+    at trace time, so the change would happen once, not per iteration (an object the body itself
+    makes, a list of this iteration's tiles, is fine)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for t in target.elts:
+            _check_store(t, local, filename)
+    elif isinstance(target, ast.Starred):
+        _check_store(target.value, local, filename)
+    elif isinstance(target, (ast.Subscript, ast.Attribute)):
+        root = target.value
+        while isinstance(root, (ast.Subscript, ast.Attribute)):
+            root = root.value
+        if not (isinstance(root, ast.Name) and root.id in local):
+            raise TileSyntaxError(
+                f"`{ast.unparse(target)}` is assigned inside a tl.range loop, but it belongs to an object from "
+                "before the loop: the body is traced once, so the change would be made once, not per iteration; "
+                "keep the value in a plain name (a tile or scalar the body rebinds is carried)",
+                SourceLoc(filename, target.lineno, target.col_offset, target.end_col_offset),
+            )
 
 
 def _inside(target, body, kinds):
@@ -274,12 +307,13 @@ class _LoopRewriter(ast.NodeTransformer):
     def __init__(self, is_tl_range, filename):
         self.is_tl_range = is_tl_range
         self.filename = filename
-        self.scopes = []  # per enclosing function: the names it declares global (Python's, never carried)
+        self.scopes = []  # per enclosing function: its global and nonlocal names, and those its closures rebind
         self.count = itertools.count(1)
         self.changed = False
 
     def visit_FunctionDef(self, node):
-        self.scopes.append(_declared(node.body, ast.Global))
+        own = _declared(node.body, ast.Global), _declared(node.body, ast.Nonlocal), _rebound_by_closures(node)
+        self.scopes.append(own)
         try:
             return self.generic_visit(node)
         finally:
@@ -298,16 +332,20 @@ class _LoopRewriter(ast.NodeTransformer):
             raise TileSyntaxError("`for ... else` is not supported with tl.range", loc)
         _check_body(node.body, self.filename)
         self.changed = True
-        assigned, declared = _assigned_names(node.body), self.scopes[-1] if self.scopes else set()
-        names = [n for n in assigned if n != node.target.id and n not in declared]
-        kernel_globals = [n for n in assigned if n in declared]  # (a global statement does not reach nested defs)
+        # The function's own global/nonlocal names are Python's, never carried (the statements do not
+        # reach the body's def: repeated there); names its closures rebind may be carried.
+        globals_, nonlocals, by_closures = self.scopes[-1] if self.scopes else (set(), set(), [])
+        assigned = _assigned_names(node.body)
+        assigned += [n for n in by_closures if n not in assigned]
+        names = [n for n in assigned if n != node.target.id and n not in globals_ | nonlocals]
+        outer = [n for n in assigned if n in nonlocals]
         fn_name = f"__tl_body_{next(self.count)}"
         args = [ast.arg(arg=node.target.id)] + [ast.arg(arg=f"__tl_in_{n}") for n in names]
         ret = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
         # the carried names are the kernel's own while the body is traced (nonlocal, set from the
         # arguments first): a closure defined before the loop that reads one sees this iteration's
-        enter = [ast.Nonlocal(names=list(names))] if names else []
-        enter += [ast.Global(names=kernel_globals)] if kernel_globals else []
+        enter = [ast.Nonlocal(names=names + outer)] if names or outer else []
+        enter += [ast.Global(names=own)] if (own := [n for n in assigned if n in globals_]) else []
         enter += [
             ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Name(id=f"__tl_in_{n}", ctx=ast.Load()))
             for n in names
