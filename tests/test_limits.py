@@ -253,6 +253,50 @@ def test_debug_mode_checks_int64_arithmetic_and_conversions(backend):
 
 
 @tl.tile_kernel(debug=True)
+def index_arithmetic(x, out, v, op: tl.Constant, T: tl.Constant):
+    a = tl.full((), v, tl.int32)
+    if op == "folded":  # wraps to 0 when compiled, before anything runs
+        offset = tl.full((), 2**30, tl.int32) * 4
+    elif op == "merged":
+        unused = v * 1000000  # the same product as below, not an index itself
+        tl.store(out, tl.full((T,), unused.astype(tl.float32)), index=(1,))
+        offset = v * 1000000
+    elif op == "abs":
+        offset = abs(a)
+    elif op == "floordiv":
+        offset = (a // -1) % 8
+    elif op == "shl":
+        offset = a << 8
+    elif op == "sum":
+        offset = tl.sum(tl.full((4,), a)) % 8
+    else:
+        offset = tl.max(tl.cumsum(tl.full((4,), a))) % 8
+    tl.store(out, tl.load(x, offset=(offset,), shape=(T,), padding=-1.0), index=(0,))
+
+
+@pytest.mark.parametrize("backend", HOST)
+@pytest.mark.parametrize("op, fine, bad, what, expr", [
+    ("folded", 0, 0, "multiplication", "tl.full((), 2**30, tl.int32) * 4"),
+    ("merged", 0, 3000, "multiplication", "v * 1000000"),
+    ("abs", -3, -(2**31), "abs", "abs(a)"),
+    ("floordiv", -3, -(2**31), "floor division", "a // -1"),
+    ("shl", 1, 2**23, "left shift", "a << 8"),
+    ("sum", 2, 2**30, "sum", "tl.sum(tl.full((4,), a))"),
+    ("cumsum", 2, 2**30, "cumsum", "tl.cumsum(tl.full((4,), a))"),
+])  # fmt: skip
+def test_debug_mode_checks_every_kind_of_index_arithmetic(op, fine, bad, what, expr, backend):
+    """Folded arithmetic (`2**30 * 4` as an offset wrapped to 0 unnoticed), a product merged
+    with an earlier one (reported at the earlier line), abs, //, << and int32 sums fed
+    indices unchecked."""
+    out = np.zeros(16, np.float32)
+    if op != "folded":
+        index_arithmetic[1](X, out, fine, op=op, T=8, backend=backend)
+    err = launch_error(tl.TileCheckError, lambda: index_arithmetic[1](X, out, bad, op=op, T=8, backend=backend))
+    check(err, tl.TileCheckError, rf"int32 {what} overflowed computing an index", expr)
+    assert "offset = " in linecache.getline(HERE, err.loc.line)
+
+
+@tl.tile_kernel(debug=True)
 def gather_scatter(x, ids, out, T: tl.Constant):
     idx = tl.load(ids, index=(0,), shape=(T,))
     values = tl.gather(x, idx, mask=idx != -5)

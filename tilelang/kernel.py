@@ -388,11 +388,12 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages, lap = {}, _Laps()
     program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
     narrowings = narrowing_checks(program)  # (before simplify folds an explicit astype of the argument away)
+    sites = None
+    if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs (added before folding and
+        program, sites = lap("checks", add_checks(program))  # CSE: folded arithmetic checked, each at its own line)
+        program = _stage(stages, "checked", program)
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
-    zero_steps, sites = zero_step_checks(program), None
-    if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs
-        program, sites = add_checks(program)
-        program = _stage(stages, "checked", lap("checks", simplify(program)))
+    zero_steps = zero_step_checks(program)
 
     def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
         checked = zero_steps or narrowings or sites is not None

@@ -29,7 +29,8 @@ from ..errors import TileCheckError, TileError, TileTypeError, TileValueError
 ERRORS = "__tl_errors"  # the hidden argument of a debug kernel
 NO_ERROR = 2**31 - 1
 
-_ARITHMETIC = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "neg": "negation"}
+_ARITHMETIC = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "neg": "negation", "abs": "abs",
+               "floordiv": "floor division", "shl": "left shift", "reduce_sum": "sum", "cumsum": "cumsum"}  # fmt: skip
 _INDEXED = ("gather", "scatter", "atomic")
 _INT64_HINT = "compute offsets in int64, e.g. `tl.block_id(0).astype(tl.int64) * TILE` (see docs/language.md)"
 
@@ -221,9 +222,9 @@ class _Instrument:
             return
         r = eqn.outputs[0]
         t = r.type.dtype
-        if name in _ARITHMETIC and t.kind == "i":
+        if name in _ARITHMETIC and t.kind == "i" and (t.bits < 64 or name in _INT64_EXACT):
             message = f"{t.name} {_ARITHMETIC[name]} overflowed computing an index or offset; {_INT64_HINT}"
-            self.check(block, eqn.loc, message, lambda tl: _no_overflow(tl, name, eqn.inputs, Tile(r), t))
+            self.check(block, eqn.loc, message, lambda tl: _no_overflow(tl, eqn, Tile(r), t))
         elif name == "convert" and t.is_int and eqn.inputs[0].type.dtype.is_int:
             s = eqn.inputs[0].type.dtype
             if s.kind == t.kind and t.bits >= s.bits or s.kind == "u" and t.kind == "i" and t.bits > s.bits:
@@ -251,17 +252,27 @@ class _Instrument:
             self.check(block, eqn.loc, message, make_ok)
 
 
-def _no_overflow(tl, name, args, r, t):
-    """Whether ``r = name(*args)`` (dtype ``t``, wrapped) is the exact result."""
-    low = int(np.iinfo(t.np).min)
-    a, *rest = (_value(x).astype(t) for x in args)
-    if name == "neg":
+_INT64_EXACT = ("add", "sub", "mul", "neg", "abs", "floordiv", "shl")  # (int64 sums are not checked)
+
+
+def _no_overflow(tl, eqn, r, t):
+    """Whether ``r`` (dtype ``t``, wrapped), computed by ``eqn``, is the exact result."""
+    name, low, high = eqn.prim.name, int(np.iinfo(t.np).min), int(np.iinfo(t.np).max)
+    a, *rest = (_value(x).astype(t) for x in eqn.inputs)
+    if name in ("neg", "abs"):
         return a != low
+    if name in ("reduce_sum", "cumsum"):  # the same sums in int64 (of an int32 or narrower tile: exact)
+        wide = (tl.sum if name == "reduce_sum" else tl.cumsum)(a.astype(tl.int64), axis=eqn.params["axis"])
+        return (wide >= low) & (wide <= high)
     (b,) = rest
+    if name == "floordiv":  # the one quotient that does not fit
+        return (a != low) | (b != -1)
+    if name == "shl":  # no bit (sign included) shifted out; counts past the width shift everything out
+        return tl.where((b < 0) | (b >= t.bits), a == 0, (r >> b) == a)
     if t.bits < 64:  # exact in int64
         wa, wb = a.astype(tl.int64), b.astype(tl.int64)
         wide = wa + wb if name == "add" else wa - wb if name == "sub" else wa * wb
-        return (wide >= low) & (wide <= int(np.iinfo(t.np).max))
+        return (wide >= low) & (wide <= high)
     if name == "add":  # overflow iff a and b have one sign and r the other
         return ((a ^ r) & (b ^ r)) >= 0
     if name == "sub":
