@@ -36,6 +36,26 @@ def test_random_programs_agree_on_interpreter_and_cpu(flavour):
     run()
 
 
+def test_debug_mode_neither_fires_nor_changes_a_result():
+    """``cpu:debug``: the same programs with debug mode's checks (added to the traced program,
+    so they meet every folding and merging the generator provokes)."""
+
+    @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(4)
+    @given(programs.programs())
+    def run(program):
+        fuzz.check(program, ("interpret", "cpu:debug"))
+
+    run()
+
+
+def test_a_debug_check_that_fires_is_a_mismatch(tmp_path):
+    overflowing = SOURCE.replace("index=(i, 0), shape=(4, 8)", "offset=(i * 2**30 * 4, 0), shape=(4, 8)")
+    fuzz.check(_program(overflowing), ("interpret", "cpu"), directory=tmp_path)  # (it wraps to row 0 alike)
+    with pytest.raises(fuzz.Mismatch, match="cpu:debug raised .* int32 multiplication overflowed"):
+        fuzz.check(_program(overflowing), ("interpret", "cpu:debug"), directory=tmp_path)
+
+
 def test_a_share_of_programs_take_aligned_arrays():
     """The kernels take the arrays they move in vectors to be aligned and run another kernel
     for others (thread_ir.array_aligned): the fuzzer draws both kinds of arguments (and, in

@@ -31,7 +31,8 @@ import ml_dtypes
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import TileError
+from ..errors import TileCheckError, TileError
+from ..kernel import TileKernel
 from .programs import Program, programs
 
 
@@ -165,8 +166,20 @@ def _disagreement(ref, got, err, d) -> str | None:
 
 
 def launch(kernel, grid, args, backend) -> None:
-    """One run of a program (a seam the tests use to play a wrong backend)."""
-    kernel[grid](*args, backend=backend)
+    """One run of a program (a seam the tests use to play a wrong backend). ``"cpu:debug"``
+    runs the kernel in debug mode on the CPU backend: its checks must not change a result,
+    nor fire on index arithmetic (the generator keeps it exact); a gather or scatter index
+    outside the array (padding, or skipped, by definition) is reported after the kernel ran."""
+    backend, _, mode = backend.partition(":")
+    if mode not in ("", "debug"):
+        raise ValueError(f"unknown backend mode {mode!r} (only `debug`)")
+    if not mode:
+        return kernel[grid](*args, backend=backend)
+    try:
+        TileKernel(kernel.fn, num_threads=kernel.num_threads, debug=True)[grid](*args, backend=backend)
+    except TileCheckError as e:
+        if "is outside the array" not in e.message:
+            raise
 
 
 def check_module(module, backends=("interpret", "cpu"), path="") -> None:
