@@ -160,6 +160,33 @@ def test_dtype_not_allowed(kernel, x, match, expr):
 
 
 @tl.tile_kernel
+def wrong_calls(x, out, call: tl.Constant):
+    a = tl.load(x, index=(0,), shape=(128,))
+    if call == "sqrt":
+        a = tl.sqrt(a, a)
+    elif call == "maximum":
+        a = tl.maximum(a)
+    elif call == "load":
+        a = tl.load(x, idx=(0,), shape=(128,))
+    else:
+        a = a.astype()
+    tl.store(out, a, index=(0,))
+
+
+@pytest.mark.parametrize("call, match, expr", [
+    ("sqrt", r"tl.sqrt\(x\): too many positional arguments", "tl.sqrt(a, a)"),
+    ("maximum", r"tl.maximum\(x, y\): missing a required argument: 'y'", "tl.maximum(a)"),
+    ("load", r"tl.load\(array, index=None, .*\): got an unexpected keyword argument 'idx'",
+     "tl.load(x, idx=(0,), shape=(128,))"),
+    ("astype", r"tl.astype\(x, dtype\): missing a required argument: 'dtype'", "a.astype()"),
+])  # fmt: skip
+def test_a_call_the_signature_does_not_take(call, match, expr):
+    """Python's TypeError, naming `_math.<locals>.fn()` for tl.sqrt."""
+    err = launch_error(tl.TileTypeError, lambda: wrong_calls[1](X, OUT, call=call))
+    check(err, tl.TileTypeError, match, expr=expr)
+
+
+@tl.tile_kernel
 def store_wrong_dtype(x, out):
     a = tl.load(x, index=(0,), shape=(128,))
     tl.store(out, a.astype(tl.int32), index=(0,))

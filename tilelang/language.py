@@ -19,6 +19,9 @@ Example::
 from __future__ import annotations
 
 import builtins
+import functools
+import inspect
+import types
 
 import numpy as np
 
@@ -727,6 +730,33 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
     if acc is None:
         acc = zeros((ta.type.shape[0], tb.type.shape[1]), out)
     return bind1(P.dot, [ta, tb, _tile(acc)], "dot", **({"precision": precision} if precision == "tf32" else {}))
+
+
+# ------------------------------------------------------- calls a signature does not take
+
+
+def _signature_checked(fn):
+    """``fn``, with a call its signature does not take (``tl.sqrt(a, b)``, ``tl.load(x, idx=i)``)
+    a TileTypeError at the user's line, showing the signature (Python's TypeError named ``fn``)."""
+    signature = inspect.signature(fn).replace(return_annotation=inspect.Signature.empty)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError:
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError as bad:
+                raise located(TileTypeError(f"tl.{fn.__name__}{signature}: {bad}")) from None
+            raise
+
+    return call
+
+
+for _name in __all__:
+    if isinstance(globals()[_name], types.FunctionType):
+        globals()[_name] = _signature_checked(globals()[_name])
 
 
 # ------------------------------------------------------- Tile operators
