@@ -452,6 +452,62 @@ def test_kernel_defined_in_a_function_uses_closure_variables(backend):
         np.testing.assert_array_equal(out, sum(chunks(DATA, range(3), t)) * scale + scale)
 
 
+def test_a_loop_kernel_reads_its_closure_when_traced(backend):
+    """The rewritten kernel copied the closure's values at its first launch: a later
+    specialization kept using the old ones (a plain kernel saw the new), and a variable
+    assigned only after the kernel was made raised `ValueError: Cell is empty`."""
+    scale = 2.0
+
+    @tl.tile_kernel
+    def scaled(x, out, n, T: tl.Constant):
+        acc = tl.zeros((T,), tl.float32)
+        for k in tl.range(n):
+            acc += tl.load(x, index=(k,), shape=(T,))
+        tl.store(out, acc * scale if T > 4 else later(acc), index=(0,))
+
+    out = np.zeros(8, np.float32)
+    scaled[1](DATA, out, 2, T=8, backend=backend)
+    np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))) * 2.0)
+    scale = 5.0  # a new specialization (T=4) is traced with the values the closure holds now
+    later = lambda t: t * scale  # noqa: E731 (assigned after the kernel was made)
+    scaled[1](DATA, out, 2, T=4, backend=backend)
+    np.testing.assert_array_equal(out[:4], sum(chunks(DATA, range(2), 4)) * 5.0)
+
+
+EDITED_MODULE = """
+import tilelang as tl
+
+
+@tl.tile_kernel
+def summed(x, out, T: tl.Constant):
+    acc = tl.zeros((T,), x.dtype)
+    for k in tl.range(0, 2):
+        acc = acc + tl.load(x, index=(k,), shape=(T,))
+    tl.store(out, acc, index=(0,))
+
+
+@tl.tile_kernel
+def doubled(x, out, T: tl.Constant):
+    tl.store(out, tl.load(x, index=(0,), shape=(T,)) * 2.0, index=(0,))
+"""
+
+
+def test_a_kernel_file_edited_after_import(tmp_path, backend):
+    """The source was read at the first launch, at the imported line numbers: after a line
+    was added at the top, `doubled` ran the text of `summed` (silently: [8 10 12 14])."""
+    path = tmp_path / "edited_kernels.py"
+    path.write_text(EDITED_MODULE)
+    spec = importlib.util.spec_from_file_location("edited_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path.write_text("# a line added, the file saved again\n" + EDITED_MODULE.replace("* 2.0", "* 3.0"))
+    os.utime(path, (1, 1))  # (linecache compares sizes and times)
+    for kernel, want in [(module.doubled, DATA[:4] * 2), (module.summed, DATA[:4] + DATA[4:8])]:
+        out = np.zeros(4, np.float32)
+        kernel[1](DATA, out, T=4, backend=backend)
+        np.testing.assert_array_equal(out, want)
+
+
 class Kernels:
     """Kernels as class attributes (no methods: a kernel has no ``self``)."""
 

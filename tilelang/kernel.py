@@ -23,7 +23,7 @@ from ._backends.cuda import CudaKernel
 from ._backends.cuda_driver import launcher_module
 from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
-from ._frontend.loops import rewrite_loops
+from ._frontend.loops import rewrite_loops, source_lines
 from ._frontend.tracing import Array, Tile, TraceScope, runtime_float, tracing
 from ._ir.core import ArrayType, Block, Program, TileType, Var, copied, tile_outputs
 from ._ir.printer import format_program
@@ -159,6 +159,7 @@ class TileKernel:
                 raise TileSyntaxError(f"tile kernel {fn.__name__}: {message}")
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
+        self._source_lines = source_lines(fn)  # (read now: the file may change before the first trace)
         self._compiled = {}
         self._call_sites = {}  # grid -> kernel[grid] (evaluated at every launch)
 
@@ -196,7 +197,7 @@ class TileKernel:
 
     def traceable(self):
         if self._traceable is None:
-            self._traceable = rewrite_loops(self.fn)
+            self._traceable = rewrite_loops(self.fn, self._source_lines)
         return self._traceable
 
     def bind(self, args, kwargs) -> dict:

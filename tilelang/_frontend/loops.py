@@ -24,6 +24,7 @@ import builtins
 import inspect
 import itertools
 import linecache
+import types
 
 import numpy as np
 
@@ -378,11 +379,27 @@ class _LoopRewriter(ast.NodeTransformer):
         return [fn, assign]
 
 
-def rewrite_loops(fn):
-    """``fn`` with its tl.range loops rewritten, or ``fn`` itself when it has none."""
+def source_lines(fn) -> list:
+    """The lines of ``fn``'s file as they are now, when it is decorated: the file may be edited
+    before the kernel is first traced (its line numbers would then point into other code)."""
+    fn = inspect.unwrap(fn)  # (a wrapped kernel is refused below if it has loops)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return []
+    linecache.checkcache(code.co_filename)
+    return linecache.getlines(code.co_filename, fn.__globals__)
+
+
+def rewrite_loops(fn, lines: list):
+    """``fn`` (whose file held ``lines`` when it was decorated) with its tl.range loops
+    rewritten, or ``fn`` itself when it has none. It shares ``fn``'s closure cells, so it sees
+    their values when it is traced, as ``fn`` would."""
+    first = inspect.unwrap(fn).__code__.co_firstlineno
     try:
-        lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
+        lines = inspect.getblock(lines[first - 1 :])
+    except (IndexError, SyntaxError, TypeError):
+        lines = []
+    if not lines:
         return fn  # no source (e.g. a REPL): plain tracing, and tl.range raises if used
     source = "".join(lines)
     indented = source[:1].isspace()
@@ -393,8 +410,8 @@ def rewrite_loops(fn):
 
     namespace = dict(vars(builtins))
     namespace.update(fn.__globals__)
-    freevars = fn.__code__.co_freevars
-    namespace.update(zip(freevars, (c.cell_contents for c in fn.__closure__ or ())))
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    namespace.update((name, cell.cell_contents) for name, cell in cells.items() if _filled(cell))
 
     def is_tl_range(expr):
         try:
@@ -413,19 +430,28 @@ def rewrite_loops(fn):
             "rewritten from the source of the function itself: put @tl.tile_kernel directly on the function",
             SourceLoc(filename, fdef.lineno, fdef.col_offset, fdef.col_offset + 3 + len(fdef.name)),
         )
+    # compiled inside a function whose locals are fn's free variables, so that they stay free
+    # variables: the new function is then made with fn's own cells
     factory = ast.FunctionDef(
         name="__tl_factory",
         args=ast.arguments(
-            posonlyargs=[], args=[ast.arg(arg=a) for a in ("__tl_loop", *freevars)],
+            posonlyargs=[], args=[ast.arg(arg=a) for a in ("__tl_loop", *cells)],
             kwonlyargs=[], kw_defaults=[], defaults=[],
         ),
         body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
         decorator_list=[], returns=None, type_params=[],
     )  # fmt: skip
     module = ast.fix_missing_locations(ast.Module(body=[ast.copy_location(factory, fdef)], type_ignores=[]))
-    local = {}
-    exec(compile(module, filename, "exec"), fn.__globals__, local)
-    cells = [c.cell_contents for c in fn.__closure__ or ()]
-    new = local["__tl_factory"](run_loop, *cells)
-    new.__defaults__, new.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+    (code,) = (c for c in compile(module, filename, "exec").co_consts[0].co_consts if isinstance(c, types.CodeType))
+    closure = tuple(types.CellType(run_loop) if n == "__tl_loop" else cells[n] for n in code.co_freevars)
+    new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
+    new.__kwdefaults__ = fn.__kwdefaults__
     return new
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 (an empty cell raises)
+    except ValueError:
+        return False
+    return True
