@@ -1,6 +1,7 @@
 """Runtime: specialization keys, the compiled-kernel disk cache, argument errors (CPU tier)."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -571,6 +572,19 @@ def test_the_key_covers_the_toolchain(cache, monkeypatch):
     versions = (*cuda_backend.toolchain_versions(), "numba-cuda==99")
     monkeypatch.setattr(cuda_backend, "toolchain_versions", lambda: versions)
     assert cuda_backend.CudaKernel(kernel.program).digest != kernel.digest
+
+
+def test_the_key_covers_every_file_of_the_code_generator():
+    """cuda.py (NVVM's options, the PTX it rewrites) was not hashed: a changed option loaded
+    the cubin built before it. Every backend module the CUDA kernel's code comes from is."""
+    here = os.path.dirname(cuda_backend.__file__)
+    sources = {"cuda.py"}
+    for name in list(sources) + ["cuda_emit.py", "llvm_emit.py"]:
+        text = open(os.path.join(here, name)).read()
+        sources |= {f"{m}.py" for m in re.findall(r"^from \.(\w+) import|^from \. import (\w+)", text, re.M) for m in m if m}
+    sources.discard("cuda_driver.py")  # (launches: no code)
+    assert sources <= set(cuda_backend.GENERATOR), sources - set(cuda_backend.GENERATOR)
+    assert any(line.startswith("cuda.py ") for line in cuda_backend.toolchain_versions())
 
 
 def test_concurrent_writers_leave_a_valid_entry(cache):

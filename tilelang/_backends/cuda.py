@@ -29,8 +29,9 @@ SWIZZLE_MODE = {32: 1, 64: 2, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_<bytes>B
 SHARED_PER_SM = 228 * 1024  # sm_90's shared memory per SM, of which each block takes
 RESERVED_SHARED = 1024  # this much more than it declares (the system's)
 # the files whose code decides the machine code beside the IR's text
-GENERATOR = ("cuda_emit.py", "llvm_emit.py", "llvm_values.py", "cuda_intrinsics.py", "cuda_arith.py", "cuda_mma.py",
-             "cuda_tma.py")  # fmt: skip
+# (cuda.py itself: NVVM's options, the PTX rewrites before ptxas)
+GENERATOR = ("cuda.py", "cuda_emit.py", "llvm_emit.py", "llvm_values.py", "cuda_intrinsics.py", "cuda_arith.py",
+             "cuda_mma.py", "cuda_tma.py")  # fmt: skip
 
 
 def cache_dir() -> str:
