@@ -581,7 +581,8 @@ def test_the_key_covers_every_file_of_the_code_generator():
     sources = {"cuda.py"}
     for name in list(sources) + ["cuda_emit.py", "llvm_emit.py"]:
         text = open(os.path.join(here, name)).read()
-        sources |= {f"{m}.py" for m in re.findall(r"^from \.(\w+) import|^from \. import (\w+)", text, re.M) for m in m if m}
+        imported = re.findall(r"^from \.(\w+) import|^from \. import (\w+)", text, re.M)
+        sources |= {f"{name}.py" for pair in imported for name in pair if name}
     sources.discard("cuda_driver.py")  # (launches: no code)
     assert sources <= set(cuda_backend.GENERATOR), sources - set(cuda_backend.GENERATOR)
     assert any(line.startswith("cuda.py ") for line in cuda_backend.toolchain_versions())
