@@ -223,6 +223,28 @@ def test_axis_out_of_range():
 # ---------------------------------------------------------------------- arguments
 
 
+def _plain(x, out):
+    tl.store(out, tl.load(x, index=(0,), shape=(128,)), index=(0,))
+
+
+@pytest.mark.parametrize("make, match, expr", [
+    (lambda: tl.tile_kernel(num_threads=48), r"num_threads must be a power of two .* got 48",
+     "tl.tile_kernel(num_threads=48)"),
+    (lambda: tl.tile_kernel(num_threads="128"), r"got '128'", "tl.tile_kernel(num_threads=\"128\")"),
+    (lambda: tl.Config(T=256, num_threads=48), r"got 48", "tl.Config(T=256, num_threads=48)"),
+    (lambda: tl.Config(num_stages=0), r"num_stages must be an int from 1 to 8, got 0", "tl.Config(num_stages=0)"),
+    (lambda: tl.tile_kernel("interpret"), r"decorates a function; 'interpret' is a str",
+     "tl.tile_kernel(\"interpret\")"),
+    (lambda: tl.tile_kernel(tl.tile_kernel(_plain)), r"is a tile kernel already",
+     "tl.tile_kernel(tl.tile_kernel(_plain))"),
+])  # fmt: skip
+def test_bad_kernel_options(make, match, expr):
+    """An autotuner's Config(num_threads=48) built a 48-thread kernel (the CPU backend's sum
+    was wrong); a string raised AttributeError or TypeError from inside tilelang."""
+    err = launch_error(tl.TileArgumentError, make)
+    check(err, tl.TileArgumentError, match, expr=expr)
+
+
 @tl.tile_kernel
 def copy(x, out, TILE: tl.Constant):
     i = tl.block_id(0)
@@ -821,6 +843,23 @@ def one_minus_array(x, out):
 
 
 @tl.tile_kernel
+def array_equals_zero(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    tl.store(out, tl.where(x == 0.0, -1.0, a), index=(0,))  # (meant a == 0.0)
+
+
+@tl.tile_kernel
+def int_padding_minus_inf(x, out):
+    a = tl.load(x, index=(0,), shape=(256,), padding=float("-inf"))
+    tl.store(out, tl.max(a, keepdims=True), index=(0,))
+
+
+@tl.tile_kernel
+def scatter_a_fraction(x, out):
+    tl.scatter(out, tl.arange(0, 4), 2.7)
+
+
+@tl.tile_kernel
 def divmod_tile(x, out):
     a = tl.load(x, index=(0,), shape=(128,))
     q, _ = divmod(a, 3.0)
@@ -838,14 +877,38 @@ def round_tile(x, out):
     [
         (array_plus_one, r"`\+` on an array argument: arrays are not tiles; load a tile with tl\.load", "x + 1"),
         (one_minus_array, r"`-` on an array argument", "1.0 - x"),
+        (array_equals_zero, r"`==` on an array argument", "x == 0.0"),
         (divmod_tile, r"divmod\(\) does not take tiles; write `a // b, a % b`", "divmod(a, 3.0)"),
         (round_tile, r"round\(\) does not take tiles; use tl\.floor\(x \+ 0\.5\)", "round(a)"),
     ],
-    ids=["array+1", "1-array", "divmod", "round"],
+    ids=["array+1", "1-array", "array==0.0", "divmod", "round"],
 )
 def test_python_operations_that_tiles_do_not_take(kernel, match, expr):
+    """`x == 0.0` on an array was Python's False: tl.where chose `a` everywhere, silently."""
     err = launch_error(tl.TileTypeError, lambda: kernel[1](X, OUT))
     check(err, tl.TileTypeError, match, expr=expr)
+
+
+@pytest.mark.parametrize("kernel, match, expr", [
+    (int_padding_minus_inf, r"padding is the Python float -inf but the array holds int32: .*np.iinfo\(np.int32\)",
+     'tl.load(x, index=(0,), shape=(256,), padding=float("-inf"))'),
+    (scatter_a_fraction, r"values is the Python float 2.7 but the array holds int32",
+     "tl.scatter(out, tl.arange(0, 4), 2.7)"),
+])  # fmt: skip
+def test_a_python_float_that_an_int_array_cannot_hold(kernel, match, expr):
+    """-inf padding on an int32 array read 0 (a max of negative values gave 0), 2.7 was
+    scattered as 2; whole numbers (padding=0.0) stay fine."""
+    x = np.arange(-300, -100, dtype=np.int32)
+    err = launch_error(tl.TileTypeError, lambda: kernel[1](x, x.copy()))
+    check(err, tl.TileTypeError, match, expr=expr)
+
+
+def test_dtypes_equal_what_numpy_names_alike():
+    """`x.dtype == np.float32` was False for a float32 array: a branch on it went the other way."""
+    assert tl.float32 == np.float32 and tl.float32 == "float32" and np.dtype("float32") == tl.float32
+    assert tl.int64 == np.dtype("int64") and tl.bfloat16 == "bfloat16" and tl.float32 != np.float64
+    assert tl.float32 != "no such dtype" and tl.float32 != None and tl.float32 != 3  # noqa: E711
+    assert len({tl.float32, tl.float32, tl.int8}) == 2
 
 
 def endless(a):

@@ -33,7 +33,7 @@ import numpy as np
 from ._ir.core import array_accesses
 from ._runtime import array_info, current_device, default_backend, device_peaks, launch_grid, without_data
 from .errors import TileArgumentError, TileCompilerError
-from .kernel import TileKernel
+from .kernel import TileKernel, options_error
 
 __all__ = ["Config", "autotune", "dot_configs"]
 
@@ -50,6 +50,8 @@ class Config:
     """
 
     def __init__(self, num_threads: int | None = None, num_stages: int = 3, copies_first: bool = False, **constants):
+        if error := options_error(num_threads, num_stages):
+            raise error from None
         self.constants, self.num_threads, self.num_stages = dict(constants), num_threads, num_stages
         self.copies_first = bool(copies_first)
 

@@ -42,6 +42,17 @@ class DType:
     def __reduce__(self):
         return (dtype, (self.name,))
 
+    def __eq__(self, other):
+        """Equal to the dtypes NumPy names alike: ``x.dtype == np.float32`` or ``== "float32"``."""
+        if isinstance(other, DType) or other is None:
+            return self is other
+        try:
+            return self is dtype(other)
+        except TileTypeError:
+            return NotImplemented
+
+    __hash__ = object.__hash__
+
     @property
     def is_float(self):
         return self.kind == "f"

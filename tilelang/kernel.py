@@ -138,6 +138,8 @@ class TileKernel:
         self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
         num_stages: int = 3, arch: str | None = None, copies_first: bool = False,
     ):  # fmt: skip
+        if error := options_error(num_threads, num_stages, arch):  # (again: the autotuner makes kernels too)
+            raise error from None
         self.fn = fn
         self.num_threads = num_threads
         self.num_stages = num_stages
@@ -257,6 +259,21 @@ class TileKernel:
         return compiled
 
 
+def options_error(num_threads, num_stages, arch=None) -> TileArgumentError | None:
+    """What is wrong with options of :func:`tile_kernel` (or an autotuner's ``tl.Config``), at the user's line."""
+    if num_threads is not None and (
+        type(num_threads) is not int or not 32 <= num_threads <= 1024 or num_threads & (num_threads - 1)
+    ):
+        message = f"num_threads must be a power of two from 32 to 1024, got {num_threads!r}"
+    elif type(num_stages) is not int or not 1 <= num_stages <= 8:
+        message = f"num_stages must be an int from 1 to 8, got {num_stages!r}"
+    elif arch is not None and arch not in ARCHES:
+        message = f"arch must be one of {', '.join(map(repr, ARCHES))} or None, got {arch!r}"
+    else:
+        return None
+    return TileArgumentError(message, user_location())
+
+
 def tile_kernel(
     fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
     num_stages: int = 3, arch: str | None = None, copies_first: bool = False,
@@ -280,12 +297,15 @@ def tile_kernel(
     ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
     arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
     """
-    if num_threads is not None and (num_threads < 32 or num_threads > 1024 or num_threads & (num_threads - 1)):
-        raise TileArgumentError(f"num_threads must be a power of two from 32 to 1024, got {num_threads}")
-    if type(num_stages) is not int or not 1 <= num_stages <= 8:
-        raise TileArgumentError(f"num_stages must be an int from 1 to 8, got {num_stages!r}")
-    if arch is not None and arch not in ARCHES:
-        raise TileArgumentError(f"arch must be one of {', '.join(map(repr, ARCHES))} or None, got {arch!r}")
+    if error := options_error(num_threads, num_stages, arch):
+        raise error from None
+    if fn is not None and not inspect.isfunction(inspect.unwrap(fn)):
+        what = "a tile kernel already" if isinstance(fn, TileKernel) else f"a {type(fn).__name__}, not a function"
+        raise TileArgumentError(
+            f"tl.tile_kernel decorates a function; {fn!r} is {what} (options go by keyword: "
+            "tl.tile_kernel(backend='cpu'))",
+            user_location(),
+        ) from None
     options = dict(
         backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages, arch=arch,
         copies_first=bool(copies_first),

@@ -276,6 +276,17 @@ def _element_offset(atom, scale):
 
 def _value_for(array, value, what):
     atom = as_atom(value, what)
+    if atom.type.weak and atom.type.dtype.is_float and not array.dtype.is_float:
+        v, d = atom.value.item() if isinstance(atom, Literal) else None, array.dtype
+        low, high = (0, 1) if d.is_bool else (np.iinfo(d.np).min, np.iinfo(d.np).max)
+        if v is None or not (np.isfinite(v) and v.is_integer() and low <= v <= high):  # (it was truncated silently)
+            given = "a runtime Python float" if v is None else f"the Python float {v!r}"
+            raise located(
+                TileTypeError(
+                    f"{what} is {given} but the array holds {d.name}: give a whole number that {d.name} holds"
+                    + ("" if d.is_bool else f" (for a max, pad with its minimum, np.iinfo(np.{d.np.name}).min)")
+                )
+            )
     if atom.type.dtype is not array.dtype and not atom.type.weak:
         raise located(
             TileTypeError(

@@ -350,3 +350,19 @@ for _op, _symbol in _BINARY.items():
     setattr(Array, f"__r{_op}__", _array_operator(_symbol))
 for _op, _symbol in _ONE_WAY.items():  # (comparisons reflect into each other)
     setattr(Array, f"__{_op}__", _array_operator(_symbol))
+
+
+def _array_equality(symbol):
+    """``x == 0.0`` on an array is a forgotten tl.load (Python's answer, False, would pass
+    silently); arrays compare with each other, and with anything else, by identity."""
+    fail = _array_operator(symbol)
+
+    def compare(self, other):
+        if isinstance(other, (bool, int, float, complex, np.generic, np.ndarray, Tile)):
+            fail(self)
+        return NotImplemented
+
+    return compare
+
+
+Array.__eq__, Array.__ne__, Array.__hash__ = _array_equality("=="), _array_equality("!="), object.__hash__
