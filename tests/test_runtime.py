@@ -691,6 +691,39 @@ def test_a_numba_arrays_gpu_is_asked_of_the_driver_once_per_memory(monkeypatch):
     assert array_info(FakeNumbaArray((8,), ptr=64)).device == 1  # memory that cannot be remembered: asked each time
 
 
+@tl.tile_kernel
+def _row_sums(x, out, BLK: tl.Constant):
+    i = tl.block_id(0)
+    acc = tl.zeros((1, BLK), tl.float32)
+    for k in tl.range(0, tl.cdiv(x.shape[1], BLK)):
+        acc = acc + tl.load(x, index=(i, k), shape=(1, BLK))
+    tl.store(out, tl.sum(acc, axis=1), index=(i,))
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_launches_of_one_kernel_from_several_threads(backend):
+    """The interpreter kept a launch's values on the compiled kernel: launches from four
+    threads at once read each other's (wrong rows, or a KeyError)."""
+    _row_sums[1](np.ones((1, 1), np.float32), np.zeros(1, np.float32), BLK=16, backend=backend)  # compiled first
+    wrong = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(4):
+            m, n = int(rng.integers(20, 60)), int(rng.integers(20, 100))
+            x = rng.integers(-3, 4, (m, n)).astype(np.float32)
+            out = np.zeros(m, np.float32)
+            _row_sums[m](x, out, BLK=16, backend=backend)
+            wrong.extend([seed] if not np.array_equal(out, x.sum(1)) else [])
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+
+
 THREADS_COMPILING = textwrap.dedent(
     """
     import threading

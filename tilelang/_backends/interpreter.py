@@ -17,27 +17,13 @@ from ..errors import TileError
 
 
 class _BlockContext:
-    """What interpret rules may ask of the running block."""
+    """What interpret rules may ask of the running block, and the values it has computed:
+    one per launch (launches from several threads must not share them)."""
 
-    def __init__(self, grid, interpreter):
+    def __init__(self, grid):
         self.grid = grid
         self.block = (0, 0, 0)
-        self.run_block = interpreter.run_block
-
-
-class Interpreter:
-    def __init__(self, program: Program):
-        self.program = program
-        self.ctx = None
         self.env = ChainMap()  # a loop body sees the values of the blocks around it
-
-    def __call__(self, grid, args):
-        grid = tuple(grid) + (1,) * (3 - len(grid))
-        self.ctx = _BlockContext(grid, self)
-        with np.errstate(all="ignore"):
-            for z, y, x in itertools.product(*(range(g) for g in reversed(grid))):
-                self.ctx.block = (x, y, z)
-                self.run_block(self.program.body, args)
 
     def run_block(self, block: Block, values):
         outer = self.env
@@ -49,7 +35,7 @@ class Interpreter:
         try:
             for eqn in block.eqns:
                 try:
-                    outs = eqn.prim.rule("interpret")(self.ctx, *(read(a) for a in eqn.inputs), **eqn.params)
+                    outs = eqn.prim.rule("interpret")(self, *(read(a) for a in eqn.inputs), **eqn.params)
                 except TileError as err:  # a runtime error (a zero loop step) points at its operation
                     err.loc = err.loc or eqn.loc
                     raise
@@ -57,3 +43,15 @@ class Interpreter:
             return [read(r) for r in block.results]
         finally:
             self.env = outer
+
+
+class Interpreter:
+    def __init__(self, program: Program):
+        self.program = program
+
+    def __call__(self, grid, args):
+        ctx = _BlockContext(tuple(grid) + (1,) * (3 - len(grid)))
+        with np.errstate(all="ignore"):
+            for z, y, x in itertools.product(*(range(g) for g in reversed(ctx.grid))):
+                ctx.block = (x, y, z)
+                ctx.run_block(self.program.body, args)
