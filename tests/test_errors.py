@@ -220,6 +220,18 @@ def test_axis_out_of_range():
     check(err, tl.TileValueError, r"axis 1 is out of range for a 1-d tile", expr="tl.sum(a, axis=1, keepdims=True)")
 
 
+@tl.tile_kernel
+def accumulate_into_a_0d_array(x, total):
+    tl.atomic_add(total, values=tl.sum(tl.load(x, index=(0,), shape=(128,))))
+
+
+def test_indexed_access_to_a_0d_array():
+    """IndexError from the IR's type rule, in no user's line."""
+    err = launch_error(tl.TileShapeError, lambda: accumulate_into_a_0d_array[1](X, np.zeros((), np.float32)))
+    check(err, tl.TileShapeError, r"atomic_add of a 0-d array: pass it as a 1-element array",
+          expr="tl.atomic_add(total, values=tl.sum(tl.load(x, index=(0,), shape=(128,))))")  # fmt: skip
+
+
 # ---------------------------------------------------------------------- arguments
 
 

@@ -235,6 +235,34 @@ def test_explain_accepts_real_arguments_and_names_stages():
         by_value["nope"]
 
 
+def test_explain_grid_estimates_the_cost_of_a_launch():
+    """Bytes each array moves once, float operations per element (a loop's body per known
+    iteration); a kernel with a string Constant (examples/matmul.py's PRECISION) was refused
+    as if its arguments were signatures."""
+    from tilelang._passes.estimate_cost import estimate_cost
+
+    x, out = np.zeros(1000, np.float32), np.zeros(16, np.float32)
+    for kernel, args, constants, grid, want in [
+        (vadd, (x, x, x), dict(TILE=128), (8,), (3 * 4000, 8 * 128, True)),
+        (running, (x, out, 5), dict(T=16), (1,), (4000 + 64, 5 * 2 * 16 + 2 * 16, True)),
+    ]:
+        arguments = kernel.bind(args, constants)
+        program = kernel.compile(kernel.specialize(arguments)[0], "interpret").program
+        cost = estimate_cost(program, grid, arguments)
+        assert (cost.bytes, cost.flops, cost.exact_loops) == want
+    text = tl.explain(vadd, x, x, x, TILE=128, grid=8)["cost"]
+    assert text.startswith("grid (8,): 0.012 MB moved at least, 0.001 MFLOP\n")
+
+    @tl.tile_kernel
+    def scaled(x, out, MODE: tl.Constant = "double"):
+        t = tl.load(x, index=(0,), shape=(1024,))
+        tl.store(out, t * 2.0 if MODE == "double" else t, index=(0,))
+
+    assert "0.008 MB moved at least" in tl.explain(scaled, x, x, grid=1)["cost"]
+    with pytest.raises(tl.TileArgumentError, match="pass arrays, not signatures"):
+        tl.explain(scaled, "f32[:]", "f32[:]", grid=1)
+
+
 # ------------------------------------------------------------------------ simplify
 
 

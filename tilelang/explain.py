@@ -62,7 +62,7 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
             stages["ptx"] = code.ptx()
             stages["resources"] = _resources_text(code.resources())
         if grid is not None:
-            if any(isinstance(v, str) for v in arguments.values()):
+            if any(isinstance(v, str) for n, v in arguments.items() if n not in kernel.constants):
                 raise TileArgumentError("explain(grid=) costs a launch on real arrays; pass arrays, not signatures")
             stages["cost"] = _cost_text(compiled.program, launch_grid(grid, arguments), arguments)
     except TileError as err:

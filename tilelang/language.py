@@ -331,6 +331,10 @@ def store(array, tile, index=None, offset=None) -> None:
 
 def _indexed(array, indices, values, mask, op):
     _check_array(array, op)
+    if array.ndim == 0:  # (the index tiles give the shape of the access)
+        raise located(
+            TileShapeError(f"{op} of a 0-d array: pass it as a 1-element array (`total.reshape(1)`) and index 0")
+        )
     if len(indices) != array.ndim:
         raise located(
             TileShapeError(f"{op}: a {array.ndim}-d array needs {array.ndim} index tiles, got {len(indices)}")
