@@ -109,6 +109,30 @@ def test_the_choice_is_cached_on_disk(cache):
     assert len(calls) == 6
 
 
+def _grouped_sum(groups):
+    def helper(t, T):
+        return tl.sum(t.reshape((T // groups, groups)), axis=1)
+
+    def kernel(x, out, T: tl.Constant):
+        tl.store(out, helper(tl.load(x, index=(0,), shape=(T,)), T), index=(0,))
+
+    configs = [tl.Config(T=8), tl.Config(T=6)]  # (T=8 does not take groups of 3)
+    return tl.autotune(configs=configs, key=["x"], timer=lambda run, config: run() or 1.0)(
+        tl.tile_kernel(kernel, backend="cpu")
+    )
+
+
+def test_the_cache_entry_is_keyed_on_what_the_kernel_reads(cache):
+    """Same source, other closure values (or a helper module's constant, in another process):
+    the entry of the first was used for the second, whose stored choice (T=8) does not compile."""
+    x = np.arange(24, dtype=np.float32)
+    for groups, want in [(4, [6.0, 22.0]), (3, [3.0, 12.0])]:
+        out = np.zeros(8, np.float32)
+        _grouped_sum(groups)[1](x, out)
+        np.testing.assert_array_equal(out[:2], want)
+    assert len(list((cache / "autotune").iterdir())) == 2
+
+
 def test_a_corrupt_cache_entry_is_tuned_again(cache, caplog):
     _launch(_tuned())
     (entry,) = (cache / "autotune").iterdir()

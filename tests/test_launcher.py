@@ -55,7 +55,8 @@ def fast_path_with(codes: str, plan: tuple):
 
     driver = FakeDriver(codes)
     native = launcher_module()
-    return native.FastPath(driver.launcher, plan, (), None, 0, lambda device: 0, stream_handle, constant_key), driver
+    fast_path = native.FastPath(driver.launcher, plan, (), None, 0, lambda device: 0, stream_handle, constant_key, ())
+    return fast_path, driver
 
 
 def test_every_scalar_code_is_known_to_the_launcher():

@@ -453,9 +453,9 @@ def test_kernel_defined_in_a_function_uses_closure_variables(backend):
 
 
 def test_a_loop_kernel_reads_its_closure_when_traced(backend):
-    """The rewritten kernel copied the closure's values at its first launch: a later
-    specialization kept using the old ones (a plain kernel saw the new), and a variable
-    assigned only after the kernel was made raised `ValueError: Cell is empty`."""
+    """The rewritten kernel copied the closure's values at its first launch: a variable
+    assigned only after the kernel was made raised `ValueError: Cell is empty`, and a later
+    specialization used the old value of one that changed (a plain kernel the new one)."""
     scale = 2.0
 
     @tl.tile_kernel
@@ -468,10 +468,12 @@ def test_a_loop_kernel_reads_its_closure_when_traced(backend):
     out = np.zeros(8, np.float32)
     scaled[1](DATA, out, 2, T=8, backend=backend)
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))) * 2.0)
-    scale = 5.0  # a new specialization (T=4) is traced with the values the closure holds now
-    later = lambda t: t * scale  # noqa: E731 (assigned after the kernel was made)
+    later = lambda t: t * 3.0  # noqa: E731 (assigned after the kernel was made: read when traced)
     scaled[1](DATA, out, 2, T=4, backend=backend)
-    np.testing.assert_array_equal(out[:4], sum(chunks(DATA, range(2), 4)) * 5.0)
+    np.testing.assert_array_equal(out[:4], sum(chunks(DATA, range(2), 4)) * 3.0)
+    scale = 5.0  # (what was read when compiled changed: refused, as for any kernel)
+    with pytest.raises(tl.TileArgumentError, match="closure variable `scale` .* is 5.0, not 2.0"):
+        scaled[1](DATA, out, 2, T=2, backend=backend)
 
 
 EDITED_MODULE = """

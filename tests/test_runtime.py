@@ -794,6 +794,85 @@ def test_a_fast_path_checks_the_bounds_of_a_narrowed_runtime_int():
     assert [flat[-1] for _, _, flat, _ in driver.launches] == [0, 255]
 
 
+SCALE = 2.0
+BIG = 10**20
+
+
+def _scaled(t):  # a helper: its globals are read too
+    return t * SCALE
+
+
+@tl.tile_kernel
+def scaled_copy(x, out):
+    tl.store(out, _scaled(tl.load(x, index=(0,), shape=(4,))) + (BIG - BIG), index=(0,))
+
+
+@pytest.mark.parametrize("backend", ["interpret", "cpu"])
+def test_a_changed_global_or_closure_variable_is_refused(backend, monkeypatch):
+    """A kernel kept the values of its first compile (a later specialization, or the other
+    backend, traced the new ones): two launches of one kernel computed different things."""
+    x = np.arange(4, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    scaled_copy[1](x, out, backend=backend)
+    np.testing.assert_array_equal(out, x * 2)
+    monkeypatch.setattr(sys.modules[__name__], "BIG", int("1" + "0" * 20))  # equal, another object: fine
+    scaled_copy[1](x.astype(np.float64), out.astype(np.float64), backend=backend)
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 3.0)
+    with pytest.raises(tl.TileArgumentError, match=r"the global `SCALE` of module test_runtime is 3.0, not 2.0 as"):
+        scaled_copy[1](x, out, backend=backend)
+    monkeypatch.undo()
+    scaled_copy[1](x, out, backend=backend)  # (as it was: fine again)
+
+    offset = 1.0
+
+    @tl.tile_kernel
+    def shifted(x, out, T: tl.Constant):
+        tl.store(out, tl.load(x, index=(0,), shape=(T,)) + offset, index=(0,))
+
+    shifted[1](x, out, T=4, backend=backend)
+    offset = 2.0
+    with pytest.raises(tl.TileArgumentError, match=r"closure variable `offset` .* is 2.0, not 1.0"):
+        shifted[1](x, out, T=2, backend=backend)
+
+
+_settings = types.ModuleType("user_settings")  # a module of the user's, read as `_settings.GROUPS`
+_settings.GROUPS = 2
+
+
+@tl.tile_kernel
+def grouped(x, out):
+    tl.store(out, tl.sum(tl.load(x, index=(0,), shape=(4,)).reshape((2, _settings.GROUPS)), axis=1), index=(0,))
+
+
+def test_what_a_kernel_reads_from_a_users_module_is_watched(monkeypatch):
+    x, out = np.arange(4, dtype=np.float32), np.zeros(2, np.float32)
+    grouped[1](x, out, backend="interpret")
+    monkeypatch.setattr(_settings, "GROUPS", 4)
+    with pytest.raises(tl.TileArgumentError, match="the global `GROUPS` of module user_settings is 4, not 2"):
+        grouped[1](x, out, backend="interpret")
+    assert not any("of module numpy" in what or "of module tilelang" in what for what, *_ in grouped.captures.entries)
+
+
+def test_a_fast_path_declines_once_a_global_changes(monkeypatch):
+    """The fast path checks the identities in C; the full path then refuses the change."""
+    from _fake_driver import FakeDriver
+
+    from tilelang._fastpath import generate
+
+    x, out = FakeDeviceArray((4,), np.float32), FakeDeviceArray((4,), np.float32)
+    arguments = scaled_copy.bind((x, out), {})
+    key, infos = scaled_copy.specialize(arguments)
+    scaled_copy.compile(key, "interpret")
+    assert {name for _, _, name, _ in scaled_copy.captures.entries} >= {"SCALE", "BIG", "_scaled", "tl"}
+    driver = FakeDriver("QqqQqq")
+    fast_path = generate(scaled_copy, (x, out), {}, None, infos, (driver.launcher, lambda device: 7, 0))
+    assert fast_path((1, 1, 1), (x, out), {}, None, None) is True
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 5.0)
+    assert fast_path((1, 1, 1), (x, out), {}, None, None) is False
+    monkeypatch.undo()
+    assert fast_path((1, 1, 1), (x, out), {}, None, None) is True
+
+
 def test_only_narrowing_checks_keep_a_fast_path():
     from tilelang._passes.runtime_checks import Checked
 

@@ -1,11 +1,14 @@
 /* tilelang._launch, the fast path and the module (the Launcher and the packing: tilelang/_launch.c):
 
    FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle,
-            constant_key)
+            constant_key, guards)
        the launch of calls alike one that went the full way (tilelang/_fastpath.py builds
        the plan). fast_path(grid, args, kwargs, backend, stream) checks the call is alike,
-       reads its parameter values straight into the buffer and launches: True; any
-       difference, False (nothing launched; the caller takes the full path).
+       and that each guard (holder, name, value) still holds that very value (a dict's
+       item ``name``, or a cell's contents where name is None: the globals and closure
+       variables the kernel read when it was compiled), reads its parameter values straight
+       into the buffer and launches: True; any difference, False (nothing launched; the
+       caller takes the full path).
 
    CallSite(fast_paths, grid, full)
        what kernel[grid] returns: its call tries the kernel's fast paths (a list the full
@@ -36,7 +39,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     Launcher *launcher;
-    PyObject *plan, *keyword_plan, *backend, *current_stream, *stream_handle, *constant_key, *device;
+    PyObject *plan, *keyword_plan, *backend, *current_stream, *stream_handle, *constant_key, *device, *guards;
     Py_ssize_t nargs, nkw;
     Entry *entries; /* nargs positional, then nkw keywords */
     PyObject **keywords;
@@ -206,6 +209,12 @@ static PyObject *fast_path_call(FastPath *self, PyObject *const *argv, size_t na
         int same = PyObject_RichCompareBool(backend, self->backend, Py_EQ);
         if (same != 1) goto decline;
     }
+    for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(self->guards); g++) { /* (holder, name, value), checked when made */
+        PyObject *guard = PyTuple_GET_ITEM(self->guards, g), *holder = PyTuple_GET_ITEM(guard, 0);
+        PyObject *now = PyCell_Check(holder) ? PyCell_GET(holder)
+                                             : PyDict_GetItemWithError(holder, PyTuple_GET_ITEM(guard, 1));
+        if (now != PyTuple_GET_ITEM(guard, 2)) goto decline;
+    }
     Params params = {.filled = 0};
     for (Py_ssize_t i = 0; i < self->nargs + self->nkw; i++) {
         PyObject *value = i < self->nargs ? PyTuple_GET_ITEM(args, i)
@@ -300,6 +309,7 @@ static int fast_path_traverse(FastPath *self, visitproc visit, void *arg) {
     Py_VISIT(self->stream_handle);
     Py_VISIT(self->constant_key);
     Py_VISIT(self->device);
+    Py_VISIT(self->guards);
     return 0;
 }
 
@@ -312,6 +322,7 @@ static int fast_path_clear(FastPath *self) {
     Py_CLEAR(self->stream_handle);
     Py_CLEAR(self->constant_key);
     Py_CLEAR(self->device);
+    Py_CLEAR(self->guards);
     return 0;
 }
 
@@ -325,12 +336,21 @@ static void fast_path_dealloc(FastPath *self) {
 
 static PyObject *fast_path_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *launcher, *plan, *keyword_plan, *backend, *device, *current_stream, *stream_handle, *constant_key;
+    PyObject *guards;
     static char *names[] = {"launcher", "plan", "keyword_plan", "backend", "device", "current_stream",
-                            "stream_handle", "constant_key", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!OOOOO", names, &LauncherType, &launcher, &PyTuple_Type,
+                            "stream_handle", "constant_key", "guards", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!OOOOOO!", names, &LauncherType, &launcher, &PyTuple_Type,
                                      &plan, &PyTuple_Type, &keyword_plan, &backend, &device, &current_stream,
-                                     &stream_handle, &constant_key))
+                                     &stream_handle, &constant_key, &PyTuple_Type, &guards))
         return NULL;
+    for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(guards); g++) {
+        PyObject *guard = PyTuple_GET_ITEM(guards, g);
+        if (!PyTuple_Check(guard) || PyTuple_GET_SIZE(guard) != 3 ||
+            !(PyCell_Check(PyTuple_GET_ITEM(guard, 0)) || PyDict_Check(PyTuple_GET_ITEM(guard, 0)))) {
+            PyErr_SetString(PyExc_TypeError, "a guard is (a dict or a cell, name, value)");
+            return NULL;
+        }
+    }
     FastPath *self = (FastPath *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->launcher = (Launcher *)Py_NewRef(launcher);
@@ -341,6 +361,7 @@ static PyObject *fast_path_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     self->current_stream = Py_NewRef(current_stream);
     self->stream_handle = Py_NewRef(stream_handle);
     self->constant_key = Py_NewRef(constant_key);
+    self->guards = Py_NewRef(guards);
     self->vectorcall = (vectorcallfunc)fast_path_call;
     self->nargs = PyTuple_GET_SIZE(plan);
     self->nkw = PyTuple_GET_SIZE(keyword_plan);

@@ -98,7 +98,8 @@ def generate(kernel, args, kwargs, backend, infos, launch):
     )
     keyword_plan = tuple((name, _constant(value)) for name, value in kwargs.items())
     FastPath = launcher_module().FastPath
-    return FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle, constant_key)
+    guards = kernel.captures.guards() if kernel.captures else ()  # (what it read when compiled)
+    return FastPath(launcher, plan, keyword_plan, backend, device, current_stream, stream_handle, constant_key, guards)
 
 
 def remember(kernel, fast_path):

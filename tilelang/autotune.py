@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+from ._frontend.captures import Captures
 from ._ir.core import array_accesses
 from ._runtime import array_info, current_device, default_backend, device_peaks, launch_grid, without_data
 from .errors import TileArgumentError, TileCompilerError
@@ -322,7 +323,8 @@ class Autotuned:
         except (OSError, TypeError):
             source = self.kernel.fn.__code__.co_code.hex()
         device = device_peaks(current_device())[0] if backend == "cuda" else backend
-        text = repr((__version__, self.kernel.fn.__module__, self.kernel.fn.__qualname__, source, device, key,
+        read = Captures(self.kernel.fn).fingerprint()  # (globals, closure variables, helpers: as they are now)
+        text = repr((__version__, self.kernel.fn.__module__, self.kernel.fn.__qualname__, source, read, device, key,
                      [c.label() for c in self.configs]))  # fmt: skip
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]
         return os.path.join(cache_dir(), "autotune", f"{self.__name__}-{digest}.json")

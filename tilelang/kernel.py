@@ -23,6 +23,7 @@ from ._backends.cuda import CudaKernel
 from ._backends.cuda_driver import launcher_module
 from ._backends.interpreter import Interpreter
 from ._fastpath import constant_key, generate, remember
+from ._frontend.captures import Captures
 from ._frontend.loops import rewrite_loops, source_lines
 from ._frontend.tracing import Array, Tile, TraceScope, runtime_float, tracing
 from ._ir.core import ArrayType, Block, Program, TileType, Var, copied, tile_outputs
@@ -161,6 +162,7 @@ class TileKernel:
                 raise TileSyntaxError(f"tile kernel {fn.__name__}: {message}")
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
+        self.captures = None  # the globals and closure variables it read when first compiled
         self._source_lines = source_lines(fn)  # (read now: the file may change before the first trace)
         self._compiled = {}
         self._call_sites = {}  # grid -> kernel[grid] (evaluated at every launch)
@@ -253,6 +255,16 @@ class TileKernel:
         return tuple(key), infos
 
     def compile(self, key, backend: str):
+        if self.captures is None:
+            self.captures = Captures(self.fn)
+        elif (change := self.captures.changed()) is not None:
+            raise TileArgumentError(
+                f"{self.__name__}: the {change}; a kernel reads globals and closure variables when it is compiled: "
+                "pass what changes as an argument (a tl.Constant for a Python value), or make the kernel anew"
+            )
+        if self.captures.renewed:  # (equal values, new objects: the fast paths check identities)
+            self.captures.renewed = False
+            self._fast_paths.clear()
         compiled = self._compiled.get((key, backend))
         if compiled is None:
             compiled = self._compiled[key, backend] = compile_kernel(self, key, backend)
