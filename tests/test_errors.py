@@ -915,6 +915,54 @@ def test_a_python_float_that_an_int_array_cannot_hold(kernel, match, expr):
     check(err, tl.TileTypeError, match, expr=expr)
 
 
+@tl.tile_kernel
+def misused(x, out, what: tl.Constant):
+    a = tl.load(x, index=(0,), shape=(128,))
+    if what == "sum":
+        a = a.sum()
+    elif what == "other":
+        a = a.frobnicate
+    elif what == "array":
+        a = a + x.size
+    elif what == "literal":
+        a = a + 2**64
+    elif what == "cdiv0":
+        a = a + tl.cdiv(16, 0)
+    elif what == "cdiv_str":
+        a = a + tl.cdiv(16, "4")
+    tl.store(out, a, index=(0,))
+
+
+@pytest.mark.parametrize("what, cls, match, expr", [
+    ("sum", tl.TileAttributeError, r"a tile has no attribute `sum`; use tl.sum\(t, ...\)", "a.sum"),
+    ("other", tl.TileAttributeError, r"`frobnicate`; a tile has .shape, .dtype", "a.frobnicate"),
+    ("array", tl.TileAttributeError, r"an array argument has no attribute `size`", "x.size"),
+    ("literal", tl.TileTypeError, r"Python int 18446744073709551616 does not fit in int64 or uint64", "a + 2**64"),
+    ("cdiv0", tl.TileValueError, r"tl.cdiv\(16, 0\): division by zero", "tl.cdiv(16, 0)"),
+    ("cdiv_str", tl.TileTypeError, r"tl.cdiv takes integers or integer tiles, got 16 and '4'", 'tl.cdiv(16, "4")'),
+])  # fmt: skip
+def test_python_mistakes_at_their_line(what, cls, match, expr):
+    """AttributeError (t.sum(), x.size), ZeroDivisionError and TypeError from inside tilelang
+    (tl.cdiv), and an int past uint64 reported at the launch rather than its line."""
+    err = launch_error(cls, lambda: misused[1](X, OUT, what=what))
+    check(err, cls, match, expr=expr)
+    assert not hasattr(tl.TileAttributeError, "__wrapped__") and issubclass(tl.TileAttributeError, AttributeError)
+
+
+@tl.tile_kernel
+def numpy_values(x, out):
+    a = tl.load(x, index=(0,), shape=(128,))
+    counts = tl.histogram(a.astype(tl.int32) % 16, np.int64(16))
+    tl.store(out, tl.exp2(a * 0.0, flush_to_zero=np.True_) + tl.max(counts).astype(tl.float32), index=(0,))
+
+
+def test_numpy_values_where_python_values_are_taken():
+    """np.int64(16) bins and np.True_ were refused (TypeError, "got bool")."""
+    out = np.zeros(128, np.float32)
+    numpy_values[1](np.zeros(128, np.float32), out)
+    np.testing.assert_array_equal(out, 129.0)
+
+
 def test_dtypes_equal_what_numpy_names_alike():
     """`x.dtype == np.float32` was False for a float32 array: a branch on it went the other way."""
     assert tl.float32 == np.float32 and tl.float32 == "float32" and np.dtype("float32") == tl.float32

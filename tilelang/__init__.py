@@ -33,6 +33,7 @@ from .dtypes import (
 )
 from .errors import (
     TileArgumentError,
+    TileAttributeError,
     TileCheckError,
     TileCompilerError,
     TileError,
@@ -53,7 +54,7 @@ __version__ = "0.1.0"
 __all__ = [
     *_language_all,
     "tile_kernel", "TileKernel", "autotune", "Config", "explain", "Explanation", "Tile", "Array",
-    "TileError", "TileTypeError", "TileShapeError", "TileValueError", "TileSyntaxError",
+    "TileError", "TileTypeError", "TileAttributeError", "TileShapeError", "TileValueError", "TileSyntaxError",
     "TileArgumentError", "TileOutsideKernelError", "TileCompilerError", "TileLimitError", "TileCheckError",
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64",

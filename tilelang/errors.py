@@ -96,6 +96,10 @@ class TileTypeError(TileError):
     """A dtype is not allowed for an operation, or types do not agree."""
 
 
+class TileAttributeError(TileTypeError, AttributeError):
+    """A tile or an array argument has no such attribute (``t.sum()``: tiles have tl functions)."""
+
+
 class TileShapeError(TileError):
     """Shapes do not agree or cannot be broadcast."""
 

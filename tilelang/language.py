@@ -178,7 +178,12 @@ def cdiv(a, b):
     intermediate overflow: ``a // b`` is one step below the ceiling where ``a % b != 0``).
     """
     if not isinstance(a, Tile) and not isinstance(b, Tile):  # ints, NumPy ints, torch's symbolic sizes
-        return -(-a // b)
+        if isinstance(b, (int, np.integer)) and b == 0:
+            raise located(TileValueError(f"tl.cdiv({a!r}, 0): division by zero"))
+        try:
+            return -(-a // b)
+        except TypeError:
+            raise located(TileTypeError(f"tl.cdiv takes integers or integer tiles, got {a!r} and {b!r}")) from None
     return a // b + (a % b != 0)  # not (a + b - 1) // b, which overflows near the maximum and is wrong for b < 0
 
 
@@ -447,9 +452,9 @@ def exp2(x, flush_to_zero: bool = False) -> Tile:
     ``ct.exp2(x, flush_to_zero=True)``: on the GPU one ``ex2.approx.ftz.f32`` instead of four
     instructions (worth it where exp2 is a large share of the work, as in attention's softmax).
     Example: ``p = tl.exp2(s - m[:, None], flush_to_zero=True)``."""
-    if not isinstance(flush_to_zero, bool):
+    if not isinstance(flush_to_zero, (bool, np.bool_)):
         raise located(TileTypeError(f"exp2: flush_to_zero must be True or False, got {type(flush_to_zero).__name__}"))
-    return _elementwise("exp2_ftz" if flush_to_zero else "exp2", x, float_only=True)
+    return _elementwise("exp2_ftz" if bool(flush_to_zero) else "exp2", x, float_only=True)
 
 
 log = _math("log", "Natural logarithm")
@@ -622,8 +627,9 @@ def histogram(x, num_bins: int, mask=None) -> Tile:
     t = _tile(x)
     if not t.dtype.is_int:
         raise located(TileTypeError(f"histogram: values must be an integer tile, got {t.var.type}"))
-    if not isinstance(num_bins, int) or num_bins < 1:
+    if isinstance(num_bins, (bool, np.bool_)) or not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
         raise located(TileValueError(f"histogram: num_bins must be a positive int (a constant), got {num_bins!r}"))
+    num_bins = int(num_bins)
     inputs = [t.var] if mask is None else [t.var, _full_shape(_bool_mask(mask, "histogram"), t.shape)]
     return bind1(PRIMITIVES["histogram"], inputs, "histogram", num_bins=num_bins, masked=mask is not None)
 

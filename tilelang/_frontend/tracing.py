@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes
 from .._ir.core import ArrayType, Block, Eqn, Literal, TileType, Var
 from ..errors import (
+    TileAttributeError,
     TileError,
     TileOutsideKernelError,
     TileSyntaxError,
@@ -133,7 +134,10 @@ def double_of(atom) -> Var | None:
 def literal(value, dtype=None) -> Literal:
     """A scalar constant; without ``dtype`` it is weakly typed (a Python scalar)."""
     weak = dtype is None and not isinstance(value, np.generic)
-    d = dtypes.scalar_dtype(value) if dtype is None else dtypes.dtype(dtype)
+    try:
+        d = dtypes.scalar_dtype(value) if dtype is None else dtypes.dtype(dtype)
+    except TileTypeError as err:  # (2**64: at the user's line)
+        raise located(err) from None
     if d.is_int and not isinstance(value, (np.generic, bool)) and isinstance(value, int):
         info = np.iinfo(d.np)
         if not info.min <= value <= info.max:
@@ -276,6 +280,19 @@ class Tile:
     def __setitem__(self, key, value):
         raise located(TileSyntaxError("tiles are immutable values; build a new tile with tl.where"))
 
+    def __getattr__(self, name):  # (only for what a tile does not have)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        import tilelang
+
+        if name in _TILE_INSTEAD:
+            hint = _TILE_INSTEAD[name]
+        elif name in tilelang.__all__:
+            hint = f"use tl.{name}(t, ...)"
+        else:
+            hint = "a tile has .shape, .dtype, .ndim, .astype(), .reshape() and .T; operations are tl functions"
+        raise located(TileAttributeError(f"a tile has no attribute `{name}`; {hint}"))
+
     def __divmod__(self, other):
         raise located(TileTypeError("divmod() does not take tiles; write `a // b, a % b`"))
 
@@ -285,6 +302,14 @@ class Tile:
         raise located(TileTypeError("round() does not take tiles; use tl.floor(x + 0.5) (halves round up)"))
 
     # Operators and methods are attached by tilelang.language, next to the ops they call.
+
+
+_TILE_INSTEAD = {
+    "mean": "use tl.sum(t, axis) / n", "size": "use math.prod(t.shape)", "to": "use .astype(dtype)",
+    "flatten": "use t.reshape((math.prod(t.shape),))", "item": "a tile's value exists only when the kernel runs",
+    "numpy": "a tile's value exists only when the kernel runs", "any": "use tl.max(t.astype(tl.int32)) != 0",
+    "all": "use tl.min(t.astype(tl.int32)) != 0", "clamp": "use tl.clip(t, lo, hi)", "view": "use .reshape()",
+}  # fmt: skip
 
 
 class Array:
@@ -332,6 +357,16 @@ class Array:
 
     def __len__(self):
         raise located(TileTypeError("len() of an array argument: its size is a runtime value; use x.shape[0]"))
+
+    def __getattr__(self, name):  # (only for what an array argument does not have)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise located(
+            TileAttributeError(
+                f"an array argument has no attribute `{name}` (it has .shape, .dtype and .ndim); "
+                "load a tile with tl.load to compute on it"
+            )
+        )
 
 
 def _array_operator(symbol):
