@@ -213,6 +213,23 @@ def test_all_configs_failing_is_an_error_that_lists_them(cache):
     np.testing.assert_array_equal(out, x)
 
 
+def _broken(x, out, TILE: tl.Constant):
+    tl.store(out, tl.load(x, index=(0,), shape=(TILE,)) + tl.zeros((3,)), index=(0,))  # the kernel's own bug
+
+
+def test_a_bug_of_the_kernel_in_every_config_is_its_own_error_at_its_line(cache):
+    """It was a TileCompilerError (tilelang's bugs) with no location, the real error only in its text;
+    a Constant the configs set, given at the launch, had no location either."""
+    kernel = tl.autotune(configs=CONFIGS[:2], key=["x"], timer=_fake_timer([]))(tl.tile_kernel(_broken, backend="cpu"))
+    x = np.ones(100, np.float32)
+    with pytest.raises(tl.TileShapeError, match=r"cannot broadcast shapes \[64\] with \[3\]") as err:
+        kernel[1](x, x.copy())
+    assert err.value.loc.file == __file__ and "tl.zeros((3,))" in open(__file__).readlines()[err.value.loc.line - 1]
+    with pytest.raises(tl.TileArgumentError, match="TILE set by the autotuner's configs") as err:
+        kernel[1](x, x.copy(), TILE=64)
+    assert err.value.loc.file == __file__
+
+
 def test_without_a_timer_the_cpu_takes_the_first_config_that_runs(cache):
     kernel = tl.autotune(configs=[tl.Config(TILE=4096, num_threads=32), *CONFIGS], key=["x"])(
         tl.tile_kernel(_accumulate, backend="cpu")

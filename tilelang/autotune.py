@@ -33,7 +33,7 @@ import numpy as np
 from ._frontend.captures import Captures
 from ._ir.core import array_accesses
 from ._runtime import array_info, current_device, default_backend, device_peaks, launch_grid, without_data
-from .errors import TileArgumentError, TileCompilerError
+from .errors import TileArgumentError, TileCompilerError, TileError, TileLimitError, user_location
 from .kernel import TileKernel, options_error
 
 __all__ = ["Config", "autotune", "dot_configs"]
@@ -77,6 +77,18 @@ class Config:
         parts = [f"{k}={v}" for k, v in self.constants.items()]
         first = ["copies first"] if self.copies_first else []
         return " ".join(parts + [f"threads={self.num_threads or 'auto'}", f"stages={self.num_stages}"] + first)
+
+
+def _one_mistake(errors) -> bool:
+    """Whether every config failed with one kind of error at one line of the user's: a bug in
+    the kernel (a limit passed is the config's, and listed with the others)."""
+    first = errors[0] if errors else None
+    return (
+        isinstance(first, TileError)
+        and not isinstance(first, TileLimitError)
+        and first.loc is not None
+        and all(type(e) is type(first) and e.loc == first.loc for e in errors)
+    )
 
 
 def dot_configs(bits: int = 16) -> list[Config]:
@@ -215,7 +227,9 @@ class Autotuned:
                 raise TileArgumentError(f"{self.__name__}(): {err}") from None
         given = self._configured & arguments.keys()
         if given:
-            raise TileArgumentError(f"{self.__name__}: {', '.join(sorted(given))} set by the autotuner's configs")
+            raise TileArgumentError(
+                f"{self.__name__}: {', '.join(sorted(given))} set by the autotuner's configs", user_location()
+            )
         return arguments
 
     def key_of(self, arguments: dict, backend: str):
@@ -255,12 +269,14 @@ class Autotuned:
                 for s in snapshots.values():
                     s.restore()
 
+        errors = []
         for config in self.configs:
             try:
                 results.append((config, trial(config, first=True), None))
             except Exception as err:  # noqa: BLE001 - a TileError, or a launch the driver refused: say why
                 first = str(err).splitlines()[:1]
                 results.append((config, None, f"{type(err).__name__}: {first[0] if first else ''}"))
+                errors.append(err)
             progress.update(results)
             if timer is None and results[-1][2] is None:
                 break  # nothing to time: the first config that runs
@@ -268,6 +284,8 @@ class Autotuned:
             results = self._second_round(results, trial)
         ran = [(c, ms) for c, ms, why in results if why is None]
         if not ran:
+            if _one_mistake(errors):  # the kernel's own, whatever the config: at its line
+                raise errors[0]
             reasons = "\n".join(f"  {c.label()}: {why}" for c, _, why in results)
             raise TileCompilerError(f"@tl.autotune on {self.__name__}: no config ran for {key[0]}:\n{reasons}")
         chosen = min(ran, key=lambda r: r[1] or 0.0)[0]
