@@ -930,6 +930,10 @@ def misused(x, out, what: tl.Constant):
         a = a + tl.cdiv(16, 0)
     elif what == "cdiv_str":
         a = a + tl.cdiv(16, "4")
+    elif what == "explain":
+        tl.explain(misused, x, out, what="sum")
+    elif what == "store_array":
+        tl.store(out, x, index=(0,))
     tl.store(out, a, index=(0,))
 
 
@@ -940,6 +944,9 @@ def misused(x, out, what: tl.Constant):
     ("literal", tl.TileTypeError, r"Python int 18446744073709551616 does not fit in int64 or uint64", "a + 2**64"),
     ("cdiv0", tl.TileValueError, r"tl.cdiv\(16, 0\): division by zero", "tl.cdiv(16, 0)"),
     ("cdiv_str", tl.TileTypeError, r"tl.cdiv takes integers or integer tiles, got 16 and '4'", 'tl.cdiv(16, "4")'),
+    ("explain", tl.TileSyntaxError, r"tl.explain inside a kernel", 'tl.explain(misused, x, out, what="sum")'),
+    ("store_array", tl.TileTypeError, r"^the stored tile: an array argument is not a tile; load a tile from it",
+     "tl.store(out, x, index=(0,))"),
 ])  # fmt: skip
 def test_python_mistakes_at_their_line(what, cls, match, expr):
     """AttributeError (t.sum(), x.size), ZeroDivisionError and TypeError from inside tilelang

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from ._backends.cpu import host_facts
+from ._frontend.tracing import tracing
 from ._lower.thread_ir import format_thread_program, takes_arrays
 from ._passes.estimate_cost import estimate_cost
 from ._runtime import c_strides, device_peaks, host_array, launch_grid
-from .errors import TileArgumentError, TileError, at_user_call, user_location
+from .errors import TileArgumentError, TileError, TileSyntaxError, at_user_call, user_location
 from .kernel import TileKernel
 
 
@@ -47,6 +48,8 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
     """
     if not isinstance(kernel, TileKernel):
         raise TileError(f"explain() takes a @tl.tile_kernel function, got {type(kernel).__name__}", user_location())
+    if tracing():
+        raise TileSyntaxError("tl.explain inside a kernel: call it from Python, on the kernel", user_location())
     try:
         arguments = kernel.bind(args, kwargs)
         key, infos = kernel.specialize(arguments)

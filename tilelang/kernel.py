@@ -119,7 +119,9 @@ def _arg_key(name, value):
     except TileError as err:
         raise TileTypeError(f"argument `{name}`: {err.message}") from None
     if info is None:
-        raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
+        kind = type(value).__qualname__
+        kind = kind if type(value).__module__ == "builtins" else f"{type(value).__module__}.{kind}"  # (array.array)
+        raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {kind}")
     return ("array", info.dtype.name, len(info.shape), info.unit), info
 
 

@@ -166,7 +166,7 @@ def as_atom(x, what="operand"):
         raise located(TileSyntaxError(x.message))
     current_block()  # outside a kernel, the mistake is the missing @tl.tile_kernel, not the operand
     if isinstance(x, Array):
-        raise located(TileTypeError(f"an array cannot be used as a tile {what}; load it with tl.load"))
+        raise located(TileTypeError(f"{what}: an array argument is not a tile; load a tile from it with tl.load"))
     raise located(TileTypeError(f"{what} of type {type(x).__name__} is not a tile or a scalar"))
 
 
@@ -265,8 +265,9 @@ class Tile:
     def _not_static(self, *args):
         raise located(
             TileValueError(
-                "a traced value is used where a Python value is needed (a shape, a range(), an int()); "
-                "make it a tl.Constant parameter, or use tl.range for a runtime loop"
+                "a traced value is used where a Python value is needed (a shape, a range(), an int(), a math "
+                "function: tl has its own, tl.sqrt); make it a tl.Constant parameter, or use tl.range for a "
+                "runtime loop"
             )
         )
 
