@@ -760,11 +760,18 @@ def an_attribute_from_before_the_loop(out, n):
         tl.store(out, state.acc, index=(0,))
 
 
+@tl.tile_kernel
+def range_of_four(out, n):
+    for _ in tl.range(0, n, 1, 2):
+        pass
+
+
 @pytest.mark.parametrize("kernel, error, match", [
     (wrapped_loop, tl.TileSyntaxError, r"wrapped by another decorator under @tl.tile_kernel"),
     (break_in_a_for_else, tl.TileSyntaxError, r"`break` inside a tl.range loop cannot be traced"),
     (float_into_a_carried_int, tl.TileTypeError, r"loop-carried `c` is i32\[\] before the loop but f32\[\]"),
     (del_in_a_body, tl.TileSyntaxError, r"`del` inside a tl.range loop cannot be traced"),
+    (range_of_four, tl.TileTypeError, r"tl.range\(start, stop=None, step=1\) takes from 1 to 3 positional"),
     (a_list_from_before_the_loop, tl.TileSyntaxError, r"`count\[0\]` is assigned inside a tl.range loop, but"),
     (an_attribute_from_before_the_loop, tl.TileSyntaxError, r"`state.acc` is assigned inside a tl.range loop"),
 ])  # fmt: skip

@@ -59,8 +59,12 @@ class range:
                          tl.load(b, index=(k, j), shape=(BK, BN)), acc)
     """
 
-    def __init__(self, start, stop=None, step=1):
+    def __init__(self, *args, **kwargs):
         current_block("range")
+        try:
+            start, stop, step = _bounds(*args, **kwargs)
+        except TypeError as err:  # (Python's would count `self` among the arguments)
+            raise located(TileTypeError(str(err).replace("_bounds()", "tl.range(start, stop=None, step=1)"))) from None
         if stop is None:
             start, stop = 0, start
         atoms = [as_atom(x, "tl.range bound") for x in (start, stop, step)]
@@ -90,6 +94,10 @@ class range:
                 "function itself (not in a helper, a comprehension or a list())"
             )
         )
+
+
+def _bounds(start, stop=None, step=1):
+    return start, stop, step
 
 
 def _as_dtype(atom, d):
