@@ -570,15 +570,10 @@ def test_string_constant_annotation(backend):
     np.testing.assert_array_equal(out, sum(chunks(DATA, range(2))))
 
 
-_SEEN_BY_A_GLOBAL = 0
-
-
 @tl.tile_kernel
 def python_scoping_in_a_body(out, n):
     acc = tl.zeros((4,))
     for _ in tl.range(n):
-        global _SEEN_BY_A_GLOBAL
-        _SEEN_BY_A_GLOBAL = 1  # (Python's, at trace time: not carried)
         import math as m  # bound in the body, used in it
 
         _ = [(acc := acc + m.floor(1.5)) for _ in range(2)]  # a walrus in a comprehension binds `acc`
@@ -586,8 +581,8 @@ def python_scoping_in_a_body(out, n):
 
 
 def test_python_scoping_in_a_loop_body(backend):
-    """A walrus in a comprehension raised NameError (its target was not carried), `global` a
-    SyntaxError (the name made a parameter), an import NameError (its name not bound)."""
+    """A walrus in a comprehension raised NameError (its target was not carried), an import
+    NameError (its name not bound)."""
     out = np.zeros(4, np.float32)
     python_scoping_in_a_body[1](out, 3, backend=backend)
     np.testing.assert_array_equal(out, 6.0)
@@ -607,8 +602,7 @@ def closures_over_carried_values(out, n):
     total = tl.zeros((4,))
     for _ in tl.range(n):
         acc = inc()
-        total += _STEP  # a global of the kernel, read in the body
-        _STEP = 3.0
+        total += _STEP  # a global the kernel declares, read in the body
     tl.store(out, acc, index=(0,))
     tl.store(out, total, index=(1,))
 
@@ -639,7 +633,7 @@ def test_a_helpers_global_is_its_own(backend):
 
 def test_a_closure_reads_the_carried_value(backend):
     """The closure read `acc` from before the loop (1 after 5 iterations, not 5), and a global
-    the kernel declares and the body assigns raised a misleading `used before it is assigned`."""
+    the kernel declares raised a misleading `used before it is assigned`."""
     out = np.zeros(8, np.float32)
     closures_over_carried_values[1](out, 5, backend=backend)
     np.testing.assert_array_equal(out, [5.0] * 4 + [15.0] * 4)
@@ -660,19 +654,17 @@ def rebound_by_a_helper(out, n):
     tl.store(out, acc + count, index=(0,))
 
 
-def _kernel_with_a_nonlocal():
-    seen = None
+@tl.tile_kernel
+def loop_in_a_nested_def(out, n):
+    count = 0
 
-    @tl.tile_kernel
-    def kernel(out, n):
-        nonlocal seen  # (the enclosing function's: Python's, like a global, not carried)
-        acc = tl.zeros((4,))
+    def loop():  # its nonlocal names are the kernel's: carried
+        nonlocal count
         for _ in tl.range(n):
-            seen = acc + 1.0
-            acc = seen
-        tl.store(out, acc, index=(0,))
+            count += 1
 
-    return kernel
+    loop()
+    tl.store(out, tl.zeros((4,)) + count, index=(0,))
 
 
 @tl.tile_kernel
@@ -689,8 +681,8 @@ def lists_made_in_the_body(out, n):
 @pytest.mark.parametrize("n", [0, 1, 3])
 def test_state_a_helper_or_the_body_owns(n, backend):
     """A helper's `nonlocal` count gave one iteration's effect (1, not n) and its tile raised
-    an escaped-tile error; a kernel's own `nonlocal` is Python's, as a global is."""
-    cases = [(rebound_by_a_helper, 3.0 * n), (_kernel_with_a_nonlocal(), n), (lists_made_in_the_body, 3.0 * n)]
+    an escaped-tile error, as did a count a def nested in the kernel declared nonlocal."""
+    cases = [(rebound_by_a_helper, 3.0 * n), (loop_in_a_nested_def, n), (lists_made_in_the_body, 3.0 * n)]
     for kernel, want in cases:
         out = np.full(4, -1.0, np.float32)
         kernel[1](out, n, backend=backend)
@@ -760,6 +752,28 @@ def an_attribute_from_before_the_loop(out, n):
         tl.store(out, state.acc, index=(0,))
 
 
+_COUNT = 0
+
+
+@tl.tile_kernel
+def a_global_counter(out, n):
+    global _COUNT
+    for _ in tl.range(n):
+        _COUNT += 1
+
+
+def _kernel_with_a_nonlocal():
+    seen = 0
+
+    @tl.tile_kernel
+    def kernel(out, n):
+        nonlocal seen  # (the enclosing function's, outside the kernel)
+        for _ in tl.range(n):
+            seen = seen + 1
+
+    return kernel
+
+
 @tl.tile_kernel
 def range_of_four(out, n):
     for _ in tl.range(0, n, 1, 2):
@@ -771,13 +785,15 @@ def range_of_four(out, n):
     (break_in_a_for_else, tl.TileSyntaxError, r"`break` inside a tl.range loop cannot be traced"),
     (float_into_a_carried_int, tl.TileTypeError, r"loop-carried `c` is i32\[\] before the loop but f32\[\]"),
     (del_in_a_body, tl.TileSyntaxError, r"`del` inside a tl.range loop cannot be traced"),
+    (a_global_counter, tl.TileSyntaxError, r"`_COUNT` is declared global or nonlocal, outside the kernel, and"),
+    (_kernel_with_a_nonlocal(), tl.TileSyntaxError, r"`seen` is declared global or nonlocal, outside the kernel"),
     (range_of_four, tl.TileTypeError, r"tl.range\(start, stop=None, step=1\) takes from 1 to 3 positional"),
     (a_list_from_before_the_loop, tl.TileSyntaxError, r"`count\[0\]` is assigned inside a tl.range loop, but"),
     (an_attribute_from_before_the_loop, tl.TileSyntaxError, r"`state.acc` is assigned inside a tl.range loop"),
 ])  # fmt: skip
 def test_what_a_loop_rewrite_refuses(kernel, error, match, backend):
     """The wrapped kernel ran without its wrapper (n, not 2n), the break raised Python's
-    SyntaxError, 0.5 went into the carried int as 0, and the list element and the attribute
-    kept one iteration's change (1, not 2)."""
+    SyntaxError, 0.5 went into the carried int as 0, and the list element, the attribute,
+    the global and the enclosing function's variable kept one iteration's change (1, not 2)."""
     with pytest.raises(error, match=match):
         kernel[1](np.zeros(4, np.float32), 2, backend=backend)

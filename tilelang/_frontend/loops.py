@@ -247,8 +247,7 @@ def _assigned_names(body):
             for inner in ast.walk(node):
                 if isinstance(inner, ast.NamedExpr):
                     add(inner.target.id)
-    declared = _declared(body, (ast.Global, ast.Nonlocal))
-    return [n for n in names if n not in declared]  # (a global or nonlocal is Python's, not carried)
+    return names
 
 
 def _declared(body, kinds) -> set:
@@ -259,18 +258,33 @@ def _declared(body, kinds) -> set:
 def _rebound_by_closures(fn) -> list:
     """Names of ``fn``'s own scope that functions nested in it rebind through ``nonlocal``."""
     inner = [n for node in ast.walk(fn) if isinstance(node, ast.Nonlocal) for n in node.names]
-    own = set(_assigned_names(fn.body)) | {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+    own = set(_assigned_names(fn.body)) | _params(fn)
+    own -= _declared(fn.body, (ast.Global, ast.Nonlocal))
     return [n for n in dict.fromkeys(inner) if n in own]
 
 
-def _check_body(body, filename):
+def _params(fn) -> set:
+    return {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
+
+
+def _check_body(body, filename, outside: set, params: set):
+    """Refuses what a body traced once cannot mean: control flow out of it, and changes to
+    state outside the kernel's own names (``outside``: its global and nonlocal names)."""
+
     def fail(node, what):
         loc = SourceLoc(filename, node.lineno, node.col_offset, node.end_col_offset)
         raise TileSyntaxError(f"`{what}` inside a tl.range loop cannot be traced; restructure with tl.where", loc)
 
     loops = (ast.For, ast.While, ast.AsyncFor)
-    local = set(_assigned_names(body))
+    local = set(_assigned_names(body)) | params  # (a parameter's own error says more: arrays take tl.store)
     for node in _walk_scope(body):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in outside:
+            raise TileSyntaxError(
+                f"`{node.id}` is declared global or nonlocal, outside the kernel, and assigned inside a tl.range "
+                "loop: the body is traced once, so it would be assigned once, not per iteration; keep the value in "
+                "a name of the kernel (it is then carried)",
+                SourceLoc(filename, node.lineno, node.col_offset, node.end_col_offset),
+            )
         if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
             fail(node, type(node).__name__.lower())
         if isinstance(node, (ast.Break, ast.Continue)) and not _inside(node, body, loops):
@@ -316,13 +330,15 @@ class _LoopRewriter(ast.NodeTransformer):
     def __init__(self, is_tl_range, filename):
         self.is_tl_range = is_tl_range
         self.filename = filename
-        self.scopes = []  # per enclosing function: its global and nonlocal names, and those its closures rebind
+        self.scopes = []  # per enclosing function: what visit_FunctionDef says
         self.count = itertools.count(1)
         self.changed = False
 
     def visit_FunctionDef(self, node):
-        own = _declared(node.body, ast.Global), _declared(node.body, ast.Nonlocal), _rebound_by_closures(node)
-        self.scopes.append(own)
+        # its names outside the kernel (a global; a nonlocal of the kernel's own: a def nested in the
+        # kernel shares the kernel's names), and those its closures rebind (carried where they change)
+        outside = _declared(node.body, ast.Global) | (set() if self.scopes else _declared(node.body, ast.Nonlocal))
+        self.scopes.append((outside, _rebound_by_closures(node), _params(node)))
         try:
             return self.generic_visit(node)
         finally:
@@ -339,22 +355,18 @@ class _LoopRewriter(ast.NodeTransformer):
             raise TileSyntaxError("the target of a tl.range loop must be a single name", loc)
         if node.orelse:
             raise TileSyntaxError("`for ... else` is not supported with tl.range", loc)
-        _check_body(node.body, self.filename)
+        outside, by_closures, params = self.scopes[-1] if self.scopes else (set(), [], set())
+        _check_body(node.body, self.filename, outside, params)
         self.changed = True
-        # The function's own global/nonlocal names are Python's, never carried (the statements do not
-        # reach the body's def: repeated there); names its closures rebind may be carried.
-        globals_, nonlocals, by_closures = self.scopes[-1] if self.scopes else (set(), set(), [])
         assigned = _assigned_names(node.body)
-        assigned += [n for n in by_closures if n not in assigned]
-        names = [n for n in assigned if n != node.target.id and n not in globals_ | nonlocals]
-        outer = [n for n in assigned if n in nonlocals]
+        assigned += [n for n in by_closures if n not in assigned and n not in outside]
+        names = [n for n in assigned if n != node.target.id]
         fn_name = f"__tl_body_{next(self.count)}"
         args = [ast.arg(arg=node.target.id)] + [ast.arg(arg=f"__tl_in_{n}") for n in names]
         ret = ast.Return(value=ast.Tuple(elts=[ast.Name(id=n, ctx=ast.Load()) for n in names], ctx=ast.Load()))
         # the carried names are the kernel's own while the body is traced (nonlocal, set from the
         # arguments first): a closure defined before the loop that reads one sees this iteration's
-        enter = [ast.Nonlocal(names=names + outer)] if names or outer else []
-        enter += [ast.Global(names=own)] if (own := [n for n in assigned if n in globals_]) else []
+        enter = [ast.Nonlocal(names=names)] if names else []
         enter += [
             ast.Assign(targets=[ast.Name(id=n, ctx=ast.Store())], value=ast.Name(id=f"__tl_in_{n}", ctx=ast.Load()))
             for n in names
