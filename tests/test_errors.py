@@ -239,6 +239,14 @@ def _plain(x, out):
     tl.store(out, tl.load(x, index=(0,), shape=(128,)), index=(0,))
 
 
+def test_numpy_ints_are_options_too():
+    """`num_threads=np.int64(128)` (a value from a NumPy array) was refused after the check became strict."""
+    assert tl.tile_kernel(_plain, num_threads=np.int64(128)).num_threads == 128
+    assert tl.Config(num_threads=np.int32(64), num_stages=np.int64(2)).num_threads == 64
+    with pytest.raises(tl.TileArgumentError, match="decorates a function; <staticmethod"):
+        tl.tile_kernel(staticmethod(_plain))
+
+
 @pytest.mark.parametrize("make, match, expr", [
     (lambda: tl.tile_kernel(num_threads=48), r"num_threads must be a power of two .* got 48",
      "tl.tile_kernel(num_threads=48)"),
@@ -928,6 +936,8 @@ def misused(x, out, what: tl.Constant):
         a = a + 2**64
     elif what == "cdiv0":
         a = a + tl.cdiv(16, 0)
+    elif what == "cdiv_float":
+        a = a + tl.cdiv(10.0, 3)
     elif what == "cdiv_str":
         a = a + tl.cdiv(16, "4")
     elif what == "explain":
@@ -943,6 +953,7 @@ def misused(x, out, what: tl.Constant):
     ("array", tl.TileAttributeError, r"an array argument has no attribute `size`", "x.size"),
     ("literal", tl.TileTypeError, r"Python int 18446744073709551616 does not fit in int64 or uint64", "a + 2**64"),
     ("cdiv0", tl.TileValueError, r"tl.cdiv\(16, 0\): division by zero", "tl.cdiv(16, 0)"),
+    ("cdiv_float", tl.TileTypeError, r"tl.cdiv takes integers or integer tiles, got 10.0 and 3", "tl.cdiv(10.0, 3)"),
     ("cdiv_str", tl.TileTypeError, r"tl.cdiv takes integers or integer tiles, got 16 and '4'", 'tl.cdiv(16, "4")'),
     ("explain", tl.TileSyntaxError, r"tl.explain inside a kernel", 'tl.explain(misused, x, out, what="sum")'),
     ("store_array", tl.TileTypeError, r"^the stored tile: an array argument is not a tile; load a tile from it",

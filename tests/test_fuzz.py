@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
+import tilelang as tl
 from tilelang._runtime import gpu_available
 from tilelang.testing import fuzz, programs
 from tilelang.testing.programs import OPS, STATEMENTS, Program
@@ -53,8 +54,8 @@ def test_cpu_debug_runs_the_kernel_in_debug_mode(monkeypatch):
     """(so that the test above can fail): the kernel launched is a debug one, and a check
     that fires is let through."""
     seen = []
-    real = fuzz.TileKernel.__getitem__
-    monkeypatch.setattr(fuzz.TileKernel, "__getitem__", lambda k, grid: seen.append(k.debug) or real(k, grid))
+    real = tl.TileKernel.__getitem__
+    monkeypatch.setattr(tl.TileKernel, "__getitem__", lambda k, grid: seen.append(k.debug) or real(k, grid))
     overflowing = SOURCE.replace("index=(i, 0), shape=(4, 8)", "offset=(i * 2**30 * 4, 0), shape=(4, 8)")
     fuzz.check(_program(overflowing), ("interpret", "cpu:debug"))  # (it wraps to row 0 alike)
     assert seen == [False, True]

@@ -297,6 +297,21 @@ def test_debug_mode_checks_every_kind_of_index_arithmetic(op, fine, bad, what, e
 
 
 @tl.tile_kernel(debug=True)
+def unused_far_load(x, out, T: tl.Constant):
+    i = tl.block_id(0)
+    _ = tl.load(x, offset=(i * 2**30 * 4,), shape=(T,))  # unused: it does not run, and is not checked
+    tl.store(out, tl.load(x, index=(i,), shape=(T,)), index=(i,))
+
+
+@pytest.mark.parametrize("backend", HOST)
+def test_debug_mode_checks_what_runs(backend):
+    """Checks added before simplification checked a load simplify then dropped: a false alarm."""
+    out = np.zeros(16, np.float32)
+    unused_far_load[2](X, out, T=8, backend=backend)
+    np.testing.assert_array_equal(out, X[:16])
+
+
+@tl.tile_kernel(debug=True)
 def gather_scatter(x, ids, out, T: tl.Constant):
     idx = tl.load(ids, index=(0,), shape=(T,))
     values = tl.gather(x, idx, mask=idx != -5)

@@ -4,11 +4,11 @@
             constant_key, guards)
        the launch of calls alike one that went the full way (tilelang/_fastpath.py builds
        the plan). fast_path(grid, args, kwargs, backend, stream) checks the call is alike,
-       and that each guard (holder, name, value) still holds that very value (a dict's
-       item ``name``, or a cell's contents where name is None: the globals and closure
-       variables the kernel read when it was compiled), reads its parameter values straight
-       into the buffer and launches: True; any difference, False (nothing launched; the
-       caller takes the full path).
+       and that each guard (holder, name, value) still holds that value (a dict's item
+       ``name``, or a cell's contents where name is None: the globals and closure variables
+       the kernel read when it was compiled; the same object, or an equal int, float or
+       str), reads its parameter values straight into the buffer and launches: True; any
+       difference, False (nothing launched; the caller takes the full path).
 
    CallSite(fast_paths, grid, full)
        what kernel[grid] returns: its call tries the kernel's fast paths (a list the full
@@ -211,9 +211,15 @@ static PyObject *fast_path_call(FastPath *self, PyObject *const *argv, size_t na
     }
     for (Py_ssize_t g = 0; g < PyTuple_GET_SIZE(self->guards); g++) { /* (holder, name, value), checked when made */
         PyObject *guard = PyTuple_GET_ITEM(self->guards, g), *holder = PyTuple_GET_ITEM(guard, 0);
+        PyObject *was = PyTuple_GET_ITEM(guard, 2);
         PyObject *now = PyCell_Check(holder) ? PyCell_GET(holder)
                                              : PyDict_GetItemWithError(holder, PyTuple_GET_ITEM(guard, 1));
-        if (now != PyTuple_GET_ITEM(guard, 2)) goto decline;
+        if (now == was) continue;
+        /* an equal int, float or str in a new object (`N = 1000` again) is no change; anything else: the full path */
+        if (now == NULL || Py_TYPE(now) != Py_TYPE(was) ||
+            !(PyLong_CheckExact(now) || PyFloat_CheckExact(now) || PyUnicode_CheckExact(now)) ||
+            PyObject_RichCompareBool(now, was, Py_EQ) != 1)
+            goto decline;
     }
     Params params = {.filled = 0};
     for (Py_ssize_t i = 0; i < self->nargs + self->nkw; i++) {

@@ -53,7 +53,8 @@ class Config:
     def __init__(self, num_threads: int | None = None, num_stages: int = 3, copies_first: bool = False, **constants):
         if error := options_error(num_threads, num_stages):
             raise error from None
-        self.constants, self.num_threads, self.num_stages = dict(constants), num_threads, num_stages
+        self.constants = dict(constants)
+        self.num_threads, self.num_stages = None if num_threads is None else int(num_threads), int(num_stages)
         self.copies_first = bool(copies_first)
 
     def _fields(self):
@@ -195,8 +196,10 @@ class Autotuned:
         """The tile kernel compiled with ``config``'s launch options (one per set of them)."""
         options = (config.num_threads or self.kernel.num_threads, config.num_stages, config.copies_first)
         if options not in self._variants:
-            k = self.kernel
-            self._variants[options] = TileKernel(k.fn, k.backend, options[0], k.debug, options[1], k.arch, options[2])
+            num_threads, num_stages, copies_first = options
+            self._variants[options] = self.kernel.with_options(
+                num_threads=num_threads, num_stages=num_stages, copies_first=copies_first
+            )
         return self._variants[options]
 
     def _launch(self, grid, *args, backend=None, stream=None, **kwargs):

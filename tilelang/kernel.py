@@ -41,7 +41,7 @@ from ._passes.order_memory import order_memory
 from ._passes.place_wgmma_waits import place_wgmma_waits
 from ._passes.runtime_checks import Checked, add_checks, narrowing_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
-from ._passes.simplify import simplify
+from ._passes.simplify import drop_unused, simplify
 from ._runtime import (
     CudaRunner,
     HostRunner,
@@ -144,8 +144,8 @@ class TileKernel:
         if error := options_error(num_threads, num_stages, arch):  # (again: the autotuner makes kernels too)
             raise error from None
         self.fn = fn
-        self.num_threads = num_threads
-        self.num_stages = num_stages
+        self.num_threads = None if num_threads is None else int(num_threads)  # (a NumPy int: its value)
+        self.num_stages = int(num_stages)
         self.copies_first = copies_first
         self.arch = arch
         self.debug = CHECKS if debug is None else bool(debug)
@@ -200,6 +200,15 @@ class TileKernel:
                 self._call_sites.clear()
             site = self._call_sites[grid] = _call_site(self, grid)
         return site
+
+    def with_options(self, **options) -> TileKernel:
+        """This kernel with other options of :func:`tile_kernel` (an autotuner's variant, a debug
+        twin): the same function, traced from the same source."""
+        mine = dict(backend=self.backend, num_threads=self.num_threads, debug=self.debug, num_stages=self.num_stages,
+                    arch=self.arch, copies_first=self.copies_first)  # fmt: skip
+        twin = TileKernel(self.fn, **(mine | options))
+        twin._source_lines = self._source_lines
+        return twin
 
     def traceable(self):
         if self._traceable is None:
@@ -257,29 +266,27 @@ class TileKernel:
         return tuple(key), infos
 
     def compile(self, key, backend: str):
-        if self.captures is None:
-            self.captures = Captures(self.fn)
-        elif (change := self.captures.changed()) is not None:
+        if self.captures is not None and (change := self.captures.check()) is not None:
             raise TileArgumentError(
                 f"{self.__name__}: the {change}; a kernel reads globals and closure variables when it is compiled: "
                 "pass what changes as an argument (a tl.Constant for a Python value), or make the kernel anew"
             )
-        if self.captures.renewed:  # (equal values, new objects: the fast paths check identities)
-            self.captures.renewed = False
-            self._fast_paths.clear()
         compiled = self._compiled.get((key, backend))
         if compiled is None:
             compiled = self._compiled[key, backend] = compile_kernel(self, key, backend)
+        if self.captures is None:  # what its first compile read (a failed one read nothing to keep)
+            self.captures = Captures(self.fn)
         return compiled
 
 
 def options_error(num_threads, num_stages, arch=None) -> TileArgumentError | None:
     """What is wrong with options of :func:`tile_kernel` (or an autotuner's ``tl.Config``), at the user's line."""
+    whole = (int, np.integer)
     if num_threads is not None and (
-        type(num_threads) is not int or not 32 <= num_threads <= 1024 or num_threads & (num_threads - 1)
+        not isinstance(num_threads, whole) or not 32 <= num_threads <= 1024 or num_threads & (num_threads - 1)
     ):
         message = f"num_threads must be a power of two from 32 to 1024, got {num_threads!r}"
-    elif type(num_stages) is not int or not 1 <= num_stages <= 8:
+    elif not isinstance(num_stages, whole) or isinstance(num_stages, bool) or not 1 <= num_stages <= 8:
         message = f"num_stages must be an int from 1 to 8, got {num_stages!r}"
     elif arch is not None and arch not in ARCHES:
         message = f"arch must be one of {', '.join(map(repr, ARCHES))} or None, got {arch!r}"
@@ -313,7 +320,7 @@ def tile_kernel(
     """
     if error := options_error(num_threads, num_stages, arch):
         raise error from None
-    if fn is not None and not inspect.isfunction(inspect.unwrap(fn)):
+    if fn is not None and (isinstance(fn, (staticmethod, classmethod)) or not inspect.isfunction(inspect.unwrap(fn))):
         what = "a tile kernel already" if isinstance(fn, TileKernel) else f"a {type(fn).__name__}, not a function"
         raise TileArgumentError(
             f"tl.tile_kernel decorates a function; {fn!r} is {what} (options go by keyword: "
@@ -424,8 +431,9 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
     narrowings = narrowing_checks(program)  # (before simplify folds an explicit astype of the argument away)
     sites = None
-    if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs (added before folding and
-        program, sites = lap("checks", add_checks(program))  # CSE: folded arithmetic checked, each at its own line)
+    if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs: checks added before folding
+        # and CSE (folded arithmetic is checked, each at its own line), after dead code goes (it does not run)
+        program, sites = lap("checks", add_checks(drop_unused(program)))
         program = _stage(stages, "checked", program)
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
     zero_steps = zero_step_checks(program)

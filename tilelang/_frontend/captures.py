@@ -3,12 +3,14 @@
 Tracing reads them as Python values, once per specialization. A kernel compiled before one
 of them changed would go on computing with the old value, and a specialization compiled
 after it with the new one: two launches of one kernel computing different functions,
-silently. So a kernel remembers what it read when it was first compiled, and every launch
-checks that it is still there (by identity, or equality for plain values; the fast path
-checks the identities in C): a change is a ``TileArgumentError`` naming it. Read are the
-globals and closure cells the kernel's code names, and through the Python functions among
-them (helpers, not tilelang's own), theirs. Names the kernel or a helper assigns (its own
-``global``/``nonlocal`` state) are not watched; nor is the inside of a mutable object.
+silently. So a kernel remembers what it read once it has compiled, and every launch checks
+that it is still there (the fast path in C: the same object, or an equal int, float or
+str): a change is a ``TileArgumentError`` naming it. Read are the globals the kernel's
+code loads and its closure cells, the names it reads from a user's module (``cfg.BLOCK``),
+and through the Python functions among them (helpers, not tilelang's own), theirs. An
+equal value in a new object (a helper defined again with the same code, ``N = 1000``
+again) is no change. Names the kernel or a helper assigns (its own ``global``/``nonlocal``
+state) are not watched; nor is the inside of a mutable object.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import numpy as np
 from ..dtypes import DType
 
 _MAX_DEPTH = 4  # helpers of helpers of ... of the kernel
-_EMPTY = object()  # an empty closure cell (assigned after the kernel was made)
-_PLAIN = (bool, int, float, complex, str, bytes, tuple, frozenset, DType, np.generic, type(None))
-_STORES = {"STORE_GLOBAL", "STORE_DEREF", "DELETE_GLOBAL", "DELETE_DEREF"}
+_EMPTY = object()  # an empty closure cell, or a global not there (it cannot have been read)
+_PLAIN = (bool, int, float, complex, str, bytes, DType, np.generic, type(None))
+_GLOBALS = {"LOAD_GLOBAL", "LOAD_NAME"}
+_ATTRIBUTES = {"LOAD_ATTR", "LOAD_METHOD"}
+_STORES = {"STORE_GLOBAL", "DELETE_GLOBAL", "STORE_DEREF", "DELETE_DEREF"}
 
 
 class Captures:
@@ -31,7 +35,6 @@ class Captures:
 
     def __init__(self, fn):
         self.entries = []  # (what, holder: a globals dict or a cell, name, value)
-        self.renewed = False  # whether changed() remembered an equal value anew
         self._seen = set()
         self._visit(fn, 0)
 
@@ -39,54 +42,51 @@ class Captures:
         if id(fn) in self._seen or depth > _MAX_DEPTH:
             return
         self._seen.add(id(fn))
-        codes = list(_code_objects(fn.__code__))
-        stored = {i.argval for code in codes for i in dis.get_instructions(code) if i.opname in _STORES}
-        names = [n for n in dict.fromkeys(n for code in codes for n in code.co_names) if n not in stored]
-        first = len(self.entries)
-        for name in names:
+        code = [i for c in _code_objects(fn.__code__) for i in dis.get_instructions(c)]
+        stored = {i.argval for i in code if i.opname in _STORES}
+        loaded = dict.fromkeys(i.argval for i in code if i.opname in _GLOBALS and i.argval not in stored)
+        attributes = dict.fromkeys(i.argval for i in code if i.opname in _ATTRIBUTES)
+        for name in loaded:
             if name in fn.__globals__:
                 self._watch(f"global `{name}` of module {fn.__globals__.get('__name__')}", fn.__globals__, name, depth)
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             if name not in stored:
                 self._watch(f"closure variable `{name}` of {fn.__qualname__}", cell, name, depth)
-        modules = {id(v): v for *_, v in self.entries[first:] if isinstance(v, types.ModuleType) and _users(v)}
-        for module in modules.values():  # (`helper.R`: the names the code reads that the module has)
-            for name in names:
-                if name in vars(module):
+        modules = {id(v): v for *_, v in self.entries if isinstance(v, types.ModuleType) and _users(v.__name__)}
+        for module in modules.values():  # (`cfg.BLOCK`: what the code reads from a module of the user's)
+            for name in attributes:
+                if name in vars(module) and not isinstance(vars(module)[name], types.ModuleType):
                     self._watch(f"global `{name}` of module {module.__name__}", vars(module), name, depth)
 
     def _watch(self, what, holder, name, depth):
         value = _read(holder, name)
+        if any(h is holder and n == name for _, h, n, _ in self.entries):
+            return
         self.entries.append((what, holder, name, value))
-        if isinstance(value, types.FunctionType) and _owner(value.__module__) != "tilelang":
+        if isinstance(value, types.FunctionType) and _users(value.__module__):
             self._visit(value, depth + 1)
 
-    def changed(self) -> str | None:
-        """What changed since, or None; values equal to the remembered ones (a new 1000 for
-        1000) are remembered anew, so that the fast path's identity checks hold again."""
+    def check(self) -> str | None:
+        """What changed since, or None. An equal value in a new object is remembered instead
+        (so that fast paths made from now on check for it)."""
         for k, (what, holder, name, value) in enumerate(self.entries):
             now = _read(holder, name)
             if now is value:
                 continue
-            if value is not _EMPTY and not _same(now, value):  # (an unassigned one was not read)
+            if value is not _EMPTY and not _same(now, value):
                 return f"{what} is {_show(now)}, not {_show(value)} as when the kernel was compiled"
-            self.entries[k], self.renewed = (what, holder, name, now), True
+            self.entries[k] = (what, holder, name, now)
         return None
 
     def guards(self) -> tuple:
         """``(holder, name, value)`` per entry, for the fast path: a cell's name is None."""
-        return tuple((h, None if isinstance(h, types.CellType) else n, v) for _, h, n, v in self.entries)
+        return tuple(
+            (h, None if isinstance(h, types.CellType) else n, v) for _, h, n, v in self.entries if v is not _EMPTY
+        )
 
     def fingerprint(self) -> str:
-        """What was read, as text that another process gives alike (a key for what is cached
-        across processes): plain values by repr, helper functions by their code."""
-        lines = []
-        for what, _, _, value in self.entries:
-            if isinstance(value, _PLAIN):
-                lines.append(f"{what} = {value!r}")
-            elif isinstance(value, types.FunctionType):
-                lines.append(f"{what} = {_code_text(value.__code__)}")
-        return "\n".join(lines)
+        """What was read, as text another process gives alike: a key for what is cached on disk."""
+        return "\n".join(f"{what} = {_stable(value)}" for what, _, _, value in self.entries)
 
 
 def _code_objects(code):
@@ -96,18 +96,9 @@ def _code_objects(code):
             yield from _code_objects(const)
 
 
-def _users(module) -> bool:
-    """Whether ``module`` may hold the user's state (not tilelang's or NumPy's own)."""
-    return _owner(module.__name__) not in ("tilelang", "numpy", "ml_dtypes", "builtins")
-
-
-def _owner(module_name) -> str:
-    return (module_name or "").partition(".")[0]
-
-
-def _code_text(code) -> str:
-    consts = (_code_text(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts)
-    return f"{code.co_code.hex()} {code.co_names} ({', '.join(consts)})"
+def _users(module_name) -> bool:
+    """Whether a module may hold the user's state (not tilelang's or NumPy's own)."""
+    return (module_name or "").partition(".")[0] not in ("tilelang", "numpy", "ml_dtypes", "builtins")
 
 
 def _read(holder, name):
@@ -120,12 +111,51 @@ def _read(holder, name):
 
 
 def _same(a, b) -> bool:
-    if type(a) is not type(b) or not isinstance(a, _PLAIN):
+    """Equal as far as a trace can tell: plain values and containers of them by ``==`` (NaN is
+    NaN), functions by their code, defaults and closure."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, types.FunctionType):
+        cells, other = ([_read(c, None) for c in f.__closure__ or ()] for f in (a, b))
+        return (
+            _code_text(a.__code__) == _code_text(b.__code__)
+            and a.__globals__ is b.__globals__
+            and _same(a.__defaults__, b.__defaults__)
+            and len(cells) == len(other)
+            and all(x is y or _same(x, y) for x, y in zip(cells, other))
+        )
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(x is y or _same(x, y) for x, y in zip(a, b))
+    if not isinstance(a, (*_PLAIN, frozenset, set, dict)):
         return False
     try:
-        return bool(a == b) or (a != a and b != b)  # (NaN is NaN's own)
+        return bool(a == b) or (a != a and b != b)
     except Exception:
         return False
+
+
+def _code_text(code) -> str:
+    consts = (_code_text(c) if isinstance(c, types.CodeType) else _stable(c) for c in code.co_consts)
+    return f"{code.co_code.hex()} {code.co_names} ({', '.join(consts)})"
+
+
+def _stable(value) -> str:
+    """``value`` as text that does not depend on the process (no addresses, no hash order)."""
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}({', '.join(map(_stable, value))})"
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({', '.join(sorted(map(_stable, value)))})"
+    if isinstance(value, dict):
+        return f"dict({', '.join(sorted(f'{_stable(k)}: {_stable(v)}' for k, v in value.items()))})"
+    if isinstance(value, types.FunctionType):
+        return f"function {value.__qualname__} {_code_text(value.__code__)}"
+    if isinstance(value, types.ModuleType):
+        return f"module {value.__name__}"
+    if value is _EMPTY:
+        return "unassigned"
+    return f"a {type(value).__module__}.{type(value).__qualname__}"
 
 
 def _show(value) -> str:

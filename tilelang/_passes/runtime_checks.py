@@ -31,6 +31,7 @@ NO_ERROR = 2**31 - 1
 
 _ARITHMETIC = {"add": "addition", "sub": "subtraction", "mul": "multiplication", "neg": "negation", "abs": "abs",
                "floordiv": "floor division", "shl": "left shift", "reduce_sum": "sum", "cumsum": "cumsum"}  # fmt: skip
+_SUMS = ("reduce_sum", "cumsum")  # checked below 64 bits (redone in int64); an int64 sum has nothing wider
 _INDEXED = ("gather", "scatter", "atomic")
 _INT64_HINT = "compute offsets in int64, e.g. `tl.block_id(0).astype(tl.int64) * TILE` (see docs/language.md)"
 
@@ -222,7 +223,7 @@ class _Instrument:
             return
         r = eqn.outputs[0]
         t = r.type.dtype
-        if name in _ARITHMETIC and t.kind == "i" and (t.bits < 64 or name in _INT64_EXACT):
+        if name in _ARITHMETIC and t.kind == "i" and (t.bits < 64 or name not in _SUMS):
             message = f"{t.name} {_ARITHMETIC[name]} overflowed computing an index or offset; {_INT64_HINT}"
             self.check(block, eqn.loc, message, lambda tl: _no_overflow(tl, eqn, Tile(r), t))
         elif name == "convert" and t.is_int and eqn.inputs[0].type.dtype.is_int:
@@ -252,16 +253,13 @@ class _Instrument:
             self.check(block, eqn.loc, message, make_ok)
 
 
-_INT64_EXACT = ("add", "sub", "mul", "neg", "abs", "floordiv", "shl")  # (int64 sums are not checked)
-
-
 def _no_overflow(tl, eqn, r, t):
     """Whether ``r`` (dtype ``t``, wrapped), computed by ``eqn``, is the exact result."""
     name, low, high = eqn.prim.name, int(np.iinfo(t.np).min), int(np.iinfo(t.np).max)
     a, *rest = (_value(x).astype(t) for x in eqn.inputs)
     if name in ("neg", "abs"):
         return a != low
-    if name in ("reduce_sum", "cumsum"):  # the same sums in int64 (of an int32 or narrower tile: exact)
+    if name in _SUMS:  # the same sums in int64 (of an int32 or narrower tile: exact)
         wide = (tl.sum if name == "reduce_sum" else tl.cumsum)(a.astype(tl.int64), axis=eqn.params["axis"])
         return (wide >= low) & (wide <= high)
     (b,) = rest

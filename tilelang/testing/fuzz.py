@@ -32,7 +32,6 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import TileCheckError, TileError
-from ..kernel import TileKernel
 from .programs import Program, programs
 
 
@@ -177,7 +176,7 @@ def launch(kernel, grid, args, backend) -> None:
     if not mode:
         return kernel[grid](*args, backend=backend)
     try:
-        TileKernel(kernel.fn, num_threads=kernel.num_threads, debug=True)[grid](*args, backend=backend)
+        kernel.with_options(debug=True)[grid](*args, backend=backend)
     except TileCheckError:
         pass
 
