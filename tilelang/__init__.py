@@ -14,6 +14,7 @@ Write a kernel as a function over tiles, launch it over a grid of blocks::
 See docs/ for the language, the dtype rules and the compiler's stages.
 """
 
+from . import _operators  # noqa: F401 - attaches the tiles' operators
 from ._frontend.tracing import Array, Tile
 from .autotune import Config, autotune
 from .dtypes import (
