@@ -142,6 +142,23 @@ def test_a_constant_zero_step_is_refused_when_compiled(backend):
     check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, STEP)")
 
 
+@tl.tile_kernel
+def loop_with_no_effect(out, step, ZERO: tl.Constant):
+    acc = tl.zeros((4,))
+    for _ in tl.range(0, 4, 0 if ZERO else step):
+        acc += 1.0  # (never used: simplify drops the loop)
+
+
+@pytest.mark.parametrize("backend", HOST)
+def test_a_loop_with_no_effect_refuses_a_zero_step_too(backend):
+    """Simplify dropped the loop, and its check with it: a zero step passed, silently."""
+    out = np.zeros(4, np.float32)
+    err = launch_error(tl.TileValueError, lambda: loop_with_no_effect[1](out, 1, ZERO=True, backend=backend))
+    check(err, tl.TileValueError, r"tl.range: step must not be zero", expr="tl.range(0, 4, 0 if ZERO else step)")
+    err = launch_error(tl.TileValueError, lambda: loop_with_no_effect[1](out, 0, ZERO=False, backend=backend))
+    check(err, tl.TileValueError, r"argument `step` is 0", expr="tl.range(0, 4, 0 if ZERO else step)")
+
+
 def test_a_step_that_folds_to_zero_fails_on_the_cpu_backend_as_in_the_interpreter():
     """`s * STEP` with STEP=0 folds to a constant 0 in the thread program: the CPU backend skipped its check."""
     out = np.zeros(8, np.float32)

@@ -430,13 +430,13 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     stages, lap = {}, _Laps()
     program = _stage(stages, "tile_ir", lap("trace", trace(kernel, key)))  # the traced tile IR
     narrowings = narrowing_checks(program)  # (before simplify folds an explicit astype of the argument away)
+    zero_steps = zero_step_checks(program)  # (before simplify drops a loop with no effect: refused all the same)
     sites = None
     if kernel.debug:  # the kernel checks its index arithmetic and indices as it runs: checks added before folding
         # and CSE (folded arithmetic is checked, each at its own line), after dead code goes (it does not run)
         program, sites = lap("checks", add_checks(drop_unused(program)))
         program = _stage(stages, "checked", program)
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
-    zero_steps = zero_step_checks(program)
 
     def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner
         checked = zero_steps or narrowings or sites is not None

@@ -207,6 +207,7 @@ def full(shape, value, dtype=None) -> Tile:
 
 def zeros(shape, dtype=float32) -> Tile:
     """A tile of zeros: ``acc = tl.zeros((64, 64), tl.float32)``."""
+    current_block("zeros")  # (outside a kernel: named as the user wrote it)
     return full(shape, 0, dtype)
 
 

@@ -255,7 +255,8 @@ class Tile:
         raise located(
             TileSyntaxError(
                 "a tile has no Python truth value while tracing: `if`, `while`, `and`, `or` and `not` "
-                "on tiles cannot be traced; select elementwise with tl.where(cond, a, b)"
+                "on tiles cannot be traced; select elementwise with tl.where(cond, a, b) (or, to decide "
+                "while tracing, make the value a tl.Constant parameter)"
             )
         )
 

@@ -40,8 +40,9 @@ def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
         raise TileLimitError(
             f"this {out.type.strong()} tile is {layout.num_regs} elements per thread with {num_threads} threads per "
             f"block; a tile may hold at most {MAX_ELEMENTS_PER_THREAD} elements per thread (a tile of "
-            f"{MAX_ELEMENTS_PER_THREAD * num_threads} elements at {num_threads} threads, "
-            f"{MAX_ELEMENTS_PER_THREAD * MAX_THREADS} at {MAX_THREADS}): {fix}",
+            f"{MAX_ELEMENTS_PER_THREAD * num_threads} elements at {num_threads} threads"
+            + (f", {MAX_ELEMENTS_PER_THREAD * MAX_THREADS} at {MAX_THREADS}" if num_threads < MAX_THREADS else "")
+            + f"): {fix}",
             eqn.loc,
         )
 
