@@ -921,6 +921,15 @@ def test_a_python_float_that_an_int_array_cannot_hold(kernel, match, expr):
     x = np.arange(-300, -100, dtype=np.int32)
     err = launch_error(tl.TileTypeError, lambda: kernel[1](x, x.copy()))
     check(err, tl.TileTypeError, match, expr=expr)
+    out = x.copy()
+    int_padding_whole[1](x, out)
+    assert out[0] == -5
+
+
+@tl.tile_kernel
+def int_padding_whole(x, out):
+    a = tl.load(x, index=(0,), shape=(256,), padding=-5.0)
+    tl.store(out, tl.max(a, keepdims=True), index=(0,))
 
 
 @tl.tile_kernel
