@@ -204,3 +204,56 @@ def test_an_unassigned_closure_variable_is_no_guard():
     k[1](np.ones(4, np.float32), np.zeros(4, np.float32))
     assert [name for _, _, name, _ in k.captures.entries] == ["tl", "later"]  # (the cell: empty)
     assert len(k.captures.guards()) == 1  # (C reads NULL from an empty cell: a guard would decline every call)
+
+
+def test_a_helper_reaching_itself_through_its_closure_defined_again():
+    """Comparing the two helpers compared their closures, which held them: RecursionError."""
+
+    def make():
+        def rec(t, n):
+            return t if n == 0 else rec(t, n - 1) * 1.0
+
+        return rec
+
+    helper = make()
+
+    @tl.tile_kernel(backend="cpu")
+    def k(x, out):
+        tl.store(out, helper(tl.load(x, index=(0,), shape=(4,)), 2), index=(0,))
+
+    x, out = np.ones(4, np.float32), np.zeros(4, np.float32)
+    k[1](x, out)
+    helper = make()  # (the same code again)
+    k[1](x, out)
+    np.testing.assert_array_equal(out, 1.0)
+
+
+def test_autotuned_variants_share_what_the_kernel_read(monkeypatch):
+    """Each variant remembered its own: a change made after one key was tuned failed that variant's
+    trial as if the config were bad, and another config compiled with the new value."""
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "_FACTOR", 2.0, raising=False)
+
+    def scaled(x, out, B: tl.Constant):
+        tl.store(out, tl.load(x, index=(0,), shape=(B,)) * _FACTOR, index=(0,))  # noqa: F821 (set by the test)
+
+    tuned = tl.autotune(configs=[tl.Config(B=4), tl.Config(B=8)], key=["x"], cache=False)(
+        tl.tile_kernel(scaled, backend="cpu")
+    )
+    tuned[1](np.ones(8, np.float32), np.zeros(8, np.float32))
+    monkeypatch.setattr(module, "_FACTOR", 3.0)
+    with pytest.raises(tl.TileArgumentError, match="`_FACTOR` of module test_captures is 3.0, not 2.0"):
+        tuned[1](np.ones(16, np.float32), np.zeros(16, np.float32))  # (a new key: tuned again)
+
+
+def test_the_fingerprint_covers_defaults_and_array_contents():
+    def with_default(t, k=2.0):
+        return t * k
+
+    def other_default(t, k=3.0):
+        return t * k
+
+    from tilelang._frontend.captures import _stable
+
+    assert _stable(with_default).split(" defaults ")[1] != _stable(other_default).split(" defaults ")[1]
+    assert _stable(np.arange(3)) != _stable(np.arange(3) + 1) and _stable(np.arange(3)) == _stable(np.arange(3))

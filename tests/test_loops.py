@@ -774,6 +774,39 @@ def _kernel_with_a_nonlocal():
     return kernel
 
 
+def _nested_def_with_an_outer_nonlocal():
+    seen = 0
+
+    @tl.tile_kernel
+    def kernel(out, n):
+        def loop():
+            nonlocal seen  # (the enclosing function's, not the kernel's)
+            for _ in tl.range(n):
+                seen = seen + 1
+
+        loop()
+
+    return kernel
+
+
+@tl.tile_kernel
+def import_binds_a_global(out, n):
+    global math
+    for _ in tl.range(n):
+        import math  # noqa: F401
+
+
+@tl.tile_kernel
+def nested_def_changes_its_argument(out, n):
+    box = [0]
+
+    def loop(b):
+        for _ in tl.range(n):
+            b[0] = b[0] + 1
+
+    loop(box)
+
+
 @tl.tile_kernel
 def range_of_four(out, n):
     for _ in tl.range(0, n, 1, 2):
@@ -787,6 +820,9 @@ def range_of_four(out, n):
     (del_in_a_body, tl.TileSyntaxError, r"`del` inside a tl.range loop cannot be traced"),
     (a_global_counter, tl.TileSyntaxError, r"`_COUNT` is declared global or nonlocal, outside the kernel, and"),
     (_kernel_with_a_nonlocal(), tl.TileSyntaxError, r"`seen` is declared global or nonlocal, outside the kernel"),
+    (_nested_def_with_an_outer_nonlocal(), tl.TileSyntaxError, r"`seen` is declared global or nonlocal, outside"),
+    (import_binds_a_global, tl.TileSyntaxError, r"`math` is declared global or nonlocal, outside the kernel"),
+    (nested_def_changes_its_argument, tl.TileSyntaxError, r"`b\[0\]` is assigned inside a tl.range loop, but"),
     (range_of_four, tl.TileTypeError, r"tl.range\(start, stop=None, step=1\) takes from 1 to 3 positional"),
     (a_list_from_before_the_loop, tl.TileSyntaxError, r"`count\[0\]` is assigned inside a tl.range loop, but"),
     (an_attribute_from_before_the_loop, tl.TileSyntaxError, r"`state.acc` is assigned inside a tl.range loop"),

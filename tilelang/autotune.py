@@ -276,6 +276,8 @@ class Autotuned:
         for config in self.configs:
             try:
                 results.append((config, trial(config, first=True), None))
+            except TileArgumentError:  # the call's, not the config's (a global the kernel read changed): at once
+                raise
             except Exception as err:  # noqa: BLE001 - a TileError, or a launch the driver refused: say why
                 first = str(err).splitlines()[:1]
                 results.append((config, None, f"{type(err).__name__}: {first[0] if first else ''}"))

@@ -164,7 +164,7 @@ class TileKernel:
                 raise TileSyntaxError(f"tile kernel {fn.__name__}: {message}")
         self.constants = {n for n, p in self.signature.parameters.items() if _is_constant_annotation(p.annotation, fn)}
         self._traceable = None
-        self.captures = None  # the globals and closure variables it read when first compiled
+        self._read = [None]  # the globals and closure variables it read when first compiled (shared with twins)
         self._source_lines = source_lines(fn)  # (read now: the file may change before the first trace)
         self._compiled = {}
         self._call_sites = {}  # grid -> kernel[grid] (evaluated at every launch)
@@ -201,13 +201,18 @@ class TileKernel:
             site = self._call_sites[grid] = _call_site(self, grid)
         return site
 
+    @property
+    def captures(self):
+        """What its first compile read besides the arguments (tilelang/_frontend/captures.py), or None."""
+        return self._read[0]
+
     def with_options(self, **options) -> TileKernel:
         """This kernel with other options of :func:`tile_kernel` (an autotuner's variant, a debug
         twin): the same function, traced from the same source."""
         mine = dict(backend=self.backend, num_threads=self.num_threads, debug=self.debug, num_stages=self.num_stages,
                     arch=self.arch, copies_first=self.copies_first)  # fmt: skip
         twin = TileKernel(self.fn, **(mine | options))
-        twin._source_lines = self._source_lines
+        twin._source_lines, twin._read = self._source_lines, self._read  # (one function: what it read is one)
         return twin
 
     def traceable(self):
@@ -274,8 +279,8 @@ class TileKernel:
         compiled = self._compiled.get((key, backend))
         if compiled is None:
             compiled = self._compiled[key, backend] = compile_kernel(self, key, backend)
-        if self.captures is None:  # what its first compile read (a failed one read nothing to keep)
-            self.captures = Captures(self.fn)
+        if self._read[0] is None:  # what its first compile read (a failed one read nothing to keep)
+            self._read[0] = Captures(self.fn)
         return compiled
 
 

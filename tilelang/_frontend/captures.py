@@ -16,6 +16,7 @@ state) are not watched; nor is the inside of a mutable object.
 from __future__ import annotations
 
 import dis
+import hashlib
 import types
 
 import numpy as np
@@ -110,22 +111,27 @@ def _read(holder, name):
     return holder.get(name, _EMPTY)
 
 
-def _same(a, b) -> bool:
+def _same(a, b, comparing=None) -> bool:
     """Equal as far as a trace can tell: plain values and containers of them by ``==`` (NaN is
-    NaN), functions by their code, defaults and closure."""
+    NaN), functions by their code, defaults and closure (``comparing``: the pairs of functions
+    under comparison, so that a function reaching itself through its closure ends)."""
     if type(a) is not type(b):
         return False
     if isinstance(a, types.FunctionType):
+        comparing = comparing or set()
+        if (id(a), id(b)) in comparing:
+            return True
+        comparing.add((id(a), id(b)))
         cells, other = ([_read(c, None) for c in f.__closure__ or ()] for f in (a, b))
         return (
             _code_text(a.__code__) == _code_text(b.__code__)
             and a.__globals__ is b.__globals__
-            and _same(a.__defaults__, b.__defaults__)
+            and _same(a.__defaults__, b.__defaults__, comparing)
             and len(cells) == len(other)
-            and all(x is y or _same(x, y) for x, y in zip(cells, other))
+            and all(x is y or _same(x, y, comparing) for x, y in zip(cells, other))
         )
     if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(x is y or _same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(x is y or _same(x, y, comparing) for x, y in zip(a, b))
     if not isinstance(a, (*_PLAIN, frozenset, set, dict)):
         return False
     try:
@@ -150,7 +156,9 @@ def _stable(value) -> str:
     if isinstance(value, dict):
         return f"dict({', '.join(sorted(f'{_stable(k)}: {_stable(v)}' for k, v in value.items()))})"
     if isinstance(value, types.FunctionType):
-        return f"function {value.__qualname__} {_code_text(value.__code__)}"
+        return f"function {value.__qualname__} {_code_text(value.__code__)} defaults {_stable(value.__defaults__)}"
+    if isinstance(value, np.ndarray):  # (its contents, by digest)
+        return f"array {value.dtype} {value.shape} {hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
     if isinstance(value, types.ModuleType):
         return f"module {value.__name__}"
     if value is _EMPTY:

@@ -263,6 +263,13 @@ def _rebound_by_closures(fn) -> list:
     return [n for n in dict.fromkeys(inner) if n in own]
 
 
+_OUTSIDE = (
+    "is declared global or nonlocal, outside the kernel, and assigned inside a tl.range loop: the body is "
+    "traced once, so it would be assigned once, not per iteration; keep the value in a name of the kernel "
+    "(it is then carried)"
+)
+
+
 def _params(fn) -> set:
     return {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}
 
@@ -280,10 +287,7 @@ def _check_body(body, filename, outside: set, params: set):
     for node in _walk_scope(body):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in outside:
             raise TileSyntaxError(
-                f"`{node.id}` is declared global or nonlocal, outside the kernel, and assigned inside a tl.range "
-                "loop: the body is traced once, so it would be assigned once, not per iteration; keep the value in "
-                "a name of the kernel (it is then carried)",
-                SourceLoc(filename, node.lineno, node.col_offset, node.end_col_offset),
+                f"`{node.id}` {_OUTSIDE}", SourceLoc(filename, node.lineno, node.col_offset, node.end_col_offset)
             )
         if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
             fail(node, type(node).__name__.lower())
@@ -335,10 +339,15 @@ class _LoopRewriter(ast.NodeTransformer):
         self.changed = False
 
     def visit_FunctionDef(self, node):
-        # its names outside the kernel (a global; a nonlocal of the kernel's own: a def nested in the
-        # kernel shares the kernel's names), and those its closures rebind (carried where they change)
-        outside = _declared(node.body, ast.Global) | (set() if self.scopes else _declared(node.body, ast.Nonlocal))
-        self.scopes.append((outside, _rebound_by_closures(node), _params(node)))
+        # its names outside the kernel: a global, a nonlocal no function of the kernel around it binds
+        # (a def nested in the kernel shares the kernel's names); and those its closures rebind
+        declared = _declared(node.body, (ast.Global, ast.Nonlocal))
+        bound = (set(_assigned_names(node.body)) | _params(node)) - declared
+        inner = [scope[3] for scope in self.scopes]  # (the functions of the kernel around it)
+        outside = _declared(node.body, ast.Global) | {
+            n for n in _declared(node.body, ast.Nonlocal) if not any(n in b for b in inner)
+        }
+        self.scopes.append((outside, _rebound_by_closures(node), _params(node), bound))
         try:
             return self.generic_visit(node)
         finally:
@@ -355,10 +364,13 @@ class _LoopRewriter(ast.NodeTransformer):
             raise TileSyntaxError("the target of a tl.range loop must be a single name", loc)
         if node.orelse:
             raise TileSyntaxError("`for ... else` is not supported with tl.range", loc)
-        outside, by_closures, params = self.scopes[-1] if self.scopes else (set(), [], set())
-        _check_body(node.body, self.filename, outside, params)
+        outside, by_closures, _, _ = self.scopes[-1] if self.scopes else (set(), [], set(), set())
+        kernel_params = self.scopes[0][2] if self.scopes else set()
+        _check_body(node.body, self.filename, outside, kernel_params)
         self.changed = True
         assigned = _assigned_names(node.body)
+        if bound_outside := [n for n in assigned if n in outside]:  # (by an import, a def, a walrus: not a plain `=`)
+            raise TileSyntaxError(f"`{bound_outside[0]}` {_OUTSIDE}", loc)
         assigned += [n for n in by_closures if n not in assigned and n not in outside]
         names = [n for n in assigned if n != node.target.id]
         fn_name = f"__tl_body_{next(self.count)}"
