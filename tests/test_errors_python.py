@@ -533,6 +533,8 @@ def misused(x, out, what: tl.Constant):
         a = a.frobnicate
     elif what == "array":
         a = a + x.size
+    elif what == "array_set":
+        x.size = 4
     elif what == "literal":
         a = a + 2**64
     elif what == "cdiv0":
@@ -552,6 +554,7 @@ def misused(x, out, what: tl.Constant):
     ("sum", tl.TileAttributeError, r"a tile has no attribute `sum`; use tl.sum\(t, ...\)", "a.sum"),
     ("other", tl.TileAttributeError, r"`frobnicate`; a tile has .shape, .dtype", "a.frobnicate"),
     ("array", tl.TileAttributeError, r"an array argument has no attribute `size`", "x.size"),
+    ("array_set", tl.TileAttributeError, r"an array argument's attributes cannot be set \(`size`\)", "x.size"),
     ("literal", tl.TileTypeError, r"Python int 18446744073709551616 does not fit in int64 or uint64", "a + 2**64"),
     ("cdiv0", tl.TileValueError, r"tl.cdiv\(16, 0\): division by zero", "tl.cdiv(16, 0)"),
     ("cdiv_float", tl.TileTypeError, r"tl.cdiv takes integers or integer tiles, got 10.0 and 3", "tl.cdiv(10.0, 3)"),

@@ -360,6 +360,13 @@ class Array:
     def __len__(self):
         raise located(TileTypeError("len() of an array argument: its size is a runtime value; use x.shape[0]"))
 
+    def __setattr__(self, name, value):
+        if name != "var":
+            raise located(
+                TileAttributeError(f"an array argument's attributes cannot be set (`{name}`); write it with tl.store")
+            )
+        object.__setattr__(self, name, value)
+
     def __getattr__(self, name):  # (only for what an array argument does not have)
         if name.startswith("__"):
             raise AttributeError(name)
