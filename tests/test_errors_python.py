@@ -689,6 +689,60 @@ def test_check_kernel_refuses_outputs_that_are_not_arrays(outputs, match):
         check_kernel(writes_nothing, 1, args=(X, OUT, 2.0), reference=lambda x, out, s: x, outputs=outputs, TILE=4)
 
 
+@tl.tile_kernel
+def triples(x, out):
+    tl.store(out, tl.load(x, index=(0,), shape=(8,)) * 3.0, index=(0,))
+
+
+class _ArrayLike:
+    """An array by ``__array_interface__`` only (not a NumPy array)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+    @property
+    def dtype(self):
+        return self.a.dtype
+
+
+def test_check_kernel_can_fail():
+    """Each of these passed a wrong kernel: an array-like output was shared by the reference and
+    the backends (compared with itself), no backends or no outputs checked nothing, a float
+    reference of an int64 output hid an off-by-one past 2**53, and arrays() drew float32 values
+    outside its bounds."""
+    from hypothesis import given, settings
+
+    from tilelang.testing import arrays, assert_close, check_kernel
+
+    x = np.arange(8, dtype=np.float32)
+
+    def doubled_in_place(x, out):
+        out[...] = 2 * np.asarray(x)
+        return np.asarray(out)
+
+    with pytest.raises(AssertionError):
+        check_kernel(triples, 1, (x, _ArrayLike(np.zeros(8, np.float32))), reference=doubled_in_place)
+    for options in (dict(backends=()), dict(outputs=())):
+        with pytest.raises(ValueError, match="nothing would be checked"):
+            check_kernel(triples, 1, (x, np.zeros(8, np.float32)), reference=lambda x, o: x * 3, **options)
+    with pytest.raises(ValueError, match="positions or parameter names"):
+        check_kernel(triples, 1, (x, np.zeros(8, np.float32)), reference=lambda x, o: x * 3, outputs=(True,))
+    check_kernel(triples, 1, (x, np.zeros(8, np.float32)), reference=lambda x, o: x * 3, backends="interpret")
+    with pytest.raises(AssertionError, match="compute the reference in int64"):
+        assert_close(np.array([2**53 + 1], np.int64), np.array([2.0**53]))
+
+    @settings(max_examples=50, database=None)
+    @given(arrays(tl.float32, (8,), min_value=0.1, max_value=0.2))
+    def within(a):
+        assert a.min() >= np.float32(0.1) and float(a.max()) <= 0.2
+
+    within()
+
+
 def test_recursive_kernels():
     err = launch_error(tl.TileSyntaxError, lambda: recurses_without_end[1](X, OUT))
     check(err, tl.TileSyntaxError, r"recursion does not end while the kernel is traced.*tl\.Constant",

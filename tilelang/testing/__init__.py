@@ -82,9 +82,9 @@ def _float_bounds(np_dtype, lo, hi):
     """``lo``/``hi`` moved inward to finite values ``np_dtype`` represents exactly (Hypothesis needs that)."""
     big = float(ml_dtypes.finfo(np_dtype).max)
     lo, hi = max(-big if lo is None else lo, -big), min(big if hi is None else hi, big)
-    v, w = np_dtype.type(lo), np_dtype.type(hi)
-    lo = float(v if v >= lo else np.nextafter(v, np_dtype.type(np.inf)))
-    hi = float(w if w <= hi else np.nextafter(w, np_dtype.type(-np.inf)))
+    v, w = np_dtype.type(lo), np_dtype.type(hi)  # (compared as Python floats: NumPy 2 would round lo to the dtype)
+    lo = float(v if float(v) >= lo else np.nextafter(v, np_dtype.type(np.inf)))
+    hi = float(w if float(w) <= hi else np.nextafter(w, np_dtype.type(-np.inf)))
     return lo, hi
 
 
@@ -155,6 +155,11 @@ def assert_close(actual, expected, dtype=None, *, rtol=None, atol=None, err_msg:
     d = _dt.dtype(actual.dtype if dtype is None else dtype)
     assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}. {err_msg}"
     if not d.is_float:
+        if expected.dtype.kind == "f" and np.any(np.abs(expected[np.isfinite(expected)]) >= 2.0**53):
+            raise AssertionError(
+                f"a float reference for an integer output from 2**53 on: it cannot hold every integer there (compared "
+                f"in float64, off-by-one results would pass); compute the reference in {d.name}. {err_msg}"
+            )
         np.testing.assert_array_equal(actual, expected, err_msg=err_msg, strict=False)
         return
     default_rtol, default_atol = tolerance(d)
@@ -188,7 +193,11 @@ def default_backends() -> tuple[str, ...]:
 
 
 def _copy(value):
-    return np.array(value, copy=True) if isinstance(value, np.ndarray) else value
+    """A fresh copy of an array argument (a torch tensor by ``clone``, any other array-like by
+    NumPy: shared, the reference and each backend would see each other's writes)."""
+    if isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") and not isinstance(value, np.generic):
+        return np.array(value, copy=True)
+    return value.clone() if callable(getattr(value, "clone", None)) and hasattr(value, "dtype") else value
 
 
 def _identical(a, b) -> bool:
@@ -242,6 +251,12 @@ def check_kernel(
     """
     if (args is None) == (args_factory is None):
         raise ValueError("check_kernel: give exactly one of args= or args_factory=")
+    backends = (backends,) if isinstance(backends, str) else backends
+    outputs = (outputs,) if isinstance(outputs, (str, int)) else tuple(outputs)
+    if backends is not None and not backends or not outputs:
+        raise ValueError("check_kernel: no backends or no outputs: nothing would be checked")
+    if any(isinstance(o, bool) or not isinstance(o, (int, str)) for o in outputs):
+        raise ValueError(f"check_kernel: outputs are positions or parameter names, got {outputs!r}")
 
     first = [_copy(a) for a in (args if args is not None else args_factory())]
 
