@@ -711,9 +711,9 @@ class _ArrayLike:
 
 def test_check_kernel_can_fail():
     """Each of these passed a wrong kernel: an array-like output was shared by the reference and
-    the backends (compared with itself), no backends or no outputs checked nothing, a float
-    reference of an int64 output hid an off-by-one past 2**53, and arrays() drew float32 values
-    outside its bounds."""
+    the backends (compared with itself), no backends or no outputs checked nothing, a write to an
+    argument not named as an output went unseen, a float reference of an int64 output hid an
+    off-by-one past 2**53, and arrays() drew float32 values outside its bounds."""
     from hypothesis import given, settings
 
     from tilelang.testing import arrays, assert_close, check_kernel
@@ -732,6 +732,9 @@ def test_check_kernel_can_fail():
     with pytest.raises(ValueError, match="positions or parameter names"):
         check_kernel(triples, 1, (x, np.zeros(8, np.float32)), reference=lambda x, o: x * 3, outputs=(True,))
     check_kernel(triples, 1, (x, np.zeros(8, np.float32)), reference=lambda x, o: x * 3, backends="interpret")
+    out = np.zeros(8, np.float32)
+    with pytest.raises(AssertionError, match="`out`, not an output, was written"):  # (x named as the output)
+        check_kernel(triples, 1, (x, out), reference=lambda x, o: x, outputs=(0,))
     with pytest.raises(AssertionError, match="compute the reference in int64"):
         assert_close(np.array([2**53 + 1], np.int64), np.array([2.0**53]))
 

@@ -280,7 +280,11 @@ def check_kernel(
         run_args = fresh()
         kernel[grid](*run_args, backend=backend, **constants)
         result = [run_args[p] for p in positions]
+        names = list(kernel.signature.parameters)
         for p, got, want in zip(positions, result, expected):
-            name = list(kernel.signature.parameters)[p]
-            assert_close(got, want, got.dtype, rtol=rtol, atol=atol, err_msg=f"output `{name}` on backend {backend!r}")
+            where = f"output `{names[p]}` on backend {backend!r}"
+            assert_close(got, want, got.dtype, rtol=rtol, atol=atol, err_msg=where)
+        for i, (now, was) in enumerate(zip(run_args, first)):  # the other arrays: left as they were
+            if i not in positions and isinstance(now, np.ndarray) and not _identical(now, was):
+                raise AssertionError(f"check_kernel: `{names[i]}`, not an output, was written on backend {backend!r}")
     return result
