@@ -24,7 +24,7 @@ import numpy as np
 from ..dtypes import DType
 
 _MAX_DEPTH = 4  # helpers of helpers of ... of the kernel
-_EMPTY = object()  # an empty closure cell, or a global not there (it cannot have been read)
+EMPTY = object()  # an empty closure cell, or a global not there (it cannot have been read)
 _PLAIN = (bool, int, float, complex, str, bytes, DType, np.generic, type(None))
 _GLOBALS = {"LOAD_GLOBAL", "LOAD_NAME"}
 _ATTRIBUTES = {"LOAD_ATTR", "LOAD_METHOD"}
@@ -74,7 +74,7 @@ class Captures:
             now = _read(holder, name)
             if now is value:
                 continue
-            if value is not _EMPTY and not _same(now, value):
+            if value is not EMPTY and not _same(now, value):
                 return f"{what} is {_show(now)}, not {_show(value)} as when the kernel was compiled"
             self.entries[k] = (what, holder, name, now)
         return None
@@ -82,7 +82,7 @@ class Captures:
     def guards(self) -> tuple:
         """``(holder, name, value)`` per entry, for the fast path: a cell's name is None."""
         return tuple(
-            (h, None if isinstance(h, types.CellType) else n, v) for _, h, n, v in self.entries if v is not _EMPTY
+            (h, None if isinstance(h, types.CellType) else n, v) for _, h, n, v in self.entries if v is not EMPTY
         )
 
     def fingerprint(self) -> str:
@@ -102,13 +102,16 @@ def _users(module_name) -> bool:
     return (module_name or "").partition(".")[0] not in ("tilelang", "numpy", "ml_dtypes", "builtins")
 
 
+def read_cell(cell):
+    """A closure cell's value, or EMPTY (assigned after the function was made, or deleted)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return EMPTY
+
+
 def _read(holder, name):
-    if isinstance(holder, types.CellType):
-        try:
-            return holder.cell_contents
-        except ValueError:
-            return _EMPTY
-    return holder.get(name, _EMPTY)
+    return read_cell(holder) if isinstance(holder, types.CellType) else holder.get(name, EMPTY)
 
 
 def _same(a, b, comparing=None) -> bool:
@@ -161,10 +164,10 @@ def _stable(value) -> str:
         return f"array {value.dtype} {value.shape} {hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()}"
     if isinstance(value, types.ModuleType):
         return f"module {value.__name__}"
-    if value is _EMPTY:
+    if value is EMPTY:
         return "unassigned"
     return f"a {type(value).__module__}.{type(value).__qualname__}"
 
 
 def _show(value) -> str:
-    return "unassigned" if value is _EMPTY else repr(value)[:80]
+    return "unassigned" if value is EMPTY else repr(value)[:80]

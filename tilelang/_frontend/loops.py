@@ -32,6 +32,7 @@ from .. import dtypes
 from .._ir import primitives as P
 from .._ir.core import Block, Literal, TileType, Var
 from ..errors import SourceLoc, TileSyntaxError, TileTypeError, user_location
+from .captures import EMPTY, read_cell
 from .tracing import (
     Tile,
     TraceScope,
@@ -255,11 +256,9 @@ def _declared(body, kinds) -> set:
     return {n for node in _walk_scope(body) if isinstance(node, kinds) for n in node.names}
 
 
-def _rebound_by_closures(fn) -> list:
-    """Names of ``fn``'s own scope that functions nested in it rebind through ``nonlocal``."""
+def _rebound_by_closures(fn, own: set) -> list:
+    """Names of ``fn``'s own scope (``own``) that functions nested in it rebind through ``nonlocal``."""
     inner = [n for node in ast.walk(fn) if isinstance(node, ast.Nonlocal) for n in node.names]
-    own = set(_assigned_names(fn.body)) | _params(fn)
-    own -= _declared(fn.body, (ast.Global, ast.Nonlocal))
     return [n for n in dict.fromkeys(inner) if n in own]
 
 
@@ -347,7 +346,7 @@ class _LoopRewriter(ast.NodeTransformer):
         outside = _declared(node.body, ast.Global) | {
             n for n in _declared(node.body, ast.Nonlocal) if not any(n in b for b in inner)
         }
-        self.scopes.append((outside, _rebound_by_closures(node), _params(node), bound))
+        self.scopes.append((outside, _rebound_by_closures(node, bound), _params(node), bound))
         try:
             return self.generic_visit(node)
         finally:
@@ -443,7 +442,7 @@ def rewrite_loops(fn, lines: list):
     namespace = dict(vars(builtins))
     namespace.update(fn.__globals__)
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    namespace.update((name, cell.cell_contents) for name, cell in cells.items() if _filled(cell))
+    namespace.update((name, value) for name, cell in cells.items() if (value := read_cell(cell)) is not EMPTY)
 
     def is_tl_range(expr):
         try:
@@ -479,11 +478,3 @@ def rewrite_loops(fn, lines: list):
     new = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     new.__kwdefaults__ = fn.__kwdefaults__
     return new
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 (an empty cell raises)
-    except ValueError:
-        return False
-    return True
