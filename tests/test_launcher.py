@@ -81,10 +81,20 @@ def test_values_that_do_not_fit_their_parameter_are_errors():
         FakeDriver("i\0")
     with pytest.raises(OverflowError, match="float32's range"):
         FakeDriver("f").launcher((1, 1, 1), 0, (1e39,))
-    with pytest.raises(OverflowError, match="32 bits"):
-        FakeDriver("i").launcher((2**32 + 1, 1, 1), 0, (1,))
+    for grid in [(2**31, 1, 1), (1, 65_536, 1), (1, 1, 65_536), (2**64, 1, 1)]:  # past CUDA's grid limits
+        with pytest.raises(OverflowError):
+            FakeDriver("i").launcher(grid, 0, (1,))
     with pytest.raises(ValueError, match="NULL"):
         launcher_module().Launcher(1, 128, 0, "i", 1, (0, 0, 0), print, None)
+
+
+def test_a_fast_path_declines_a_grid_past_cudas_limits():
+    """(The full path then names the grid at the user's line; the driver would say INVALID_VALUE.)"""
+    fast_path, driver = fast_path_with("", ())
+    assert fast_path((2**31 - 1, 65_535, 65_535), (), {}, None, None)
+    for grid in [(2**31, 1, 1), (1, 65_536, 1), (1, 1, 65_536)]:
+        assert not fast_path(grid, (), {}, None, None)
+    assert [g for g, *_ in driver.launches] == [(2**31 - 1, 65_535, 65_535)]
 
 
 def test_values_that_change_the_sequence_while_packed_are_safe():

@@ -204,8 +204,8 @@ int read_grid(PyObject *grid, unsigned out[3]) {
     for (int i = 0; i < 3; i++) {
         unsigned long size = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(grid, i));
         if (size == (unsigned long)-1 && PyErr_Occurred()) return 0;
-        if (size > UINT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "a grid size past 32 bits");
+        if (size > (i == 0 ? 0x7fffffffUL : 65535UL)) { /* CUDA's limits: a fast path declines, the full path names it */
+            PyErr_SetString(PyExc_OverflowError, "a grid size past CUDA's limits");
             return 0;
         }
         out[i] = (unsigned)size;

@@ -392,7 +392,7 @@ class HostRunner:
                     _check_writable(name, array, zero_copy)
                 values.append(array)
             elif self.interpret:
-                values.append(np.asarray(arguments[name]).astype(var.type.dtype.np)[()])
+                values.append(var.type.dtype.cast(arguments[name])[()])
             else:
                 values.append(scalar_converter(var.type)(arguments[name]))
         self.run(grid, values)

@@ -69,6 +69,15 @@ class DType:
     def itemsize(self):
         return max(self.bits // 8, 1)
 
+    def cast(self, x) -> np.ndarray:
+        """``x`` as a NumPy array of this dtype, floats rounded to nearest once (integers wrap,
+        as NumPy's ``astype``). ml_dtypes before 0.7 rounds float64 and integers to bfloat16
+        through float32, twice: 1 + 2**-8 + 2**-40 became 1, not 1 + 2**-7."""
+        x = np.asarray(x)
+        if self.name == "bfloat16" and x.dtype.name in ("float64", "int32", "uint32", "int64", "uint64"):
+            x = _float32_odd(x)
+        return x.astype(self.np)
+
 
 _ALL = [
     DType("bool", "bool", np.bool_, "b", 8),
@@ -169,3 +178,19 @@ def scalar_dtype(value) -> DType:
     if isinstance(value, float):
         return float32
     raise TileTypeError(f"{type(value).__name__} value {value!r} is not a scalar")
+
+
+def _float32_odd(x: np.ndarray) -> np.ndarray:
+    """float64 or integer values → float32 rounded to odd (toward zero, the last bit set where
+    inexact): rounding that to a 16-bit float rounds once."""
+    with np.errstate(all="ignore"):
+        r = x.astype(np.float32)  # rounded to nearest, once
+        if x.dtype.kind == "f":
+            back = r.astype(np.float64)
+            inexact, away = (back != x) & (x == x), np.abs(back) > np.abs(x)
+        else:
+            hi = (x >> 11) << 11  # x = hi + lo, both exact in float64
+            diff = (r.astype(np.float64) - hi.astype(np.float64)) - (x - hi).astype(np.float64)  # r - x, exact
+            inexact, away = diff != 0, (diff > 0) == (r > 0)
+    u = r.view(np.uint32)
+    return np.where(inexact, (u - away.astype(np.uint32)) | np.uint32(1), u).view(np.float32)

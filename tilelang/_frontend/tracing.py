@@ -144,14 +144,14 @@ def literal(value, dtype=None) -> Literal:
             raise located(TileTypeError(f"Python int {value} does not fit in {d.name}"))
     # A weak Python float keeps double precision until it is converted to the dtype it meets,
     # so that ``x_f64 * 0.1`` multiplies by 0.1 (not by float32(0.1)) and ``x_f64 * 1e300`` is finite.
-    stored = np.float64 if weak and d.is_float else d.np
+    stored = dtypes.float64 if weak and d.is_float else d
     with np.errstate(all="ignore"):
         array = np.asarray(value)
         if d.is_int and array.dtype.kind not in "biu":  # a float: as at run time (truncated; NaN, out of range: 0)
             from .._ir.primitives import convert
 
             return Literal(convert.rule("interpret")(None, array, dtype=d)[0][()], TileType((), d, weak))
-        return Literal(array.astype(stored)[()], TileType((), d, weak))
+        return Literal(stored.cast(array)[()], TileType((), d, weak))
 
 
 def as_atom(x, what="operand"):

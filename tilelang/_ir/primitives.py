@@ -196,33 +196,15 @@ where.rules.update(type=_where_type, interpret=lambda ctx, c, x, y: [np.where(c,
 convert = primitive("convert")
 
 
-def float32_odd(x):
-    """float64 or integer values → float32 rounded to odd (toward zero, the last bit set where
-    inexact): rounding that to a 16-bit float rounds once. (ml_dtypes rounds float64 and int32 to
-    bfloat16 through float32, twice: 1 + 2**-8 + 2**-40 became 1.)"""
-    r = x.astype(np.float32)  # rounded to nearest, once
-    if _is_float(x):
-        back = r.astype(np.float64)
-        inexact, away = (back != x) & (x == x), np.abs(back) > np.abs(x)
-    else:
-        hi = (x >> 11) << 11  # x = hi + lo, both exact in float64
-        diff = (r.astype(np.float64) - hi.astype(np.float64)) - (x - hi).astype(np.float64)  # r - x, exact
-        inexact, away = diff != 0, (diff > 0) == (r > 0)
-    u = r.view(np.uint32)
-    return np.where(inexact, (u - away.astype(np.uint32)) | np.uint32(1), u).view(np.float32)
-
-
 def _convert_interpret(ctx, x, *, dtype, weak=False):
     with np.errstate(all="ignore"):
         if dtype.is_bool:
             return [x != 0]
-        if dtype.name == "bfloat16" and x.dtype.name in ("float64", "int32", "uint32", "int64", "uint64"):
-            x = float32_odd(np.asarray(x))  # (NumPy rounds float64 to float16 once by itself)
         if dtype.is_int and _is_float(x):  # truncate toward zero; NaN and overflow give 0
             x = np.trunc(x.astype(np.float64))
             info = np.iinfo(dtype.np)
             x = np.where((x >= info.min) & (x < float(info.max) + 1), x, 0)  # float(max) rounds up for 64 bits
-        return [np.asarray(x).astype(dtype.np)]
+        return [dtype.cast(x)]
 
 
 convert.rules.update(
@@ -252,7 +234,7 @@ def _full_type(v, *, shape, dtype):
 
 full.rules.update(
     type=_full_type,
-    interpret=lambda ctx, v, *, shape, dtype: [np.full(shape, v, dtype=dtype.np)],
+    interpret=lambda ctx, v, *, shape, dtype: [np.broadcast_to(dtype.cast(v), shape).copy()],
 )
 
 iota = primitive("iota")

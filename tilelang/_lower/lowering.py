@@ -516,7 +516,7 @@ def _wrap(value, dtype):
     if dtype.is_int:
         value = int(value) & ((1 << dtype.bits) - 1)
         return value - (1 << dtype.bits) if dtype.kind == "i" and value >> (dtype.bits - 1) else value
-    return float(np.asarray(value).astype(dtype.np))
+    return float(dtype.cast(value))
 
 
 def _is_zero(x, negative):

@@ -102,7 +102,7 @@ class Checked:
                 value = np.asarray(arguments[name])
                 with np.errstate(all="ignore"):
                     for d in chain:
-                        value = value.astype(d.np)
+                        value = d.cast(value)
                 if value == 0:
                     raise TileValueError(f"tl.range: step must not be zero (argument `{name}` is {value})", loc)
         if self.sites is None:

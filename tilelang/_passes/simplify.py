@@ -83,7 +83,7 @@ def _fold(eqn):
         return None
     values = [np.asarray(a.value) for a in eqn.inputs]
     (result,) = eqn.prim.rule("interpret")(None, *values, **eqn.params)
-    return Literal(np.asarray(result).astype(eqn.outputs[0].type.dtype.np)[()], eqn.outputs[0].type)
+    return Literal(eqn.outputs[0].type.dtype.cast(result)[()], eqn.outputs[0].type)
 
 
 def _eliminate_dead(block: Block, live: set | None = None) -> bool:
