@@ -160,6 +160,63 @@ def test_an_op_that_writes_and_returns_has_no_silent_backward():
         y.sum().backward()
 
 
+def test_what_an_op_writes_carries_no_silent_gradient():
+    """A write from an input that requires grad reaches the op's (missing) backward; a tensor
+    whose history was overwritten no longer reaches its old one."""
+    x, out = torch.randn(10, requires_grad=True), torch.zeros(10)
+    double_into(x, out)
+    assert torch.equal(out, 2 * x.detach())
+    with pytest.raises(tl.TileError, match="double_into has no backward"):
+        out.sum().backward()
+    w = torch.randn(10, requires_grad=True)
+    out = w * 1
+    double_into(torch.randn(10), out)
+    with pytest.raises(tl.TileError, match="double_into has no backward"):
+        out.sum().backward()
+    with torch.no_grad():
+        double_into(x, out)  # (nothing recorded: fine)
+
+
+@tl.torch.custom_op("tilelang_tests::doubled_and_tripled", mutates_args=())
+def doubled_and_tripled(x: torch.Tensor) -> list[torch.Tensor]:
+    return [double_op(x), double_op(x) * 1.5]
+
+
+@tl.torch.custom_op("tilelang_tests::sum_and_pair", mutates_args=())
+def sum_and_pair(x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    return x.sum(), [double_op(x), double_op(x) * 1.5]
+
+
+def test_ops_returning_lists_of_tensors_differentiate():
+    """The backward gets a list's gradients as a list, as torch.library.custom_op's does (autograd
+    tracks only tensors returned directly or in a tuple: they lost their gradient silently)."""
+    doubled_and_tripled.register_autograd(lambda ctx, g: 2 * g[0] + 3 * g[1])
+    sum_and_pair.register_autograd(lambda ctx, s, g: s + 2 * g[0] + 3 * g[1])
+    x = torch.randn(8, requires_grad=True)
+    a, b = outputs = doubled_and_tripled(x)
+    assert isinstance(outputs, list) and torch.equal(b, 3 * x.detach())
+    ((a + b).sum() + x.sum()).backward()
+    assert torch.equal(x.grad, torch.full((8,), 6.0))
+    total, pair = sum_and_pair(x)
+    assert isinstance(pair, list) and len(pair) == 2
+    (grad,) = torch.autograd.grad(total + pair[1].sum(), x)
+    assert torch.equal(grad, torch.full((8,), 4.0))
+
+
+def test_an_op_given_a_symbolic_size_compiles_for_every_shape():
+    """(Asking a SymInt for requires_grad broke fullgraph once a second shape made sizes dynamic.)"""
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: double_op(x) * x.shape[0] + scaled_by(x, x.shape[0]), fullgraph=True)
+    for n in (5, 9, 12):
+        x = torch.randn(n)
+        torch.testing.assert_close(f(x), 2 * n * x + n * x)
+
+
+@tl.torch.custom_op("tilelang_tests::scaled_by", mutates_args=())
+def scaled_by(x: torch.Tensor, k: int) -> torch.Tensor:
+    return double_op(x) * (k / 2)
+
+
 def test_an_op_without_backward_compiles_where_inputs_require_grad():
     x = torch.randn(10, requires_grad=True)
     y = torch.compile(lambda x: double_op(x) + 1, fullgraph=True)(x)

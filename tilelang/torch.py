@@ -114,19 +114,19 @@ class TileOp:
         torch.library.register_fake(name, fake or fn, lib=self._lib)
         self.op = getattr(getattr(torch.ops, namespace), op_name).default
         self._mutated = [i for i, a in enumerate(self.op._schema.arguments) if a.alias_info and a.alias_info.is_write]
+        self._no_backward = _autograd_function(torch, name, self.op, None, None, self._mutated)
         if self._mutated:  # autograd's version counters see the writes (what torch does for its custom ops)
             self._lib.impl(op_name, self._bump_versions, "ADInplaceOrView", with_keyset=True)
         self._names = tuple(parameters)
         self._defaults = {k: p.default for k, p in parameters.items() if p.default is not inspect.Parameter.empty}
         self._backward = None  # the Function of register_autograd's backward
-        self._no_backward = _autograd_function(torch, name, self.op, None, None)
         functools.update_wrapper(self, fn)
         _DEFINED[name] = self
 
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) < len(self._names):  # (a Function and setup_context take every argument, in order)
             args = self._positional(args, kwargs)
-        if self._torch.is_grad_enabled() and any(map(_requires_grad, args)):
+        if self._torch.is_grad_enabled() and any(_requires_grad(self._torch, a) for a in args):
             return self._differentiated(args)
         return self.op(*args)
 
@@ -140,16 +140,16 @@ class TileOp:
         self._backward = _autograd_function(self._torch, self.name, self.op, backward, setup_context)
 
     def _differentiated(self, args):
-        if any(isinstance(a, (list, tuple)) and _requires_grad(a) for a in args):
+        if any(isinstance(a, (list, tuple)) and _requires_grad(self._torch, a) for a in args):
             raise TileError(
                 f"{self.name}: a tensor in a list argument requires grad, and gradients through lists of tensors "
                 "are not supported (call it under torch.no_grad(), or with detached tensors)"
             )
         if self._backward is not None:
-            return self._backward.apply(*args)
+            return _rebuilt(self._backward.apply(*args))
         if self._torch.compiler.is_compiling():  # (dynamo traces a Function's backward: this one would raise)
             return self.op(*args)
-        return self._no_backward.apply(*args)
+        return _rebuilt(self._no_backward.apply(*args))
 
     def _positional(self, args, kwargs):
         rest = self._names[len(args) :]
@@ -176,21 +176,64 @@ class TileOp:
         return f"<tilelang op {self.name}>"
 
 
-def _requires_grad(value) -> bool:
+def _requires_grad(torch, value) -> bool:
+    """(Tensors alone are asked: dynamo cannot trace a getattr on the SymInt of a dynamic size.)"""
     if isinstance(value, (list, tuple)):
-        return any(map(_requires_grad, value))
-    return getattr(value, "requires_grad", False) is True
+        return any(_requires_grad(torch, v) for v in value)
+    return isinstance(value, torch.Tensor) and value.requires_grad
 
 
-def _autograd_function(torch, name, overload, backward, setup_context):
+class _Spec(tuple):
+    """The last output of a differentiated call that returns lists of tensors or writes its
+    arguments: the lists' lengths (None for a single output), whether the op returns one list
+    alone, and how many written tensors follow the outputs. autograd tracks only tensors
+    returned directly or in a tuple, and a tensor written in place only when the Function
+    returns it (marked dirty): they travel flattened and are rebuilt on both sides of the
+    Function (its backward gets a list's gradients as a list, as ``torch.library.custom_op``'s
+    does)."""
+
+    def __new__(cls, lengths, alone: bool, written: int):
+        self = super().__new__(cls, lengths)
+        self.alone, self.written = alone, written
+        return self
+
+
+def _flattened(output, written=()):
+    parts = output if isinstance(output, tuple) else (output,)
+    if not written and not any(isinstance(o, list) for o in parts):
+        return output
+    flat = [t for o in parts for t in (o if isinstance(o, list) else (o,))]
+    lengths = (len(o) if isinstance(o, list) else None for o in parts)
+    return (*flat, *written, _Spec(lengths, not isinstance(output, tuple), len(written)))
+
+
+def _rebuilt(flat):
+    """The op's outputs (or their gradients) from ``_flattened``'s form."""
+    if not (isinstance(flat, tuple) and flat and isinstance(flat[-1], _Spec)):
+        return flat
+    spec, parts, at = flat[-1], [], 0
+    for n in spec:
+        parts.append(flat[at] if n is None else list(flat[at : at + n]))
+        at += 1 if n is None else n
+    return parts[0] if spec.alone else tuple(parts)
+
+
+def _autograd_function(torch, name, overload, backward, setup_context, mutated=()):
     """The ``torch.autograd.Function`` a differentiated call of the operator ``name`` goes
-    through (its methods hold the ``torch.ops`` overload, not the TileOp: dynamo traces them)."""
+    through (its methods hold the ``torch.ops`` overload, not the TileOp: dynamo traces them).
+    The tensors at the ``mutated`` argument positions are marked dirty: a gradient through
+    what the op wrote reaches this Function's backward (a TileError: such ops have none)."""
 
     def forward(ctx, *args):  # (not torch's setup_context form: its apply binds a signature each call, ~10 us)
         output = overload(*args)
         if setup_context is not None:
             setup_context(ctx, args, output)
-        return output
+        written = [t for i in mutated for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],))]
+        written = [t for t in written if isinstance(t, torch.Tensor)]
+        ctx.mark_dirty(*written)
+        flat = _flattened(output, written)
+        ctx.spec = flat[-1] if flat is not output else None
+        return flat
 
     def differentiate(ctx, *grads):
         if backward is None:
@@ -198,6 +241,9 @@ def _autograd_function(torch, name, overload, backward, setup_context):
                 f"{name} has no backward: give it one with register_autograd, or call it where no "
                 "gradient is needed (torch.no_grad(), detached inputs)"
             )
+        if ctx.spec is not None:  # (the spec's own gradient, None, is dropped; ops with a backward write nothing)
+            grads = _rebuilt((*grads[:-1], ctx.spec))
+            grads = (grads,) if ctx.spec.alone else grads
         grads_in = backward(ctx, *grads)
         return grads_in if isinstance(grads_in, tuple) else (grads_in,)
 
