@@ -217,6 +217,16 @@ def scaled_by(x: torch.Tensor, k: int) -> torch.Tensor:
     return double_op(x) * (k / 2)
 
 
+def test_meta_tensors_beside_tensors_with_data_are_refused():
+    """(A launch with any meta tensor was skipped: the op returned uninitialized memory.)"""
+    x, out = torch.randn(8), torch.full((8,), -1.0)
+    with pytest.raises(tl.TileArgumentError, match=r"`x` is a meta tensor \(no data\) and `out` has data"):
+        double[1](x.to("meta"), out, TILE=8)
+    with pytest.raises(tl.TileArgumentError, match="`out` is a meta tensor"):
+        double_into(x, out.to("meta"))  # (through an op)
+    assert double_op(x.to("meta")).is_meta  # all meta: shapes only, as torch's meta kernels
+
+
 def test_an_op_without_backward_compiles_where_inputs_require_grad():
     x = torch.randn(10, requires_grad=True)
     y = torch.compile(lambda x: double_op(x) + 1, fullgraph=True)(x)

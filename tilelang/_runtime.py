@@ -134,13 +134,27 @@ def is_torch_tensor(value) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
 
 
-def without_data(values) -> bool:
-    """Whether any of ``values`` is a torch tensor with shape but no data: a meta tensor, or
-    a fake one (torch.compile and ``torch.library.opcheck`` trace custom ops on those)."""
-    for v in values:
-        if is_torch_tensor(v) and (getattr(v, "is_meta", False) or type(v).__name__ != "Tensor" and _is_fake(v)):
-            return True
-    return False
+def without_data(arguments: dict) -> bool:
+    """Whether the launch has torch tensors with shape but no data: fake ones (torch.compile and
+    ``torch.library.opcheck`` trace custom ops on those), or meta ones only. Meta tensors beside
+    torch tensors with data (a model's weight never materialized) are a TileArgumentError:
+    skipping the launch left its outputs unwritten."""
+    meta, real = [], []
+    for name, v in arguments.items():
+        if is_torch_tensor(v):
+            if type(v).__name__ != "Tensor" and _is_fake(v):
+                return True
+            (meta if getattr(v, "is_meta", False) else real).append(name)
+    if meta and real:
+        raise TileArgumentError(
+            f"{_names(meta)} {'is a meta tensor' if len(meta) == 1 else 'are meta tensors'} (no data) and "
+            f"{_names(real)} {'has' if len(real) == 1 else 'have'} data: move them to one device"
+        )
+    return bool(meta)
+
+
+def _names(names) -> str:
+    return ", ".join(f"`{n}`" for n in names)
 
 
 def _is_fake(t) -> bool:

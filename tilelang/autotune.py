@@ -204,7 +204,7 @@ class Autotuned:
 
     def _launch(self, grid, *args, backend=None, stream=None, **kwargs):
         arguments = self._arguments(args, kwargs)
-        if without_data(arguments.values()):  # torch tracing a custom op for shapes: nothing to tune or run
+        if without_data(arguments):  # torch tracing a custom op for shapes: nothing to tune or run
             return
         backend = backend or self.kernel.backend or default_backend()
         key = self.key_of(arguments, backend)

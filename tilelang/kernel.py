@@ -544,7 +544,7 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
                     f"argument `{name}`: a launch takes arrays and scalars, got {value!r} (signatures like 'f32[:]' "
                     "are for tl.explain)"
                 )
-        if without_data(arguments.values()):  # torch tracing a custom op for shapes: nothing to compute
+        if without_data(arguments):  # torch tracing a custom op for shapes: nothing to compute
             return
         grid = launch_grid(grid_spec, arguments)
         key, infos = kernel.specialize(arguments)
