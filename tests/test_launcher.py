@@ -97,6 +97,36 @@ def test_a_fast_path_declines_a_grid_past_cudas_limits():
     assert [g for g, *_ in driver.launches] == [(2**31 - 1, 65_535, 65_535)]
 
 
+def test_a_fast_path_declines_a_negated_tensor_view():
+    """(torch's neg bit, z.conj().imag: its memory holds -x; the full path refuses it.)"""
+
+    class View:
+        dtype, shape = "f32", (8,)
+
+        def __init__(self, negated):
+            self.negated = negated
+
+        def get_device(self):
+            return 0
+
+        def is_contiguous(self):
+            return False
+
+        def is_neg(self):
+            return self.negated
+
+        def stride(self):
+            return (2,)
+
+        def data_ptr(self):
+            return 64
+
+    fast_path, driver = fast_path_with("Qqq", ((launcher_module().TENSOR, View, "f32", 1, False),))
+    assert fast_path((1, 1, 1), (View(False),), {}, None, None)
+    assert not fast_path((1, 1, 1), (View(True),), {}, None, None)
+    assert len(driver.launches) == 1
+
+
 def test_values_that_change_the_sequence_while_packed_are_safe():
     flat = []
 
@@ -153,6 +183,10 @@ def test_launches_from_threads_keep_their_own_parameters():
             return (1,)
 
         def is_contiguous(self):  # so its strides are read
+            return False
+
+        def is_neg(self):
+            time.sleep(0)
             return False
 
         def data_ptr(self):

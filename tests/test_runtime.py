@@ -182,6 +182,7 @@ class FakeTensor:
     """A torch tensor as far as tilelang reads one (by its type's module, "torch...")."""
 
     __module__ = "torch.fake"
+    layout = "strided"  # (fake_torch maps None, the layout tilelang takes, to this)
 
     def __init__(self, shape, strides=None, dtype="f32", device=0, ptr=0x7F0000000000):
         self.shape, self.dtype, self.device, self.ptr = shape, FAKE_TORCH_DTYPES[dtype], device, ptr
@@ -205,6 +206,9 @@ class FakeTensor:
 
     def get_device(self):
         return self.device
+
+    def is_neg(self):
+        return False
 
 
 class FakeNumbaArray:
@@ -254,7 +258,7 @@ FAKE_TORCH_DTYPES = {"f32": object(), "f64": object()}
 def fake_torch(monkeypatch):
     from tilelang import _runtime
 
-    dtypes = {FAKE_TORCH_DTYPES["f32"]: tl.float32, FAKE_TORCH_DTYPES["f64"]: tl.float64}
+    dtypes = {FAKE_TORCH_DTYPES["f32"]: tl.float32, FAKE_TORCH_DTYPES["f64"]: tl.float64, None: FakeTensor.layout}
     monkeypatch.setattr(_runtime, "_TORCH_DTYPES", dtypes)
 
 

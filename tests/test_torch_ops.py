@@ -227,6 +227,21 @@ def test_meta_tensors_beside_tensors_with_data_are_refused():
     assert double_op(x.to("meta")).is_meta  # all meta: shapes only, as torch's meta kernels
 
 
+@pytest.mark.parametrize("device", devices())
+def test_tensors_whose_memory_is_not_their_values_are_refused(device):
+    """A negated view's memory holds -x (read as is, on CUDA: the wrong sign); a sparse tensor
+    has no array of elements (both raised torch's own RuntimeError from inside tilelang)."""
+    z = torch.randn(16, dtype=torch.complex64, device=device)
+    out = torch.zeros(16, device=device)
+    double[1](z.imag, out, TILE=16)  # strided, not negated: a fast path for the strided view
+    assert torch.equal(out, 2 * z.imag)
+    for _ in range(2):  # (the full path, then any fast path)
+        with pytest.raises(tl.TileTypeError, match=r"argument `x`: a lazily negated tensor .* \.resolve_neg\(\)"):
+            double[1](z.conj().imag, out, TILE=16)
+    with pytest.raises(tl.TileTypeError, match=r"argument `x`: a torch.sparse_coo tensor .* \.to_dense\(\)"):
+        double[1](torch.randn(16, device=device).to_sparse(), out, TILE=16)
+
+
 def test_an_op_without_backward_compiles_where_inputs_require_grad():
     x = torch.randn(10, requires_grad=True)
     y = torch.compile(lambda x: double_op(x) + 1, fullgraph=True)(x)

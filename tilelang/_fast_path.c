@@ -46,7 +46,7 @@ typedef struct {
     vectorcallfunc vectorcall;
 } FastPath;
 
-static PyObject *S_get_device, *S_shape, *S_stride, *S_strides, *S_is_contiguous, *S_data_ptr, *S_dtype;
+static PyObject *S_get_device, *S_shape, *S_stride, *S_strides, *S_is_contiguous, *S_is_neg, *S_data_ptr, *S_dtype;
 
 static PyObject *call_method(PyObject *name, PyObject *object) {
     return PyObject_VectorcallMethod(name, &object, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
@@ -93,6 +93,16 @@ static int strided(FastPath *self, Entry *e, PyObject *value, Params *params) {
                 step *= size;
             }
             goto read_strides_done;
+        }
+    }
+    if (torch) { /* a strided view may be a negated one (z.conj().imag): its memory holds -x, the full path refuses it
+                    (contiguous ones come only from the private torch._neg_view: not asked, to keep the common case fast) */
+        PyObject *negated = call_method(S_is_neg, value);
+        if (negated == NULL) goto done;
+        Py_DECREF(negated);
+        if (negated != Py_False) {
+            alike = 0;
+            goto done;
         }
     }
     strides = torch ? call_method(S_stride, value) : PyObject_GetAttr(value, S_strides);
@@ -528,6 +538,7 @@ PyMODINIT_FUNC PyInit__launch(void) {
     S_stride = PyUnicode_InternFromString("stride");
     S_strides = PyUnicode_InternFromString("strides");
     S_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    S_is_neg = PyUnicode_InternFromString("is_neg");
     S_data_ptr = PyUnicode_InternFromString("data_ptr");
     S_dtype = PyUnicode_InternFromString("dtype");
     PyObject *m = PyModule_Create(&module);

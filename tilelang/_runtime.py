@@ -46,9 +46,14 @@ def _torch_info(t) -> ArrayInfo:
 
         for d in dtypes.ALL_DTYPES:
             _TORCH_DTYPES[getattr(torch, "bool" if d.is_bool else d.name)] = d
+        _TORCH_DTYPES[None] = torch.strided  # (the one layout of arrays of elements)
     d = _TORCH_DTYPES.get(t.dtype)
     if d is None:
         raise TileTypeError(f"{t.dtype} is not a supported dtype")
+    if t.layout is not _TORCH_DTYPES[None]:
+        raise TileTypeError(f"a {t.layout} tensor is not an array of elements: pass .to_dense()")
+    if t.is_neg():  # (its memory holds the values' negation, z.conj().imag say)
+        raise TileTypeError("a lazily negated tensor (torch's neg bit): pass .resolve_neg()")
     # torch calls a tensor contiguous whatever the strides of its size-1 axes, which never
     # move an index: C strides serve as well, and are what the fast path reads (one call less)
     strides = c_strides(t.shape) if t.is_contiguous() else t.stride()
