@@ -25,7 +25,7 @@ example = _load("torch_rmsnorm")
 
 @tl.torch.custom_op("tilelang_tests::double", mutates_args=())
 def double_op(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
     double[tl.cdiv(x.numel(), 64)](x.reshape(-1), out.view(-1), TILE=64)
     return out
 
@@ -43,6 +43,7 @@ def devices():
 def test_ops_pass_opcheck(device):
     x = torch.randn(37, 5, device=device)
     torch.library.opcheck(double_op.op, (x,))
+    torch.library.opcheck(double_op.op, (x.T,))  # (docs/pytorch.md's pattern: out.view(-1) of a transposed x failed)
     torch.library.opcheck(double_into.op, (x, torch.empty_like(x)))
     w = torch.randn(5, device=device)
     torch.library.opcheck(example.rms_norm.op, (x, w, 1e-6))

@@ -9,8 +9,8 @@ becomes an operator torch can trace, differentiate and capture::
 
     @tl.torch.custom_op("mylib::scale", mutates_args=())
     def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
-        out = torch.empty_like(x)
-        scale_kernel[tl.cdiv(x.numel(), 1024)](x.view(-1), out.view(-1), factor, TILE=1024)
+        out = torch.empty_like(x, memory_format=torch.contiguous_format)
+        scale_kernel[tl.cdiv(x.numel(), 1024)](x.reshape(-1), out.view(-1), factor, TILE=1024)
         return out
 
 The function is its own fake implementation: on torch's fake (or meta) tensors a launch
