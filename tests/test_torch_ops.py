@@ -243,6 +243,28 @@ def test_tensors_whose_memory_is_not_their_values_are_refused(device):
         double[1](torch.randn(16, device=device).to_sparse(), out, TILE=16)
 
 
+def test_a_kernel_launched_directly_in_compiled_code_runs_eagerly():
+    """Not through an op: a graph break, the launch untraced (dynamo went through tilelang's own
+    frames, and the kernel's, and failed inside the compiler: InternalTorchDynamoError)."""
+
+    @tl.tile_kernel
+    def tripled(x, out, TILE: tl.Constant):  # (new: its first compile happens under torch.compile)
+        i = tl.block_id(0)
+        tl.store(out, tl.load(x, index=(i,), shape=(TILE,)) * 3, index=(i,))
+
+    tuned = tl.autotune(configs=[tl.Config(TILE=32), tl.Config(TILE=64)], key=[])(tripled)
+
+    def plain(x, kernel):
+        out = torch.empty_like(x)
+        kernel[lambda meta: (tl.cdiv(x.numel(), meta["TILE"]),)](x, out, **({} if kernel is tuned else {"TILE": 64}))
+        return out + 1
+
+    torch._dynamo.reset()
+    for kernel in (tripled, tuned):
+        x = torch.randn(100)
+        torch.testing.assert_close(torch.compile(plain)(x, kernel), 3 * x + 1)
+
+
 def test_an_op_without_backward_compiles_where_inputs_require_grad():
     x = torch.randn(10, requires_grad=True)
     y = torch.compile(lambda x: double_op(x) + 1, fullgraph=True)(x)

@@ -139,6 +139,24 @@ def is_torch_tensor(value) -> bool:
     return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
 
 
+def untraced(fn):
+    """``fn``, run with torch.compile's dynamo off where dynamo is loaded: a launch in compiled
+    code (not through tl.torch.custom_op) is then a graph break that runs eagerly. Traced, ~400
+    of tilelang's own frames (and the kernel's) went through dynamo, which failed inside."""
+    disabled = []
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        dynamo = sys.modules.get("torch._dynamo")
+        if dynamo is None:
+            return fn(*args, **kwargs)
+        if not disabled:
+            disabled.append(dynamo.disable(fn, recursive=True))
+        return disabled[0](*args, **kwargs)
+
+    return call
+
+
 def without_data(arguments: dict) -> bool:
     """Whether the launch has torch tensors with shape but no data: fake ones (torch.compile and
     ``torch.library.opcheck`` trace custom ops on those), or meta ones only. Meta tensors beside

@@ -32,7 +32,15 @@ import numpy as np
 
 from ._frontend.captures import Captures
 from ._ir.core import array_accesses
-from ._runtime import array_info, current_device, default_backend, device_peaks, launch_grid, without_data
+from ._runtime import (
+    array_info,
+    current_device,
+    default_backend,
+    device_peaks,
+    launch_grid,
+    untraced,
+    without_data,
+)
 from .errors import TileArgumentError, TileCompilerError, TileError, TileLimitError, user_location
 from .kernel import TileKernel, options_error
 
@@ -202,6 +210,7 @@ class Autotuned:
             )
         return self._variants[options]
 
+    @untraced
     def _launch(self, grid, *args, backend=None, stream=None, **kwargs):
         arguments = self._arguments(args, kwargs)
         if without_data(arguments):  # torch tracing a custom op for shapes: nothing to tune or run

@@ -50,6 +50,7 @@ from ._runtime import (
     default_backend,
     grid3,
     launch_grid,
+    untraced,
     without_data,
 )
 from .errors import (
@@ -531,6 +532,7 @@ def _call_site(kernel: TileKernel, grid):
     return launcher_module().CallSite(kernel._fast_paths, padded, functools.partial(_launch, kernel, grid))
 
 
+@untraced
 def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None, stream=None, **kwargs):
     """The full path of a launch: bind, specialize, compile (or find it compiled), run;
     then a fast path for calls like this one."""
