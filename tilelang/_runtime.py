@@ -142,17 +142,21 @@ def is_torch_tensor(value) -> bool:
 def untraced(fn):
     """``fn``, run with torch.compile's dynamo off where dynamo is loaded: a launch in compiled
     code (not through tl.torch.custom_op) is then a graph break that runs eagerly. Traced, ~400
-    of tilelang's own frames (and the kernel's) went through dynamo, which failed inside."""
+    of tilelang's own frames (and the kernel's) went through dynamo, which failed inside. A
+    TileError leaves with this frame alone (it is located at the user's line already)."""
     disabled = []
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        dynamo = sys.modules.get("torch._dynamo")
-        if dynamo is None:
-            return fn(*args, **kwargs)
-        if not disabled:
-            disabled.append(dynamo.disable(fn, recursive=True))
-        return disabled[0](*args, **kwargs)
+        try:
+            dynamo = sys.modules.get("torch._dynamo")
+            if dynamo is None:
+                return fn(*args, **kwargs)
+            if not disabled:
+                disabled.append(dynamo.disable(fn, recursive=True))
+            return disabled[0](*args, **kwargs)
+        except TileError as err:
+            raise err.with_traceback(None) from None
 
     return call
 
