@@ -127,6 +127,38 @@ def test_a_fast_path_declines_a_negated_tensor_view():
     assert len(driver.launches) == 1
 
 
+def test_a_fast_path_declines_a_written_tensor_whose_elements_share_memory():
+    """(An expanded view, stride 0: every write to one address races; the full path refuses it.)"""
+
+    class Expanded:
+        dtype, shape = "f32", (4, 8)
+
+        def __init__(self, strides):
+            self.strides = strides
+
+        def get_device(self):
+            return 0
+
+        def is_contiguous(self):
+            return False
+
+        def is_neg(self):
+            return False
+
+        def stride(self):
+            return self.strides
+
+        def data_ptr(self):
+            return 64
+
+    TENSOR = launcher_module().TENSOR
+    written, _ = fast_path_with("Qqqqq", ((TENSOR, Expanded, "f32", 2, 1 | 2),))
+    read, _ = fast_path_with("Qqqqq", ((TENSOR, Expanded, "f32", 2, 1),))
+    assert written((1, 1, 1), (Expanded((16, 1)),), {}, None, None)
+    assert not written((1, 1, 1), (Expanded((0, 1)),), {}, None, None)
+    assert read((1, 1, 1), (Expanded((0, 1)),), {}, None, None)  # (read: a broadcast is fine)
+
+
 def test_values_that_change_the_sequence_while_packed_are_safe():
     flat = []
 

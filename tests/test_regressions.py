@@ -66,6 +66,32 @@ def test_the_cuda_backend_refuses_a_read_only_device_output(monkeypatch):
         fill[1](ReadOnly(), C=2.0, backend="cuda")
 
 
+@pytest.mark.parametrize("backend", ["interpret", "cpu", "cuda"])
+def test_written_arrays_whose_elements_share_memory_are_refused(backend, monkeypatch):
+    """An expanded view (stride 0): every write to one address raced (torch refuses in-place
+    writes to such tensors); read, a broadcast is fine. (CUDA: refused before any GPU work.)"""
+    from tilelang import _runtime
+
+    monkeypatch.setattr(_runtime, "gpu_count", lambda: 1)
+    monkeypatch.setattr(_runtime, "gpu_available", lambda: True)
+    shared = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (8,), (0,), writeable=True)
+    with pytest.raises(tl.TileArgumentError, match="`out` has elements that share memory"):
+        fill[1](shared, C=2.0, backend=backend)
+
+    class Expanded:  # a device array, expanded
+        __cuda_array_interface__ = {
+            "shape": (8,),
+            "typestr": "<f4",
+            "data": (4096, False),
+            "strides": (0,),
+            "version": 3,
+        }
+
+    if backend == "cuda":
+        with pytest.raises(tl.TileArgumentError, match="`out` has elements that share memory"):
+            fill[1](Expanded(), C=2.0, backend=backend)
+
+
 def test_a_class_is_not_an_array():
     with pytest.raises(tl.TileArgumentError, match="expected an array or a scalar, got type"):
         fill[1](np.ndarray, C=2.0, backend="interpret")

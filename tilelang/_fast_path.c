@@ -17,8 +17,9 @@
 #include "_launch.h"
 
 enum Kind {
-    TENSOR,     /* (TENSOR, type, dtype, ndim, unit): a torch tensor, read by its methods */
-    ARRAY,      /* (ARRAY, type, dtype, ndim, unit, itemsize, pointer attributes, device_of): read by
+    TENSOR,     /* (TENSOR, type, dtype, ndim, flags): a torch tensor, read by its methods; flags: bit 0 a unit
+                   last-axis stride, bit 1 written (no zero stride then: elements sharing memory race) */
+    ARRAY,      /* (ARRAY, type, dtype, ndim, flags, itemsize, pointer attributes, device_of): read by
                    .dtype, .shape, .strides (bytes), the pointer down a chain of attributes, and its GPU
                    by device_of(value) (None: the only GPU) */
     READER,     /* (READER, type, reader, signature): reader(value, values) == signature */
@@ -33,7 +34,7 @@ typedef struct {
     int kind;
     /* borrowed from the plan, which the fast path keeps */
     PyObject *type, *object, *signature, *pointer, *device_of;
-    long number, unit, itemsize;
+    long number, unit, itemsize; /* unit: the flags of TENSOR and ARRAY */
 } Entry;
 
 typedef struct {
@@ -126,9 +127,15 @@ read_strides_done:;
         if (size == -1 && PyErr_Occurred()) goto done;
         unit = steps[e->number - 1] == 1 || size <= 1;
     }
-    if (unit != e->unit) {
+    if (unit != (e->unit & 1)) {
         alike = 0;
         goto done;
+    }
+    for (Py_ssize_t i = 0; (e->unit & 2) && i < e->number; i++) { /* written: elements sharing memory race */
+        if (steps[i] == 0 && PyLong_AsLong(PyTuple_GET_ITEM(shape, i)) > 1) { /* (the full path refuses them) */
+            alike = 0;
+            goto done;
+        }
     }
     if (torch) {
         pointer = call_method(S_data_ptr, value);
@@ -275,7 +282,7 @@ static int read_entry(PyObject *item, Entry *e) {
         e->type = second;
         e->object = PyTuple_GET_ITEM(item, 2);
         e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
-        e->unit = PyObject_IsTrue(PyTuple_GET_ITEM(item, 4));
+        e->unit = PyLong_AsLong(PyTuple_GET_ITEM(item, 4));
         e->itemsize = 1; /* torch's strides are in elements */
         return !PyErr_Occurred();
     case ARRAY:
@@ -283,7 +290,7 @@ static int read_entry(PyObject *item, Entry *e) {
         e->type = second;
         e->object = PyTuple_GET_ITEM(item, 2);
         e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
-        e->unit = PyObject_IsTrue(PyTuple_GET_ITEM(item, 4));
+        e->unit = PyLong_AsLong(PyTuple_GET_ITEM(item, 4));
         e->itemsize = PyLong_AsLong(PyTuple_GET_ITEM(item, 5));
         e->pointer = PyTuple_GET_ITEM(item, 6); /* the pointer's attribute chain */
         e->device_of = PyTuple_GET_ITEM(item, 7);

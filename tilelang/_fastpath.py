@@ -52,15 +52,16 @@ def _constant(value):
     return (launcher_module().CONST, constant_key(value))
 
 
-def _array(value, info):
+def _array(value, info, written: bool):
     kind, ndim = type(value), len(info.shape)
+    flags = int(info.unit) | (2 if written else 0)  # (written: an array with a zero stride declines)
     if is_torch_tensor(value):  # the common case: read by its methods in C
-        return (launcher_module().TENSOR, kind, value.dtype, ndim, info.unit)
+        return (launcher_module().TENSOR, kind, value.dtype, ndim, flags)
     reading = attribute_reading(value)
     if reading is not None:  # numba's, CuPy's: read by their attributes in C, as array_info reads them
         pointer, device_of = reading
         device_of = None if gpu_count() <= 1 else device_of  # None: the only GPU
-        return (launcher_module().ARRAY, kind, value.dtype, ndim, info.unit, value.dtype.itemsize, pointer, device_of)
+        return (launcher_module().ARRAY, kind, value.dtype, ndim, flags, value.dtype.itemsize, pointer, device_of)
     # any other __cuda_array_interface__ or DLPack: a reader gives the facts and the values
     return (launcher_module().READER, kind, read_cuda_array, read_cuda_array(value, []))
 
@@ -74,13 +75,13 @@ def _scalar(value, bounds=None):
     return (launcher_module().TYPED, type(value))  # bool, float (a weak float32, passed as its double), NumPy scalar
 
 
-def generate(kernel, args, kwargs, backend, infos, launch):
+def generate(kernel, args, kwargs, backend, infos, launch, written=frozenset()):
     """A fast path for calls like this one (``args``, ``kwargs`` as given to the launch,
     ``infos`` the array facts the full path read), or None if later calls cannot skip
     the full path: an argument by keyword that is not a Constant, a parameter left to
     its default. ``launch`` is ``(launcher, current_stream, device)`` from the CUDA
     runner, and the ``(low, high)`` each runtime int must be in, by name, where the launch
-    checks that (``runtime_checks.Checked``)."""
+    checks that (``runtime_checks.Checked``); ``written``: the arrays the kernel writes."""
     launcher, current_stream, device, *checked = launch
     bounds = checked[0] if checked else {}
     names, constants = kernel.param_names, kernel.constants
@@ -91,7 +92,7 @@ def generate(kernel, args, kwargs, backend, infos, launch):
     plan = tuple(
         _constant(value)
         if name in constants
-        else _array(value, infos[name])
+        else _array(value, infos[name], name in written)
         if name in infos
         else _scalar(value, bounds.get(name))
         for name, value in zip(names, args)
@@ -116,8 +117,9 @@ def describe(kernel) -> str:
     def entry(e):
         kind, *rest = e
         if kinds[kind] in ("TENSOR", "ARRAY"):
-            kind, dtype, ndim, unit, *_ = rest
-            return f"{kind.__qualname__} of {dtype}, rank {ndim}, {'unit' if unit else 'any'} last-axis stride"
+            kind, dtype, ndim, flags, *_ = rest
+            stride = f"{'unit' if flags & 1 else 'any'} last-axis stride{', written' if flags & 2 else ''}"
+            return f"{kind.__qualname__} of {dtype}, rank {ndim}, {stride}"
         if kinds[kind] == "READER":
             return f"{rest[0].__qualname__} alike {rest[2]}"
         if kinds[kind] == "INT":

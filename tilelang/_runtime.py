@@ -408,12 +408,24 @@ def scalar_converter(t):
 
 
 def _check_writable(name, array: np.ndarray, zero_copy: bool):
-    """A written host array must be writable, and be the memory the caller sees (not a copy)."""
+    """A written host array must be writable, own its elements' memory and be the memory the
+    caller sees (not a copy)."""
     if not array.flags.writeable:
         raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
+    _check_unshared(name, array.shape, array.strides)
     if not zero_copy:
         raise TileArgumentError(
             f"argument `{name}` converts to a NumPy copy, so the kernel's writes would be lost; pass a NumPy array"
+        )
+
+
+def _check_unshared(name, shape, strides):
+    """A written array's elements each have memory of their own: an expanded (stride 0) view
+    shares it, and its writes would race (torch refuses in-place writes to such tensors)."""
+    if any(step == 0 and size > 1 for size, step in zip(shape, strides)):
+        raise TileArgumentError(
+            f"argument `{name}` has elements that share memory (a stride of 0: an expanded or broadcast view), "
+            "and the kernel writes it: writes to one address would race; pass an array of its own (.contiguous())"
         )
 
 
@@ -557,6 +569,8 @@ class CudaRunner:
             info = infos[name]
             if name in self.written and info.readonly:  # refused before anything runs, not after
                 raise TileArgumentError(f"argument `{name}` is read-only, and the kernel writes it")
+            if name in self.written and info.on_device:  # (a host array's view is checked below)
+                _check_unshared(name, info.shape, info.strides)
             if not info.on_device:
                 from numba import cuda
 

@@ -26,7 +26,7 @@ from ._fastpath import constant_key, generate, remember
 from ._frontend.captures import Captures
 from ._frontend.loops import rewrite_loops, source_lines
 from ._frontend.tracing import Array, Tile, TraceScope, runtime_float, tracing
-from ._ir.core import ArrayType, Block, Program, TileType, Var, copied, tile_outputs
+from ._ir.core import ArrayType, Block, Program, TileType, Var, array_accesses, copied, tile_outputs
 from ._ir.printer import format_program
 from ._ir.verifier import verify
 from ._lower.thread_ir import format_thread_program, verify_thread_program
@@ -554,7 +554,8 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
         compiled.run(grid, arguments, infos, stream)
         if not callable(grid_spec) and 0 not in grid:  # fast paths take fixed grids (an empty one loaded nothing)
             launch = compiled.run.fast_launch(arguments, infos)
-            fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch)
+            written = array_accesses(compiled.program)[1]
+            fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch, written)
             if fast_path:
                 remember(kernel, fast_path)
     except TileError as err:
