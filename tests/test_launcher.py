@@ -157,6 +157,9 @@ def test_a_fast_path_declines_a_written_tensor_whose_elements_share_memory():
     assert written((1, 1, 1), (Expanded((16, 1)),), {}, None, None)
     assert not written((1, 1, 1), (Expanded((0, 1)),), {}, None, None)
     assert read((1, 1, 1), (Expanded((0, 1)),), {}, None, None)  # (read: a broadcast is fine)
+    empty = Expanded((0, 1))
+    empty.shape = (2, 0)  # no elements to share
+    assert written((1, 1, 1), (empty,), {}, None, None)
 
 
 def test_values_that_change_the_sequence_while_packed_are_safe():

@@ -103,8 +103,9 @@ def test_a_threads_vector_accesses_go_back_to_back_when_all_are_whole():
     """One test for all of a thread's groups, then their 16-byte accesses with no branch
     between (a test and branch around each made a bfloat16 layernorm 18-29% slower on the
     H200); the group-by-group code stays for windows at an edge or unaligned. (float32 rows of
-    4096: 8 groups a thread; 4 or fewer load predicated, the next test.)"""
-    ptx = explain(rmsnorm, "f32[:, :]", "f32[:]", "f32[:, :]", 4096, 1e-5, BLOCK=4096)["ptx"]
+    4096 at 128 threads: 8 groups a thread; 4 or fewer load predicated, the next test.)"""
+    at_128 = tl.tile_kernel(rmsnorm.fn, num_threads=128)
+    ptx = explain(at_128, "f32[:, :]", "f32[:]", "f32[:, :]", 4096, 1e-5, BLOCK=4096)["ptx"]
     per_thread = 4096 // 128 // 4  # groups of the row each thread loads and stores
     for access in ("ld.global.v4", "st.global.v4"):
         assert _most_without_a_branch(ptx, access) == per_thread, access

@@ -90,6 +90,14 @@ def test_written_arrays_whose_elements_share_memory_are_refused(backend, monkeyp
     if backend == "cuda":
         with pytest.raises(tl.TileArgumentError, match="`out` has elements that share memory"):
             fill[1](Expanded(), C=2.0, backend=backend)
+    else:  # an empty array (NumPy's strides are 0 there) has no elements to share
+        for shape in [(3, 0), (0, 8)]:  # (strides (0, 0))
+            fill_rows[1](np.zeros(shape, np.float32), backend=backend)
+
+
+@tl.tile_kernel
+def fill_rows(out):
+    tl.store(out, tl.full((4, 4), 1.0, tl.float32), index=(0, 0))
 
 
 def test_a_class_is_not_an_array():

@@ -34,7 +34,7 @@ typedef struct {
     int kind;
     /* borrowed from the plan, which the fast path keeps */
     PyObject *type, *object, *signature, *pointer, *device_of;
-    long number, unit, itemsize; /* unit: the flags of TENSOR and ARRAY */
+    long number, flags, itemsize;
 } Entry;
 
 typedef struct {
@@ -57,6 +57,15 @@ static int push_new(Launcher *launcher, Params *params, PyObject *value) { /* co
     int done = value != NULL && push(launcher, params, value);
     Py_XDECREF(value);
     return done;
+}
+
+/* Whether a torch tensor is a lazily negated view (neg bit, z.conj().imag): its memory holds -x, and
+   the full path refuses it. 1 yes, 0 no, -1 an error. */
+static int negated(PyObject *value) {
+    PyObject *result = call_method(S_is_neg, value);
+    if (result == NULL) return -1;
+    Py_DECREF(result);
+    return result != Py_False;
 }
 
 /* A strided device array read by its attributes (a torch tensor by its methods): 1 alike
@@ -93,16 +102,18 @@ static int strided(FastPath *self, Entry *e, PyObject *value, Params *params) {
                 if (size == -1 && PyErr_Occurred()) goto done;
                 step *= size;
             }
+            /* a view may be negated: one of one element (tensor([1+2j]).conj().imag) is contiguous; larger
+               contiguous ones come only from the private torch._neg_view (not asked: the common case stays fast) */
+            int neg = step <= 1 ? negated(value) : 0;
+            if (neg != 0) {
+                alike = neg < 0 ? -1 : 0;
+                goto done;
+            }
             goto read_strides_done;
         }
-    }
-    if (torch) { /* a strided view may be a negated one (z.conj().imag): its memory holds -x, the full path refuses it
-                    (contiguous ones come only from the private torch._neg_view: not asked, to keep the common case fast) */
-        PyObject *negated = call_method(S_is_neg, value);
-        if (negated == NULL) goto done;
-        Py_DECREF(negated);
-        if (negated != Py_False) {
-            alike = 0;
+        int neg = negated(value); /* a strided view may be negated (z.conj().imag) */
+        if (neg != 0) {
+            alike = neg < 0 ? -1 : 0;
             goto done;
         }
     }
@@ -127,12 +138,19 @@ read_strides_done:;
         if (size == -1 && PyErr_Occurred()) goto done;
         unit = steps[e->number - 1] == 1 || size <= 1;
     }
-    if (unit != (e->unit & 1)) {
+    if (unit != (e->flags & 1)) {
         alike = 0;
         goto done;
     }
-    for (Py_ssize_t i = 0; (e->unit & 2) && i < e->number; i++) { /* written: elements sharing memory race */
-        if (steps[i] == 0 && PyLong_AsLong(PyTuple_GET_ITEM(shape, i)) > 1) { /* (the full path refuses them) */
+    if (e->flags & 2) { /* written: elements sharing memory (a zero stride) race; the full path refuses them */
+        int shared = 0, empty = 0;
+        for (Py_ssize_t i = 0; i < e->number; i++) {
+            long size = PyLong_AsLong(PyTuple_GET_ITEM(shape, i));
+            if (size == -1 && PyErr_Occurred()) goto done;
+            shared |= steps[i] == 0 && size > 1;
+            empty |= size == 0;
+        }
+        if (shared && !empty) {
             alike = 0;
             goto done;
         }
@@ -282,7 +300,7 @@ static int read_entry(PyObject *item, Entry *e) {
         e->type = second;
         e->object = PyTuple_GET_ITEM(item, 2);
         e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
-        e->unit = PyLong_AsLong(PyTuple_GET_ITEM(item, 4));
+        e->flags = PyLong_AsLong(PyTuple_GET_ITEM(item, 4));
         e->itemsize = 1; /* torch's strides are in elements */
         return !PyErr_Occurred();
     case ARRAY:
@@ -290,7 +308,7 @@ static int read_entry(PyObject *item, Entry *e) {
         e->type = second;
         e->object = PyTuple_GET_ITEM(item, 2);
         e->number = PyLong_AsLong(PyTuple_GET_ITEM(item, 3));
-        e->unit = PyLong_AsLong(PyTuple_GET_ITEM(item, 4));
+        e->flags = PyLong_AsLong(PyTuple_GET_ITEM(item, 4));
         e->itemsize = PyLong_AsLong(PyTuple_GET_ITEM(item, 5));
         e->pointer = PyTuple_GET_ITEM(item, 6); /* the pointer's attribute chain */
         e->device_of = PyTuple_GET_ITEM(item, 7);

@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes
 from ._backends.cuda_driver import on_device, primary_context
 from ._ir.core import ArrayType, Program, array_accesses
-from .errors import TileArgumentError, TileError, TileTypeError, user_location
+from .errors import TileArgumentError, TileError, TileTypeError, at_user_call, user_location
 
 
 @dataclass
@@ -156,7 +156,7 @@ def untraced(fn):
                 disabled.append(dynamo.disable(fn, recursive=True))
             return disabled[0](*args, **kwargs)
         except TileError as err:
-            raise err.with_traceback(None) from None
+            raise at_user_call(err) from None
 
     return call
 
@@ -285,7 +285,7 @@ def read_cuda_array(value, flat):
     flat.append(info.ptr)
     flat += info.shape
     flat += info.strides
-    return info.dtype, len(info.shape), info.unit, info.device, info.readonly
+    return info.dtype, len(info.shape), info.unit, info.device, info.readonly, shares_memory(info.shape, info.strides)
 
 
 @functools.cache
@@ -419,10 +419,15 @@ def _check_writable(name, array: np.ndarray, zero_copy: bool):
         )
 
 
+def shares_memory(shape, strides) -> bool:
+    """Whether elements of an array of this shape and strides share memory (a stride of 0)."""
+    return 0 not in shape and any(step == 0 and size > 1 for size, step in zip(shape, strides))
+
+
 def _check_unshared(name, shape, strides):
     """A written array's elements each have memory of their own: an expanded (stride 0) view
     shares it, and its writes would race (torch refuses in-place writes to such tensors)."""
-    if any(step == 0 and size > 1 for size, step in zip(shape, strides)):
+    if shares_memory(shape, strides):
         raise TileArgumentError(
             f"argument `{name}` has elements that share memory (a stride of 0: an expanded or broadcast view), "
             "and the kernel writes it: writes to one address would race; pass an array of its own (.contiguous())"

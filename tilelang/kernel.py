@@ -554,7 +554,7 @@ def _launch(kernel: TileKernel, grid_spec, /, *args, backend: str | None = None,
         compiled.run(grid, arguments, infos, stream)
         if not callable(grid_spec) and 0 not in grid:  # fast paths take fixed grids (an empty one loaded nothing)
             launch = compiled.run.fast_launch(arguments, infos)
-            written = array_accesses(compiled.program)[1]
+            written = launch and array_accesses(compiled.program)[1]
             fast_path = launch and generate(kernel, args, kwargs, backend, infos, launch, written)
             if fast_path:
                 remember(kernel, fast_path)
