@@ -176,6 +176,11 @@ def test_what_an_op_writes_carries_no_silent_gradient():
         out.sum().backward()
     with torch.no_grad():
         double_into(x, out)  # (nothing recorded: fine)
+    rows = torch.zeros(2, 10)
+    double_into(x, rows[0])  # a view written: its own Function (torch takes a written view only as a sole output)
+    assert torch.equal(rows[0], 2 * x.detach()) and rows.grad_fn is not None
+    with pytest.raises(tl.TileError, match="writes a leaf tensor that requires grad"):
+        double_into(torch.randn(10), x)
 
 
 @tl.torch.custom_op("tilelang_tests::doubled_and_tripled", mutates_args=())

@@ -114,7 +114,8 @@ class TileOp:
         torch.library.register_fake(name, fake or fn, lib=self._lib)
         self.op = getattr(getattr(torch.ops, namespace), op_name).default
         self._mutated = [i for i, a in enumerate(self.op._schema.arguments) if a.alias_info and a.alias_info.is_write]
-        self._no_backward = _autograd_function(torch, name, self.op, None, None, self._mutated)
+        self._no_backward = _autograd_function(torch, name, self.op, None, None)
+        self._written = _written_function(torch, name)
         if self._mutated:  # autograd's version counters see the writes (what torch does for its custom ops)
             self._lib.impl(op_name, self._bump_versions, "ADInplaceOrView", with_keyset=True)
         self._names = tuple(parameters)
@@ -149,7 +150,16 @@ class TileOp:
             return _rebuilt(self._backward.apply(*args))
         if self._torch.compiler.is_compiling():  # (dynamo traces a Function's backward: this one would raise)
             return self.op(*args)
-        return _rebuilt(self._no_backward.apply(*args))
+        written = [t for i in self._mutated for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],))]
+        if any(t.requires_grad and t.is_leaf for t in written):
+            raise TileError(
+                f"{self.name} writes a leaf tensor that requires grad (torch refuses in-place writes there)"
+            )
+        output = _rebuilt(self._no_backward.apply(*args))
+        inputs = [a for a in args if isinstance(a, self._torch.Tensor) and a.requires_grad]
+        for t in written:  # (a gradient through what the op wrote reaches the missing backward)
+            self._written.apply(t, *inputs)
+        return output
 
     def _positional(self, args, kwargs):
         rest = self._names[len(args) :]
@@ -184,27 +194,24 @@ def _requires_grad(torch, value) -> bool:
 
 
 class _Spec(tuple):
-    """The last output of a differentiated call that returns lists of tensors or writes its
-    arguments: the lists' lengths (None for a single output), whether the op returns one list
-    alone, and how many written tensors follow the outputs. autograd tracks only tensors
-    returned directly or in a tuple, and a tensor written in place only when the Function
-    returns it (marked dirty): they travel flattened and are rebuilt on both sides of the
-    Function (its backward gets a list's gradients as a list, as ``torch.library.custom_op``'s
-    does)."""
+    """The last output of a differentiated call that returns lists of tensors: the lists'
+    lengths (None for a single output) and whether the op returns one list alone. autograd
+    tracks only tensors returned directly or in a tuple: they travel flattened and are rebuilt
+    on both sides of the Function (its backward gets a list's gradients as a list, as
+    ``torch.library.custom_op``'s does)."""
 
-    def __new__(cls, lengths, alone: bool, written: int):
+    def __new__(cls, lengths, alone: bool):
         self = super().__new__(cls, lengths)
-        self.alone, self.written = alone, written
+        self.alone = alone
         return self
 
 
-def _flattened(output, written=()):
+def _flattened(output):
     parts = output if isinstance(output, tuple) else (output,)
-    if not written and not any(isinstance(o, list) for o in parts):
+    if not any(isinstance(o, list) for o in parts):
         return output
     flat = [t for o in parts for t in (o if isinstance(o, list) else (o,))]
-    lengths = (len(o) if isinstance(o, list) else None for o in parts)
-    return (*flat, *written, _Spec(lengths, not isinstance(output, tuple), len(written)))
+    return (*flat, _Spec((len(o) if isinstance(o, list) else None for o in parts), not isinstance(output, tuple)))
 
 
 def _rebuilt(flat):
@@ -218,35 +225,49 @@ def _rebuilt(flat):
     return parts[0] if spec.alone else tuple(parts)
 
 
-def _autograd_function(torch, name, overload, backward, setup_context, mutated=()):
+def _no_backward(name) -> TileError:
+    return TileError(
+        f"{name} has no backward: give it one with register_autograd, or call it where no "
+        "gradient is needed (torch.no_grad(), detached inputs)"
+    )
+
+
+def _written_function(torch, name):
+    """The ``torch.autograd.Function`` that gives a tensor an op wrote in place the call as its
+    history (one Function a tensor: torch takes a written view only as a Function's sole
+    output): a gradient through it raises (ops that write have no backward)."""
+
+    def forward(ctx, written, *inputs):
+        ctx.mark_dirty(written)
+        return written
+
+    def differentiate(ctx, *grads):
+        raise _no_backward(name)
+
+    methods = {"forward": staticmethod(forward), "backward": staticmethod(differentiate)}
+    return type(name.replace("::", "_") + "_written", (torch.autograd.Function,), methods)
+
+
+def _autograd_function(torch, name, overload, backward, setup_context):
     """The ``torch.autograd.Function`` a differentiated call of the operator ``name`` goes
-    through (its methods hold the ``torch.ops`` overload, not the TileOp: dynamo traces them).
-    The tensors at the ``mutated`` argument positions are marked dirty: a gradient through
-    what the op wrote reaches this Function's backward (a TileError: such ops have none)."""
+    through (its methods hold the ``torch.ops`` overload, not the TileOp: dynamo traces them)."""
 
     def forward(ctx, *args):  # (not torch's setup_context form: its apply binds a signature each call, ~10 us)
         output = overload(*args)
         if setup_context is not None:
             setup_context(ctx, args, output)
-        written = [t for i in mutated for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],))]
-        written = [t for t in written if isinstance(t, torch.Tensor)]
-        ctx.mark_dirty(*written)
-        flat = _flattened(output, written)
+        flat = _flattened(output)
         ctx.spec = flat[-1] if flat is not output else None
         return flat
 
     def differentiate(ctx, *grads):
         if backward is None:
-            raise TileError(
-                f"{name} has no backward: give it one with register_autograd, or call it where no "
-                "gradient is needed (torch.no_grad(), detached inputs)"
-            )
-        if ctx.spec is not None:  # (the spec's own gradient, None, is dropped; ops with a backward write nothing)
+            raise _no_backward(name)
+        if ctx.spec is not None:  # (the spec's own gradient, None, is dropped)
             grads = _rebuilt((*grads[:-1], ctx.spec))
             grads = (grads,) if ctx.spec.alone else grads
         grads_in = backward(ctx, *grads)
         return grads_in if isinstance(grads_in, tuple) else (grads_in,)
 
-    methods = {"forward": forward, "backward": differentiate}
-    methods = {k: staticmethod(f) for k, f in methods.items()}
+    methods = {"forward": staticmethod(forward), "backward": staticmethod(differentiate)}
     return type(name.replace("::", "_") + "_autograd", (torch.autograd.Function,), methods)
