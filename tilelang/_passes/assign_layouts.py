@@ -44,13 +44,21 @@ from .lower_wgmma import operand_wants
 def default_num_threads(program: Program) -> int:
     """Threads per block from the largest tile: about 32 elements per thread (independent
     loads in flight per thread, few warps to combine in reductions), at least 4 warps
-    once a tile has 1024 elements, between 32 and 512. Measured on the H200: a 4096-wide
-    softmax row is fastest with 128 threads, a 1024-element vector add with 128."""
+    once a tile has 1024 elements, between 32 and 512; at least 8 warps for a load of 16 KB
+    outside loops in a program without dots (a row of 4096 float32: 16 a thread). Measured
+    on the H200 (benchmarks/run.py, 2026-12-05): float32 rows of 4096 run 0.5-3% faster at
+    256 threads than at 128 (softmax 8192x4095 0.0700 vs 0.0724 ms), 16-bit rows of 4096
+    (8 KB) keep 128 (bf16 layernorm and softmax 4% slower at 256), rows of 8192 float32
+    were fastest at 256 already; a 1024-element vector add at 128."""
     largest = max((padded_size(v.type.shape) for _, v in tile_outputs(program.body)), default=1)
     t = 32
     while t < 512 and t * 32 < largest:
         t *= 2
-    return max(t, 128) if largest >= 1024 else t
+    t = max(t, 128) if largest >= 1024 else t
+    loaded = [padded_size(e.outputs[0].type.shape) * e.outputs[0].type.dtype.itemsize
+              for e in program.body.eqns if e.prim.name == "load"]  # fmt: skip
+    dots = any(eqn.prim.name == "dot" for eqn, _ in tile_outputs(program.body))
+    return max(t, 256) if max(loaded, default=0) >= 16384 and not dots else t
 
 
 # ------------------------------------------------------------ per-primitive rules
