@@ -182,6 +182,13 @@ def test_what_an_op_writes_carries_no_silent_gradient():
     with pytest.raises(tl.TileError, match="writes a leaf tensor that requires grad"):
         double_into(torch.randn(10), x)
 
+    @tl.torch.custom_op("tilelang_tests::maybe_into", mutates_args=("out",))
+    def maybe_into(x: torch.Tensor, out: torch.Tensor | None) -> None:
+        if out is not None:
+            double_into(x, out)
+
+    maybe_into(x, None)  # (an optional written argument left out: nothing to give a history)
+
 
 @tl.torch.custom_op("tilelang_tests::doubled_and_tripled", mutates_args=())
 def doubled_and_tripled(x: torch.Tensor) -> list[torch.Tensor]:

@@ -151,6 +151,7 @@ class TileOp:
         if self._torch.compiler.is_compiling():  # (dynamo traces a Function's backward: this one would raise)
             return self.op(*args)
         written = [t for i in self._mutated for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],))]
+        written = [t for t in written if isinstance(t, self._torch.Tensor)]  # (an optional one may be None)
         if any(t.requires_grad and t.is_leaf for t in written):
             raise TileError(
                 f"{self.name} writes a leaf tensor that requires grad (torch refuses in-place writes there)"
