@@ -353,3 +353,106 @@ def test_a_variant_keeps_the_kernels_options_and_takes_the_configs():
     assert (v.num_threads, v.num_stages, v.copies_first) == (64, 2, True), vars(v)
     assert (v.backend, v.arch, v.debug) == ("cpu", "sm_80", True), vars(v)
     assert tuned.variant(tl.Config(TILE=128, num_threads=64, num_stages=2)).copies_first is False
+
+
+# ------------------------------------------------------------- edges (a helper's hunt, session 19)
+
+
+def test_a_debug_kernel_and_a_written_default_argument_tune(cache):
+    """Its checks' hidden error buffer is no argument to copy (every config failed: KeyError),
+    nor is a written array left to its default (KeyError too)."""
+    out_default = np.zeros(256, np.float32)
+
+    def accumulate_into(x, out=out_default, TILE: tl.Constant = 64):
+        _accumulate(x, out, TILE)
+
+    for kernel in (
+        tl.tile_kernel(_accumulate, backend="cpu", debug=True),
+        tl.tile_kernel(accumulate_into, backend="cpu"),
+    ):
+        tuned = tl.autotune(configs=CONFIGS, key=lambda args: args["out"].shape, timer=_fake_timer([]))(kernel)
+        x, out = np.ones(256, np.float32), out_default
+        out[:] = 1
+        tuned[_grid(256)](*((x, out) if kernel.__name__ == "_accumulate" else (x,)))
+        np.testing.assert_array_equal(out, 3)  # (each trial put back; the chosen launch once)
+
+
+def test_a_config_whose_grid_cuda_cannot_launch_is_skipped(cache):
+    configs = [tl.Config(TILE=1), tl.Config(TILE=64)]
+    tuned = tl.autotune(configs=configs, key=["x"])(tl.tile_kernel(_accumulate, backend="cpu"))
+    x, out = np.ones(70_000, np.float32), np.zeros(70_000, np.float32)
+    tuned[lambda args: (1, tl.cdiv(70_000, args["TILE"]))](x, out)  # TILE=1: grid y 70000 > 65535
+    assert (
+        tuned.tunings[0]["chosen"].startswith("TILE=64")
+        and "grid sizes" in tuned.tunings[0]["times_ms"][configs[0].label()]
+    )
+
+
+def test_the_cache_is_keyed_on_the_kernels_own_options_and_survives_an_unusable_directory(cache, monkeypatch):
+    """A choice made at num_threads=128 was reused at 32 (where it may not compile: every later
+    process failed); a TILELANG_CACHE_DIR that is a file raised FileExistsError at every launch."""
+    kernel = tl.tile_kernel(_accumulate, backend="cpu", num_threads=128)
+    paths = {tl.autotune(configs=CONFIGS, key=["x"])(k)._cache_path(("k",), "cpu") for k in
+             (kernel, kernel.with_options(num_threads=32), kernel.with_options(debug=True))}  # fmt: skip
+    assert len(paths) == 3
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(cache / "a-file"))
+    (cache / "a-file").write_text("")
+    out, expected = _launch(_tuned())
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_cached_choice_that_fails_is_tuned_again(cache, caplog):
+    tuned = _tuned()
+    _launch(tuned)
+    (entry,) = (cache / "autotune").iterdir()
+    record = json.loads(entry.read_text())
+    too_large = tl.Config(TILE=4096, num_threads=32)  # 128 elements a thread: refused when compiled
+    entry.write_text(json.dumps(record | {"index": 0, "chosen": too_large.label()}))
+    again = _tuned(configs=[too_large] + CONFIGS[1:])
+    again._cache_path = lambda key, backend: str(entry)
+    with caplog.at_level(logging.WARNING, logger="tilelang.autotune"):
+        out, expected = _launch(again)
+    np.testing.assert_array_equal(out, expected)
+    assert "tuning again" in caplog.text and again.tunings
+
+
+def test_keys_and_configs_given_oddly_are_taken_or_refused_clearly(cache):
+    kernel = tl.tile_kernel(_accumulate, backend="cpu")
+    one = tl.autotune(configs=tl.Config(TILE=64), key=None)(kernel)  # one config, no key
+    out, expected = _launch(one)
+    np.testing.assert_array_equal(out, expected)
+    shapes = tl.autotune(configs=CONFIGS, key=lambda args: (args["x"].shape, args["out"].shape))(kernel)
+    out, expected = _launch(shapes)  # (1-d shapes in a key function's value: the progress line read p[1])
+    np.testing.assert_array_equal(out, expected)
+    with pytest.raises(tl.TileArgumentError, match="key names `TILE`, which the configs set"):
+        tl.autotune(configs=CONFIGS, key=["TILE"])(kernel)
+    with pytest.raises(tl.TileArgumentError, match="copies_first is True or False"):
+        tl.Config(TILE=64, copies_first="no")
+    with pytest.raises(tl.TileArgumentError, match=r"test_autotune.py:\d+.*launched over a grid of blocks"):
+        one(np.ones(4, np.float32), np.ones(4, np.float32))
+    with pytest.raises(tl.TileArgumentError, match=r"argument `x`: expected an array or a scalar, got list"):
+        one[1]([1.0] * 64, np.ones(64, np.float32))
+    assert isinstance(tl.autotune(tl.tile_kernel(_matmul_like)), tl.autotune(configs=CONFIGS)(kernel).__class__)
+
+
+def _matmul_like(a, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant):
+    tl.store(c, tl.load(a, index=(0, 0), shape=(BM, BN)), index=(0, 0))
+
+
+def test_the_disk_key_sees_an_objects_attributes():
+    """A frozen dataclass or a plain object a kernel reads was fingerprinted by its type alone:
+    a cached choice for another value was reused (and failed to compile)."""
+    import dataclasses
+
+    from tilelang._frontend.captures import _stable
+
+    @dataclasses.dataclass(frozen=True)
+    class Settings:
+        groups: int
+
+    class Plain:
+        def __init__(self, groups):
+            self.groups = groups
+
+    texts = [_stable(v) for v in (Settings(4), Settings(3), Plain(4), Plain(3))]
+    assert len(set(texts)) == 4 and all("0x" not in t for t in texts)

@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -63,6 +64,8 @@ class Config:
             raise error from None
         self.constants = dict(constants)
         self.num_threads, self.num_stages = None if num_threads is None else int(num_threads), int(num_stages)
+        if not isinstance(copies_first, (bool, np.bool_)):
+            raise TileArgumentError(f"tl.Config: copies_first is True or False, got {copies_first!r}")
         self.copies_first = bool(copies_first)
 
     def _fields(self):
@@ -145,6 +148,9 @@ def autotune(configs=None, key=(), *, timer=None, quiet: bool | None = None, cac
             raise TileArgumentError("@tl.autotune goes above @tl.tile_kernel (it tunes a tile kernel)")
         return Autotuned(kernel, configs, key, timer, quiet, cache)
 
+    if isinstance(configs, TileKernel):  # bare @tl.autotune: the default configs
+        kernel, configs = configs, None
+        return wrap(kernel)
     return wrap
 
 
@@ -160,7 +166,9 @@ class Autotuned:
                     f"{', '.join(sorted(missing))} that the default dot configs set"
                 )
             configs = dot_configs()
-        configs = list(configs)
+        configs = (
+            [configs] if isinstance(configs, Config) else list(configs) if isinstance(configs, (list, tuple)) else []
+        )
         if not configs or not all(isinstance(c, Config) for c in configs):
             raise TileArgumentError(f"@tl.autotune on {kernel.__name__}: configs must be a non-empty list of tl.Config")
         for c in configs:
@@ -171,10 +179,14 @@ class Autotuned:
                     f"which {'is not a' if len(unknown) == 1 else 'are not'} tl.Constant parameter of the kernel"
                 )
         if not callable(key):
-            key = tuple([key] if isinstance(key, str) else key)
+            key = tuple([key] if isinstance(key, str) else key or ())
             for name in key:
                 if name not in kernel.param_names:
                     raise TileArgumentError(f"@tl.autotune on {kernel.__name__}: key names `{name}`, not a parameter")
+                if any(name in c.constants for c in configs):
+                    raise TileArgumentError(
+                        f"@tl.autotune on {kernel.__name__}: key names `{name}`, which the configs set"
+                    )
         self.kernel, self.configs, self.key, self.timer, self.quiet, self.cache = (
             kernel,
             configs,
@@ -200,6 +212,13 @@ class Autotuned:
     def __getitem__(self, grid):
         return functools.partial(self._launch, grid)
 
+    def __call__(self, *args, **kwargs):
+        raise TileArgumentError(
+            f"a tuned kernel is launched over a grid of blocks too: {self.__name__}[grid](...), e.g. "
+            f"{self.__name__}[lambda args: (tl.cdiv(n, args['TILE']),)](...)",
+            user_location(),
+        )
+
     def variant(self, config: Config) -> TileKernel:
         """The tile kernel compiled with ``config``'s launch options (one per set of them)."""
         options = (config.num_threads or self.kernel.num_threads, config.num_stages, config.copies_first)
@@ -218,12 +237,27 @@ class Autotuned:
         backend = backend or self.kernel.backend or default_backend()
         key = self.key_of(arguments, backend)
         config = self.choices.get(key)
+        on = {"backend": backend} if stream is None else {"backend": backend, "stream": stream}
         if config is None:
-            config = self._from_disk(key, backend) or self._tune(key, grid, args, kwargs, arguments, backend, stream)
+            config = self._from_disk(key, backend)
+            if config is not None:
+                try:  # (its first launch compiles it: a choice that no longer does is tuned again)
+                    self._run(config, grid, args, kwargs, arguments, on)
+                    self.choices[key] = config
+                    return
+                except TileArgumentError:
+                    raise
+                except TileError as err:
+                    log.warning(
+                        "%s: the cached choice %s failed (%s); tuning again", self.__name__, config.label(), err
+                    )
+            config = self._tune(key, grid, args, kwargs, arguments, backend, stream)
             self.choices[key] = config
+        self._run(config, grid, args, kwargs, arguments, on)
+
+    def _run(self, config, grid, args, kwargs, arguments, on):
         if callable(grid):  # called here, so that the kernel's own launch is its fast path (a fixed grid)
             grid = launch_grid(grid, self._defaults | arguments | config.constants)
-        on = {"backend": backend} if stream is None else {"backend": backend, "stream": stream}
         self.variant(config)[grid](*args, **kwargs, **config.constants, **on)
 
     def _arguments(self, args, kwargs) -> dict:
@@ -248,7 +282,7 @@ class Autotuned:
         """The key a choice is remembered under: ``key``'s values (an array's shape and
         dtype, read off the array), the backend."""
         if callable(self.key):
-            return (self.key(dict(arguments)), backend)
+            return (self.key(self._defaults | arguments), backend)
         return (tuple(_key_part(name, arguments.get(name)) for name in self.key), backend)
 
     # ------------------------------------------------------------------ tuning
@@ -268,13 +302,16 @@ class Autotuned:
             kernel = self.variant(config)
             options = {"backend": backend} | ({"stream": stream} if stream is not None else {})
 
+            sites = kernel[_config_grid(grid, self._defaults | arguments | config.constants)]
+
             def run():
-                kernel[grid](*args, **kwargs, **config.constants, **options)
+                sites(*args, **kwargs, **config.constants, **options)
 
             try:
-                if first:
-                    for name in self._written(kernel, arguments, config, backend) - set(snapshots):
-                        snapshots[name] = _Snapshot(name, arguments[name])
+                if first:  # (the call's arrays, defaults too; not a debug build's own error buffer)
+                    bound = self._defaults | arguments
+                    for name in (self._written(kernel, arguments, config, backend) & bound.keys()) - set(snapshots):
+                        snapshots[name] = _Snapshot(name, bound[name])
                     run()  # compiles; a first launch
                 return timer(run, config) if timer is not None else None
             finally:  # what the trial wrote, put back (also after a failure or an interrupt)
@@ -288,7 +325,7 @@ class Autotuned:
             except TileArgumentError:  # the call's, not the config's (a global the kernel read changed): at once
                 raise
             except Exception as err:  # noqa: BLE001 - a TileError, or a launch the driver refused: say why
-                first = str(err).splitlines()[:1]
+                first = (err.message if isinstance(err, TileError) else str(err)).splitlines()[:1]
                 results.append((config, None, f"{type(err).__name__}: {first[0] if first else ''}"))
                 errors.append(err)
             progress.update(results)
@@ -356,7 +393,9 @@ class Autotuned:
             source = self.kernel.fn.__code__.co_code.hex()
         device = device_peaks(current_device())[0] if backend == "cuda" else backend
         read = Captures(self.kernel.fn).fingerprint()  # (globals, closure variables, helpers: as they are now)
-        text = repr((__version__, self.kernel.fn.__module__, self.kernel.fn.__qualname__, source, read, device, key,
+        k = self.kernel  # (its own options: a choice at num_threads=128 may not compile at 32)
+        options = (k.num_threads, k.num_stages, k.copies_first, k.arch, k.debug)
+        text = repr((__version__, k.fn.__module__, k.fn.__qualname__, source, read, device, key, options,
                      [c.label() for c in self.configs]))  # fmt: skip
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]
         return os.path.join(cache_dir(), "autotune", f"{self.__name__}-{digest}.json")
@@ -364,8 +403,8 @@ class Autotuned:
     def _from_disk(self, key, backend) -> Config | None:
         if not self.cache:
             return None
-        path = self._cache_path(key, backend)
         try:
+            path = self._cache_path(key, backend)
             with open(path) as f:
                 entry = json.load(f)
             config = self.configs[entry["index"]]
@@ -374,18 +413,33 @@ class Autotuned:
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, IndexError, TypeError) as err:
-            log.warning("ignoring the corrupt autotune cache entry %s (%s); tuning again", path, err)
+            message = "ignoring the corrupt or unreadable autotune cache entry for %s (%s); tuning again"
+            log.warning(message, self.__name__, err)
             return None
         log.info("%s %s: %s, from the cache %s", self.__name__, _describe(key[0]), config.label(), path)
         return config
 
     def _to_disk(self, key, backend, chosen, record):
-        path = self._cache_path(key, backend)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w") as f:
-            json.dump(record | {"index": self.configs.index(chosen)}, f, indent=1)
-        os.replace(partial, path)  # atomic: a concurrent reader sees the old entry or the new one
+        try:
+            path = self._cache_path(key, backend)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            partial = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            with open(partial, "w") as f:
+                json.dump(record | {"index": self.configs.index(chosen)}, f, indent=1)
+            os.replace(partial, path)  # atomic: a concurrent reader sees the old entry or the new one
+        except OSError as err:  # (an unusable TILELANG_CACHE_DIR: the choice stays in memory)
+            log.warning("could not save the autotune choice for %s (%s)", self.__name__, err)
+
+
+def _config_grid(grid, values: dict):
+    """A grid computed from a config's Constants; one CUDA cannot launch is the config's failure
+    (a TileLimitError: the next config is tried), not the call's."""
+    if not callable(grid):
+        return grid
+    try:
+        return launch_grid(grid, values)
+    except TileArgumentError as err:
+        raise TileLimitError(err.message) from None
 
 
 class _Snapshot:
@@ -443,7 +497,7 @@ _DTYPE_NAMES: dict = {}  # an array's dtype object -> its name (str() of a NumPy
 
 
 def _key_part(name, value):
-    if value is None or isinstance(value, (int, float, bool, np.generic)):
+    if value is None or isinstance(value, (int, float, bool, np.generic, str)):
         return (name, value)
     shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
     if shape is not None and dtype is not None:  # NumPy, torch, CuPy, numba: no need for the whole array_info
@@ -452,10 +506,12 @@ def _key_part(name, value):
             known = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
         return (name, tuple(shape), known)
     info = array_info(value)
-    return (name, tuple(info.shape), info.dtype.name) if info is not None else (name, value)
+    if info is None:
+        raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
+    return (name, tuple(info.shape), info.dtype.name)
 
 
 def _describe(key) -> str:
-    if isinstance(key, tuple) and all(isinstance(p, tuple) for p in key):
+    if isinstance(key, tuple) and all(isinstance(p, tuple) and len(p) >= 2 and isinstance(p[0], str) for p in key):
         return " ".join(f"{p[0]}={'x'.join(map(str, p[1])) if isinstance(p[1], tuple) else p[1]}" for p in key)
     return repr(key)

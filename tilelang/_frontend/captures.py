@@ -166,7 +166,16 @@ def _stable(value) -> str:
         return f"module {value.__name__}"
     if value is EMPTY:
         return "unassigned"
-    return f"a {type(value).__module__}.{type(value).__qualname__}"
+    kind = type(value)
+    name = f"{kind.__module__}.{kind.__qualname__}"
+    if kind.__repr__ is not object.__repr__ and " at 0x" not in (text := repr(value)):
+        return f"{name} {text}"  # a value's own repr (a dataclass, an enum member, a named tuple)
+    if isinstance(getattr(value, "__dict__", None), dict) and not isinstance(value, type):
+        try:  # an object of a plain class: its attributes
+            return f"{name} {_stable(vars(value))}"
+        except RecursionError:
+            pass
+    return f"a {name}"
 
 
 def _show(value) -> str:
