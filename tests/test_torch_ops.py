@@ -277,6 +277,18 @@ def test_a_kernel_launched_directly_in_compiled_code_runs_eagerly():
         torch.testing.assert_close(torch.compile(plain)(x, kernel), 3 * x + 1)
 
 
+def test_launch_errors_are_located_at_the_users_line_with_dynamo_loaded():
+    """(The launch runs through torch._dynamo.disable's wrapper then: errors were located in it.)"""
+    import torch._dynamo  # noqa: F401
+
+    tuned = tl.autotune(configs=[tl.Config(TILE=16)], key=[])(double)
+    x = torch.zeros(16)
+    for launch in (lambda: double[1](x, TILE=16), lambda: tuned[1](x, x.clone(), TILE=16)):  # (missing, configured)
+        with pytest.raises(tl.TileError) as err:
+            launch()
+        assert err.value.loc is not None and err.value.loc.file == __file__, err.value
+
+
 def test_an_op_without_backward_compiles_where_inputs_require_grad():
     x = torch.randn(10, requires_grad=True)
     y = torch.compile(lambda x: double_op(x) + 1, fullgraph=True)(x)

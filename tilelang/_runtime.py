@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes
 from ._backends.cuda_driver import on_device, primary_context
 from ._ir.core import ArrayType, Program, array_accesses
-from .errors import TileArgumentError, TileError, TileTypeError, at_user_call, user_location
+from .errors import PASSED_THROUGH, TileArgumentError, TileError, TileTypeError, at_user_call, user_location
 
 
 @dataclass
@@ -154,6 +154,7 @@ def untraced(fn):
                 return fn(*args, **kwargs)
             if not disabled:
                 disabled.append(dynamo.disable(fn, recursive=True))
+                PASSED_THROUGH.add(disabled[0].__code__.co_filename)  # (errors are located past its frame)
             return disabled[0](*args, **kwargs)
         except TileError as err:
             raise at_user_call(err) from None

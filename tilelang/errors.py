@@ -46,9 +46,16 @@ class SourceLoc:
         return out
 
 
+PASSED_THROUGH: set = set()  # files of wrappers tilelang calls itself through (torch._dynamo.disable's)
+
+
 def is_internal(filename: str) -> bool:
-    """Whether ``filename`` is tilelang's own code."""
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep) or filename.startswith("<tilelang")
+    """Whether ``filename`` is tilelang's own code (or a wrapper it calls itself through)."""
+    return (
+        os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+        or filename.startswith("<tilelang")
+        or filename in PASSED_THROUGH
+    )
 
 
 def at_user_call(err: TileError) -> TileError:
