@@ -154,7 +154,8 @@ def untraced(fn):
                 return fn(*args, **kwargs)
             if not disabled:
                 disabled.append(dynamo.disable(fn, recursive=True))
-                PASSED_THROUGH.add(disabled[0].__code__.co_filename)  # (errors are located past its frame)
+                code = getattr(disabled[0], "__code__", None)  # (errors are located past its frame)
+                PASSED_THROUGH.add(getattr(code, "co_filename", ""))
             return disabled[0](*args, **kwargs)
         except TileError as err:
             raise at_user_call(err) from None
