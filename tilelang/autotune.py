@@ -124,13 +124,14 @@ def dot_configs(bits: int = 16) -> list[Config]:
 
 
 def autotune(configs=None, key=(), *, timer=None, quiet: bool | None = None, cache: bool = True):
-    """Tune a tile kernel over ``configs`` (a list of :class:`Config`), once per key.
+    """Tune a tile kernel over ``configs`` (a list of :class:`Config`, or one), once per key.
 
     ``key`` names the parameters the choice depends on (an array by its shape and dtype, a
     scalar by its value), or is a function of the bound arguments (a dict) returning a
-    hashable value. ``configs=None`` uses :func:`dot_configs` (the kernel needs Constants
-    ``BM``, ``BN``, ``BK``). ``timer(run, config)`` returns milliseconds (default: CUDA events
-    on the GPU; none elsewhere: the first config that runs wins). ``quiet`` (default: the
+    hashable value. ``configs=None`` (or a bare ``@tl.autotune``) uses :func:`dot_configs`
+    (the kernel needs Constants ``BM``, ``BN``, ``BK``). ``timer(run, config)`` returns
+    milliseconds (default: CUDA events on the GPU; none elsewhere: the first config that runs
+    wins). ``quiet`` (default: the
     ``TILELANG_AUTOTUNE_QUIET`` environment variable) silences the progress line on stderr.
     ``cache=False`` keeps choices in memory only. Example::
 
