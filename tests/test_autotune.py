@@ -317,6 +317,16 @@ def test_bench_and_sweep_on_the_cpu(tmp_path, capsys):
     ]
     with pytest.raises(ValueError, match="device"):
         tl.testing.bench(lambda: None, device="tpu")
+    for bad in (dict(rep=2.5), dict(warmup=1.5), dict(rep="5"), dict(rep=True)):  # (raw TypeErrors from range)
+        with pytest.raises(ValueError, match="rep must be an int"):
+            tl.testing.bench(lambda: None, device="cpu", **bad)
+    from tilelang._runtime import gpu_available
+
+    if not gpu_available():
+        with pytest.raises(ValueError, match="no CUDA GPU here"):  # (numba's CudaSupportError)
+            tl.testing.bench(lambda: None, device="cuda")
+    with pytest.raises(ValueError, match="at least one implementation"):  # (a malformed table)
+        tl.testing.sweep([1], {}, device="cpu")
 
 
 def test_sweep_without_matplotlib_says_so(tmp_path, capsys, monkeypatch):

@@ -252,6 +252,11 @@ def test_explain_grid_estimates_the_cost_of_a_launch():
         assert (cost.bytes, cost.flops, cost.exact_loops) == want
     text = tl.explain(vadd, x, x, x, TILE=128, grid=8)["cost"]
     assert text.startswith("grid (8,): 0.012 MB moved at least, 0.001 MFLOP\n")
+    empty = tl.explain(vadd, x, x, x, TILE=128, grid=(8, 0))["cost"]  # (no block runs: it counted the arrays)
+    assert empty.startswith("grid (8, 0): 0.000 MB moved at least, 0.000 MFLOP\n")
+    tuned = tl.autotune(configs=[tl.Config(TILE=128)])(vadd)
+    with pytest.raises(tl.TileError, match=r"test_printer.py:\d+.*one configuration of a tuned kernel"):
+        tl.explain(tuned, x, x, x)
 
     @tl.tile_kernel
     def scaled(x, out, MODE: tl.Constant = "double"):

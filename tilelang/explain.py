@@ -46,6 +46,12 @@ def explain(kernel: TileKernel, *args, backend: str = "cuda", grid=None, **kwarg
         print(tl.explain(add, "f32[:]", "f32[:]", "f32[:]", TILE=1024))
         print(tl.explain(add, x, y, out, TILE=1024, grid=tl.cdiv(n, 1024))["cost"])
     """
+    if hasattr(kernel, "variant") and isinstance(getattr(kernel, "kernel", None), TileKernel):  # @tl.autotune
+        raise TileError(
+            f"explain() takes one configuration of a tuned kernel: tl.explain({kernel.__name__}.variant(config), ..., "
+            f"**config.constants), a config from tl.Config(...) or {kernel.__name__}.choices (what launches chose)",
+            user_location(),
+        )
     if not isinstance(kernel, TileKernel):
         raise TileError(f"explain() takes a @tl.tile_kernel function, got {type(kernel).__name__}", user_location())
     if tracing():

@@ -77,4 +77,5 @@ def estimate_cost(program: Program, grid, arguments: dict) -> Cost:
 
     flops, exact = _block_flops(program.body, scalars)
     blocks = int(np.prod(grid, dtype=np.int64))
-    return Cost(sum(map(nbytes, reads)) + sum(map(nbytes, writes)), flops * blocks, exact)
+    moved = sum(map(nbytes, reads)) + sum(map(nbytes, writes)) if blocks else 0  # (an empty grid runs nothing)
+    return Cost(moved, flops * blocks, exact)

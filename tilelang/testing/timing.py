@@ -14,6 +14,8 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # more than any GPU's L2 (the H200 has 50 MB)
 
 
@@ -31,8 +33,14 @@ def bench(fn: Callable[[], object], *, warmup: int = 10, rep: int = 100, flush_l
     device = device or ("cuda" if gpu_available() else "cpu")
     if device not in ("cuda", "cpu"):
         raise ValueError(f"bench: device must be 'cuda' or 'cpu', got {device!r}")
-    if rep < 1 or warmup < 0:
-        raise ValueError(f"bench: rep must be >= 1 and warmup >= 0, got rep={rep}, warmup={warmup}")
+    if (
+        not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in (rep, warmup))
+        or rep < 1
+        or warmup < 0
+    ):
+        raise ValueError(f"bench: rep must be an int >= 1 and warmup an int >= 0, got rep={rep!r}, warmup={warmup!r}")
+    if device == "cuda" and not gpu_available():
+        raise ValueError("bench: device='cuda', and there is no CUDA GPU here")
     for _ in range(warmup):
         fn()
     if device == "cpu":
@@ -80,6 +88,8 @@ def sweep(
               metric=lambda n, ms: 12 * n / ms / 1e6, unit="GB/s", plot="add.png")
     """
     metric = metric or (lambda size, ms: ms)
+    if not implementations:
+        raise ValueError("sweep: give at least one implementation to time")
     results = {name: [] for name in implementations}
     for size in sizes:
         for name, make in implementations.items():
@@ -117,7 +127,7 @@ def draw(sizes, results: dict, unit: str, title: str, path: str) -> None:
         points = [(s, v) for s, v in zip(sizes, values) if v is not None]
         if points:
             axes.plot(*zip(*points), marker="o", label=name)
-    if all(isinstance(s, (int, float)) and s > 0 for s in sizes) and max(sizes) / min(sizes) > 16:
+    if sizes and all(isinstance(s, (int, float)) and s > 0 for s in sizes) and max(sizes) / min(sizes) > 16:
         axes.set_xscale("log", base=2)
     axes.set_xlabel("size")
     axes.set_ylabel(unit)
