@@ -238,27 +238,21 @@ class Autotuned:
         backend = backend or self.kernel.backend or default_backend()
         key = self.key_of(arguments, backend)
         config = self.choices.get(key)
-        on = {"backend": backend} if stream is None else {"backend": backend, "stream": stream}
         if config is None:
             config = self._from_disk(key, backend)
             if config is not None:
-                try:  # (its first launch compiles it: a choice that no longer does is tuned again)
-                    self._run(config, grid, args, kwargs, arguments, on)
-                    self.choices[key] = config
-                    return
+                try:  # (compiled before it runs: a choice that no longer compiles is tuned again, nothing written)
+                    self._written(self.variant(config), arguments, config, backend)
                 except TileArgumentError:
                     raise
                 except TileError as err:
-                    log.warning(
-                        "%s: the cached choice %s failed (%s); tuning again", self.__name__, config.label(), err
-                    )
-            config = self._tune(key, grid, args, kwargs, arguments, backend, stream)
+                    log.warning("%s: cached choice %s failed (%s); tuning again", self.__name__, config.label(), err)
+                    config = None
+            config = config or self._tune(key, grid, args, kwargs, arguments, backend, stream)
             self.choices[key] = config
-        self._run(config, grid, args, kwargs, arguments, on)
-
-    def _run(self, config, grid, args, kwargs, arguments, on):
         if callable(grid):  # called here, so that the kernel's own launch is its fast path (a fixed grid)
             grid = launch_grid(grid, self._defaults | arguments | config.constants)
+        on = {"backend": backend} if stream is None else {"backend": backend, "stream": stream}
         self.variant(config)[grid](*args, **kwargs, **config.constants, **on)
 
     def _arguments(self, args, kwargs) -> dict:
@@ -376,7 +370,8 @@ class Autotuned:
         return [(c, ms if again.get(id(c)) is None else min(ms, again[id(c)]), why) for c, ms, why in results]
 
     def _written(self, kernel, arguments, config, backend) -> set:
-        """Names of the arrays ``config``'s specialization writes (compiling it, as its first run would)."""
+        """Names of the arrays ``config``'s specialization writes (compiling it, as its first run would:
+        a config that does not compile raises here, before anything runs)."""
         full = dict(arguments) | config.constants
         bound = kernel.bind((), full)
         spec, _ = kernel.specialize(bound)
