@@ -466,3 +466,31 @@ def test_the_disk_key_sees_an_objects_attributes():
 
     texts = [_stable(v) for v in (Settings(4), Settings(3), Plain(4), Plain(3))]
     assert len(set(texts)) == 4 and all("0x" not in t for t in texts)
+    # (a review: no repr, which sets order by hash and may raise; cycles end at once, at any stack depth)
+    tree = Plain(1)
+    tree.children, tree.me = [Plain(2), Plain(3)], tree
+    for child in tree.children:
+        child.parent = child.left = child.right = tree
+    assert _stable(tree) == (lambda: _stable(tree))() and "a " in _stable(tree)
+    frozen = dataclasses.make_dataclass("Frozen", [("tags", frozenset)], frozen=True)
+    assert _stable(frozen(frozenset({"b", "a", "c"}))) == _stable(frozen(frozenset({"c", "a", "b"})))
+
+    class Raising(Plain):
+        def __repr__(self):
+            raise AttributeError("not yet")
+
+    assert "'groups': 1" in _stable(Raising(1))
+
+
+def test_a_constant_in_the_key_configs_from_a_generator_and_a_wrong_grid_function():
+    def scaled(x, out, DT: tl.Constant, TILE: tl.Constant):
+        i = tl.block_id(0)
+        tl.store(out, tl.load(x, index=(i,), shape=(TILE,)).astype(DT), index=(i,))
+
+    tuned = tl.autotune(configs=(c for c in CONFIGS[:2]), key=["x", "DT"])(tl.tile_kernel(scaled, backend="cpu"))
+    x = np.ones(256, np.float32)
+    out = np.zeros(256, np.float32)
+    tuned[_grid(256)](x, out, DT=tl.float32)  # (a DType in the key: refused as "not an array" for a moment)
+    assert len(tuned.configs) == 2 and (out == 1).all()
+    with pytest.raises(tl.TileArgumentError, match=r"test_autotune.py:\d+.*grid sizes must be ints.*15.625"):
+        tuned[lambda args: (1000 / args["TILE"],)](x, out, DT=tl.float32)  # the call's mistake, not a limit

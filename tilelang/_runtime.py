@@ -154,8 +154,8 @@ def untraced(fn):
                 return fn(*args, **kwargs)
             if not disabled:
                 disabled.append(dynamo.disable(fn, recursive=True))
-                code = getattr(disabled[0], "__code__", None)  # (errors are located past its frame)
-                PASSED_THROUGH.add(getattr(code, "co_filename", ""))
+                code = getattr(disabled[0], "__code__", None) or type(disabled[0]).__call__.__code__
+                PASSED_THROUGH.add(code.co_filename)  # (errors are located past its frame)
             return disabled[0](*args, **kwargs)
         except TileError as err:
             raise at_user_call(err) from None

@@ -28,6 +28,7 @@ import os
 import sys
 import threading
 import time
+import types
 
 import numpy as np
 
@@ -149,8 +150,8 @@ def autotune(configs=None, key=(), *, timer=None, quiet: bool | None = None, cac
             raise TileArgumentError("@tl.autotune goes above @tl.tile_kernel (it tunes a tile kernel)")
         return Autotuned(kernel, configs, key, timer, quiet, cache)
 
-    if isinstance(configs, TileKernel):  # bare @tl.autotune: the default configs
-        kernel, configs = configs, None
+    if isinstance(configs, TileKernel) or isinstance(configs, types.FunctionType):  # bare @tl.autotune: the default
+        kernel, configs = configs, None  # configs (on a plain function: the "goes above @tl.tile_kernel" error)
         return wrap(kernel)
     return wrap
 
@@ -167,9 +168,10 @@ class Autotuned:
                     f"{', '.join(sorted(missing))} that the default dot configs set"
                 )
             configs = dot_configs()
-        configs = (
-            [configs] if isinstance(configs, Config) else list(configs) if isinstance(configs, (list, tuple)) else []
-        )
+        try:
+            configs = [configs] if isinstance(configs, Config) else list(configs)
+        except TypeError:  # (not iterable: the error below)
+            configs = []
         if not configs or not all(isinstance(c, Config) for c in configs):
             raise TileArgumentError(f"@tl.autotune on {kernel.__name__}: configs must be a non-empty list of tl.Config")
         for c in configs:
@@ -435,7 +437,11 @@ def _config_grid(grid, values: dict):
     try:
         return launch_grid(grid, values)
     except TileArgumentError as err:
-        raise TileLimitError(err.message) from None
+        sizes = grid(values)
+        sizes = sizes if isinstance(sizes, (tuple, list)) else (sizes,)
+        if all(isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g >= 0 for g in sizes):
+            raise TileLimitError(err.message) from None  # (ints past CUDA's limits: this config's)
+        raise  # (a float, a negative size: the grid function's mistake, the call's)
 
 
 class _Snapshot:
@@ -502,9 +508,14 @@ def _key_part(name, value):
             known = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
         return (name, tuple(shape), known)
     info = array_info(value)
-    if info is None:
-        raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {type(value).__name__}")
-    return (name, tuple(info.shape), info.dtype.name)
+    if info is not None:
+        return (name, tuple(info.shape), info.dtype.name)
+    try:  # (a Constant: any hashable value, a dtype, a tuple)
+        hash(value)
+    except TypeError:
+        what = type(value).__name__
+        raise TileArgumentError(f"argument `{name}`: expected an array or a scalar, got {what}") from None
+    return (name, value)
 
 
 def _describe(key) -> str:

@@ -15,7 +15,9 @@ state) are not watched; nor is the inside of a mutable object.
 
 from __future__ import annotations
 
+import dataclasses
 import dis
+import enum
 import hashlib
 import types
 
@@ -148,16 +150,13 @@ def _code_text(code) -> str:
     return f"{code.co_code.hex()} {code.co_names} ({', '.join(consts)})"
 
 
-def _stable(value) -> str:
-    """``value`` as text that does not depend on the process (no addresses, no hash order)."""
+def _stable(value, seen: frozenset = frozenset()) -> str:
+    """``value`` as text that does not depend on the process (no addresses, no hash order, no
+    ``repr``: a set field's order, a thread's ident, a raising ``__repr__``). An object by its
+    attributes (a dataclass by its fields, an enum member by its name), to a depth of 8, a
+    cycle back to one on the way by its type."""
     if isinstance(value, _PLAIN):
         return repr(value)
-    if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__}({', '.join(map(_stable, value))})"
-    if isinstance(value, (set, frozenset)):
-        return f"{type(value).__name__}({', '.join(sorted(map(_stable, value)))})"
-    if isinstance(value, dict):
-        return f"dict({', '.join(sorted(f'{_stable(k)}: {_stable(v)}' for k, v in value.items()))})"
     if isinstance(value, types.FunctionType):
         return f"function {value.__qualname__} {_code_text(value.__code__)} defaults {_stable(value.__defaults__)}"
     if isinstance(value, np.ndarray):  # (its contents, by digest)
@@ -168,13 +167,21 @@ def _stable(value) -> str:
         return "unassigned"
     kind = type(value)
     name = f"{kind.__module__}.{kind.__qualname__}"
-    if kind.__repr__ is not object.__repr__ and " at 0x" not in (text := repr(value)):
-        return f"{name} {text}"  # a value's own repr (a dataclass, an enum member, a named tuple)
+    if isinstance(value, enum.Enum):
+        return f"{name}.{value.name}"
+    if id(value) in seen or len(seen) >= 8:
+        return f"a {name}"
+    inner = seen | {id(value)}
+    if isinstance(value, (tuple, list)):
+        return f"{kind.__name__}({', '.join(_stable(v, inner) for v in value)})"
+    if isinstance(value, (set, frozenset)):
+        return f"{kind.__name__}({', '.join(sorted(_stable(v, inner) for v in value))})"
+    if isinstance(value, dict):
+        return f"dict({', '.join(sorted(f'{_stable(k, inner)}: {_stable(v, inner)}' for k, v in value.items()))})"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return f"{name} {_stable({f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}, inner)}"
     if isinstance(getattr(value, "__dict__", None), dict) and not isinstance(value, type):
-        try:  # an object of a plain class: its attributes
-            return f"{name} {_stable(vars(value))}"
-        except RecursionError:
-            pass
+        return f"{name} {_stable(vars(value), inner)}"  # an object of a plain class: its attributes
     return f"a {name}"
 
 
