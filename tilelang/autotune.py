@@ -244,7 +244,7 @@ class Autotuned:
             config = self._from_disk(key, backend)
             if config is not None:
                 try:  # (compiled before it runs: a choice that no longer compiles is tuned again, nothing written)
-                    self._written(self.variant(config), arguments, config, backend)
+                    self._compiled(self.variant(config), arguments, config, backend)
                 except TileArgumentError:
                     raise
                 except TileError as err:
@@ -307,7 +307,8 @@ class Autotuned:
             try:
                 if first:  # (the call's arrays, defaults too; not a debug build's own error buffer)
                     bound = self._defaults | arguments
-                    for name in (self._written(kernel, arguments, config, backend) & bound.keys()) - set(snapshots):
+                    written = array_accesses(self._compiled(kernel, arguments, config, backend).program)[1]
+                    for name in (written & bound.keys()) - set(snapshots):
                         snapshots[name] = _Snapshot(name, bound[name])
                     run()  # compiles; a first launch
                 return timer(run, config) if timer is not None else None
@@ -371,13 +372,11 @@ class Autotuned:
                 again[id(c)] = trial(c, first=False)
         return [(c, ms if again.get(id(c)) is None else min(ms, again[id(c)]), why) for c, ms, why in results]
 
-    def _written(self, kernel, arguments, config, backend) -> set:
-        """Names of the arrays ``config``'s specialization writes (compiling it, as its first run would:
-        a config that does not compile raises here, before anything runs)."""
-        full = dict(arguments) | config.constants
-        bound = kernel.bind((), full)
-        spec, _ = kernel.specialize(bound)
-        return array_accesses(kernel.compile(spec, backend).program)[1]
+    def _compiled(self, kernel, arguments, config, backend):
+        """``config``'s specialization for these arguments, compiled as its first run would (a
+        config that does not compile raises here, before anything runs)."""
+        spec, _ = kernel.specialize(kernel.bind((), dict(arguments) | config.constants))
+        return kernel.compile(spec, backend)
 
     # ------------------------------------------------------------------ the disk cache
 
