@@ -87,32 +87,12 @@ def softmax(x, out, BLOCK: tl.Constant):
     tl.store(out, (e / tl.sum(e)).astype(out.dtype), index=(i, 0))
 
 
-def softmax_reciprocal(x, out, BLOCK: tl.Constant):
-    """``e * (1 / sum)``: within 2 ulps like Triton's ``/`` (div.full.f32), where tilelang's
-    ``/`` rounds correctly (div.rn.f32: about ten instructions per element)."""
-    i = tl.block_id(0)
-    t = tl.load(x, index=(i, 0), shape=(1, BLOCK), padding=float("-inf")).astype(tl.float32)
-    e = tl.exp(t - tl.max(t))
-    tl.store(out, (e * (1.0 / tl.sum(e))).astype(out.dtype), index=(i, 0))
-
-
-def softmax_triton_numerics(x, out, BLOCK: tl.Constant):
-    """Triton's numerics: ``exp`` as ``exp2`` of the argument times log2(e) (one ``ex2.approx``,
-    as Triton's ``tl.exp``; tilelang's ``tl.exp`` is libdevice's, within 2 ulps, about eight
-    instructions) and ``e * (1 / sum)`` (within 2 ulps, as Triton's ``/``)."""
-    i = tl.block_id(0)
-    t = tl.load(x, index=(i, 0), shape=(1, BLOCK), padding=float("-inf")).astype(tl.float32)
-    e = tl.exp2((t - tl.max(t)) * 1.4426950408889634, flush_to_zero=True)
-    tl.store(out, (e * (1.0 / tl.sum(e))).astype(out.dtype), index=(i, 0))
-
-
 # each kernel with the default threads per block, and variants to compare
 KERNELS = {
     name: {None: tl.tile_kernel(fn), **{f"{t} thr": tl.tile_kernel(fn, num_threads=t) for t in (256, 512)}}
     for name, fn in (("layernorm", layernorm), ("rmsnorm", rmsnorm_rows), ("softmax", softmax))
 }
-KERNELS["softmax"]["e * (1/sum)"] = tl.tile_kernel(softmax_reciprocal)
-KERNELS["softmax"]["Triton's numerics"] = tl.tile_kernel(softmax_triton_numerics)
+KERNELS["softmax"]["fast_math"] = tl.tile_kernel(softmax, fast_math=True)  # Triton's exp and `/`
 KERNELS["layernorm"]["weights first"] = tl.tile_kernel(layernorm_weights_first)
 KERNELS["rmsnorm"]["weights first"] = tl.tile_kernel(rmsnorm_weights_first)
 

@@ -437,3 +437,81 @@ def test_exp2_flush_to_zero_flushes_only_subnormal_results(d):
         subnormal = x.astype(np.float64) < low
         assert np.all(flushed[subnormal] == 0), (backend, x[subnormal], flushed[subnormal])
         assert np.array_equal(flushed[~subnormal], plain[~subnormal], equal_nan=True), (backend, flushed, plain)
+
+
+# ------------------------------------------------------------ fast_math's numerics
+
+FAST = ("exp", "log", "div")
+
+
+@tl.tile_kernel(fast_math=True)
+def fast_functions(x, y, out):
+    a, b = tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))
+    tl.store(out, tl.exp(a), index=(0,))
+    tl.store(out, tl.log(a), index=(1,))
+    tl.store(out, a / b, index=(2,))
+
+
+def fast_limits(name, x, d):
+    """fast_math's contract (docs/dtypes.md), in ulps of the exact result: float64 is exact as
+    without it; 16-bit floats within 1 ulp (the float32 errors are far below theirs); float32
+    ``exp`` rounds ``x * log2(e)`` (relative ``|x| * 2^-24``: ``|x|`` ulps) and is ``exp2``'s
+    2 more; ``log`` is ``log2``'s 2 ulps (relative 2^-22) times ``ln 2`` rounded, the product
+    rounded: 5.5; ``/`` within 2 (div.full.f32)."""
+    if d.bits == 16:
+        return 1.0
+    if d.np == np.float64:
+        return ULPS[name] + (WIDE is np.float64)
+    return {"exp": 2 + np.nan_to_num(np.abs(x.astype(np.float64)), posinf=0), "log": 5.5, "div": 2.0}[name]
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_fast_math_meets_its_contract(d, data):
+    """``fast_math=True``: exp, log and ``/`` within their documented bounds on every backend
+    (the GPU's approximate instructions; the others run the same rewritten formulas)."""
+    t = np.float32 if d.bits == 16 else d.np
+    wide = WIDE if d.np == np.float64 else np.float64
+    elements = st.sampled_from(MATH_EDGES) | st.floats(allow_nan=True, allow_infinity=True, width=32)
+    x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=elements))
+    with np.errstate(all="ignore"):
+        x, y = x.astype(d.np), y.astype(d.np)
+        exact = {n: math_reference(n, x.astype(t).astype(wide), y.astype(t).astype(wide), d) for n in FAST}
+    for backend in backends():
+        out = np.zeros(len(FAST) * N, d.np)
+        fast_functions[1](x, y, out, backend=backend)
+        for k, name in enumerate(FAST):
+            got = out[k * N : (k + 1) * N]
+            err, limit = ulp_errors(got, exact[name], d), fast_limits(name, x, d)
+            bad = err > limit
+            assert not bad.any(), f"{name} {d} on {backend}: {err[bad]} ulps at x={x[bad]}, y={y[bad]}, got {got[bad]}"
+
+
+def test_fast_math_rewrites_float32_math_only():
+    """The ``fast_math`` stage: float32 exp as exp2 of a product, log as log2 times ln 2, ``/``
+    as div_approx; 16-bit floats' exp rewritten in float32; float64's left exact. Without the
+    option there is no such stage."""
+    e = tl.explain(fast_functions, "f32[:]", "f32[:]", "f32[:]", backend="interpret")
+    text = e["fast_math"]
+    assert "exp2" in text and "log2" in text and "div_approx" in text, text
+    assert not re.search(r"= (exp|log|div) ", text), text
+    assert "mul" in e["simplified"] and "1.4426950" in text and "0.6931471" in text, text
+    half = tl.explain(fast_functions, "bf16[:]", "bf16[:]", "bf16[:]", backend="interpret")["fast_math"]
+    assert re.search(r"f32\[16\] = exp2 ", half) and re.search(r"bf16\[16\] = convert\[dtype=bfloat16\]", half), half
+    double = tl.explain(fast_functions, "f64[:]", "f64[:]", "f64[:]", backend="interpret")["fast_math"]
+    assert re.search(r"= exp ", double) and re.search(r"= div ", double) and "exp2" not in double, double
+    assert "fast_math" not in tl.explain(math_functions, "f32[:]", "f32[:]", "f32[:]", backend="interpret").stages
+
+
+def test_fast_math_is_triton_s_instructions_in_ptx():
+    """On the GPU fast_math's exp is one ex2.approx after a multiply (no libdevice range
+    reduction), its division one div.full.f32 (no correctly rounded division)."""
+    ops = ptx_instructions(fast_functions, "f32[:]", "f32[:]", "f32[:]")
+    exact = ptx_instructions(fast_functions.with_options(fast_math=False), "f32[:]", "f32[:]", "f32[:]")
+    assert {"ex2.approx.f32", "div.full.f32"} <= ops and "div.rn.f32" not in ops and "fma.rm.f32" not in ops, ops
+    assert "fma.rm.f32" in exact and "div.full.f32" not in exact, exact
+
+
+def test_fast_math_must_be_a_bool():
+    with pytest.raises(tl.TileArgumentError, match="fast_math must be True or False"):
+        tl.tile_kernel(fast_math="yes")

@@ -391,7 +391,7 @@ class Autotuned:
         device = device_peaks(current_device())[0] if backend == "cuda" else backend
         read = Captures(self.kernel.fn).fingerprint()  # (globals, closure variables, helpers: as they are now)
         k = self.kernel  # (its own options: a choice at num_threads=128 may not compile at 32)
-        options = (k.num_threads, k.num_stages, k.copies_first, k.arch, k.debug)
+        options = (k.num_threads, k.num_stages, k.copies_first, k.arch, k.debug, k.fast_math)
         text = repr((__version__, k.fn.__module__, k.fn.__qualname__, source, read, device, key, options,
                      [c.label() for c in self.configs]))  # fmt: skip
         digest = hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -34,6 +34,7 @@ from ._passes.assign_layouts import assign_layouts
 from ._passes.check_limits import check_shared_memory, check_tile_sizes
 from ._passes.cse_threads import eliminate_common_subexpressions
 from ._passes.dead_code_threads import eliminate_dead_code
+from ._passes.fast_math import relax_numerics
 from ._passes.insert_conversions import insert_conversions
 from ._passes.lower_dot import ARCHES, dot_plan, uses_tensor_cores
 from ._passes.lower_threads import lower_to_threads
@@ -140,14 +141,15 @@ class TileKernel:
 
     def __init__(
         self, fn, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
-        num_stages: int = 3, arch: str | None = None, copies_first: bool = False,
+        num_stages: int = 3, arch: str | None = None, copies_first: bool = False, fast_math: bool = False,
     ):  # fmt: skip
-        if error := options_error(num_threads, num_stages, arch):  # (again: the autotuner makes kernels too)
+        if error := options_error(num_threads, num_stages, arch, fast_math):  # (again: the autotuner makes kernels too)
             raise error from None
         self.fn = fn
         self.num_threads = None if num_threads is None else int(num_threads)  # (a NumPy int: its value)
         self.num_stages = int(num_stages)
         self.copies_first = copies_first
+        self.fast_math = bool(fast_math)
         self.arch = arch
         self.debug = CHECKS if debug is None else bool(debug)
         self.__name__ = fn.__name__
@@ -211,7 +213,7 @@ class TileKernel:
         """This kernel with other options of :func:`tile_kernel` (an autotuner's variant, a debug
         twin): the same function, traced from the same source."""
         mine = dict(backend=self.backend, num_threads=self.num_threads, debug=self.debug, num_stages=self.num_stages,
-                    arch=self.arch, copies_first=self.copies_first)  # fmt: skip
+                    arch=self.arch, copies_first=self.copies_first, fast_math=self.fast_math)  # fmt: skip
         twin = TileKernel(self.fn, **(mine | options))
         twin._source_lines, twin._read = self._source_lines, self._read  # (one function: what it read is one)
         return twin
@@ -285,7 +287,7 @@ class TileKernel:
         return compiled
 
 
-def options_error(num_threads, num_stages, arch=None) -> TileArgumentError | None:
+def options_error(num_threads, num_stages, arch=None, fast_math=False) -> TileArgumentError | None:
     """What is wrong with options of :func:`tile_kernel` (or an autotuner's ``tl.Config``), at the user's line."""
     whole = (int, np.integer)
     if num_threads is not None and (
@@ -296,6 +298,8 @@ def options_error(num_threads, num_stages, arch=None) -> TileArgumentError | Non
         message = f"num_stages must be an int from 1 to 8, got {num_stages!r}"
     elif arch is not None and arch not in ARCHES:
         message = f"arch must be one of {', '.join(map(repr, ARCHES))} or None, got {arch!r}"
+    elif not isinstance(fast_math, (bool, np.bool_)):
+        message = f"fast_math must be True or False, got {fast_math!r}"
     else:
         return None
     return TileArgumentError(message, user_location())
@@ -303,7 +307,7 @@ def options_error(num_threads, num_stages, arch=None) -> TileArgumentError | Non
 
 def tile_kernel(
     fn=None, *, backend: str | None = None, num_threads: int | None = None, debug: bool | None = None,
-    num_stages: int = 3, arch: str | None = None, copies_first: bool = False,
+    num_stages: int = 3, arch: str | None = None, copies_first: bool = False, fast_math: bool = False,
 ):  # fmt: skip
     """Mark a function as a tile kernel: ``@tl.tile_kernel``, or with options
     ``@tl.tile_kernel(backend="cpu", num_threads=256)``.
@@ -323,8 +327,11 @@ def tile_kernel(
     there is none, so the CPU backend runs what an H100/H200 would). ``debug=True`` (or
     ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
     arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
+    ``fast_math=True`` computes float32 ``exp``, ``log`` and ``/`` as Triton does: ``exp2`` of
+    ``x * log2(e)``, ``log2(x) * ln(2)`` and a division within 2 ulps (docs/dtypes.md), e.g.
+    ``@tl.tile_kernel(fast_math=True)`` on a softmax of long rows.
     """
-    if error := options_error(num_threads, num_stages, arch):
+    if error := options_error(num_threads, num_stages, arch, fast_math):
         raise error from None
     if fn is not None and (isinstance(fn, (staticmethod, classmethod)) or not inspect.isfunction(inspect.unwrap(fn))):
         what = "a tile kernel already" if isinstance(fn, TileKernel) else f"a {type(fn).__name__}, not a function"
@@ -335,7 +342,7 @@ def tile_kernel(
         ) from None
     options = dict(
         backend=backend, num_threads=num_threads, debug=debug, num_stages=num_stages, arch=arch,
-        copies_first=bool(copies_first),
+        copies_first=bool(copies_first), fast_math=bool(fast_math),
     )  # fmt: skip
     if fn is None:
         return lambda f: TileKernel(f, **options)
@@ -442,6 +449,8 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         # and CSE (folded arithmetic is checked, each at its own line), after dead code goes (it does not run)
         program, sites = lap("checks", add_checks(drop_unused(program)))
         program = _stage(stages, "checked", program)
+    if kernel.fast_math:  # Triton's float32 exp, log and division
+        program = _stage(stages, "fast_math", relax_numerics(program))
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
 
     def runner(run):  # launch checks (and a debug kernel's error word) around the backend's runner

@@ -129,6 +129,8 @@ class CudaTarget:
             return instruction_f32(self.builder, "ex2.approx.ftz.f32", *args)
         if op.op in ("maximum", "minimum"):
             return instruction_f32(self.builder, f"{op.op[:3]}.NaN.f32", *args)
+        if op.op == "div_approx":  # fast_math's `/` (_passes/fast_math.py)
+            return instruction_f32(self.builder, "div.full.f32", *args)
         if op.op == "rsqrt":  # rsqrt.approx.f32, within 2 ulps (docs/dtypes.md's bound): one MUFU.RSQ
             return self.math("rsqrt", *args)  # where 1 / sqrt(x) rounded twice took ~25 instructions
         if op.op == "div":

@@ -100,6 +100,7 @@ BINARY = {
     "sub": (np.subtract, "iuf"),
     "mul": (np.multiply, "iuf"),
     "div": (np.true_divide, "f"),
+    "div_approx": (np.true_divide, "f"),  # fast_math's `/` (_passes/fast_math.py): within 2 ulps on the GPU
     "floordiv": (np.floor_divide, "iuf"),
     "mod": (np.mod, "iuf"),
     "pow": (np.power, "f"),

@@ -512,7 +512,7 @@ class ThreadProgram:
 
 # ops and their arity; "round" keeps a 16-bit float register representable
 OPS = {
-    **dict.fromkeys(["add", "sub", "mul", "div", "floordiv", "mod", "pow", "maximum", "minimum"], 2),
+    **dict.fromkeys(["add", "sub", "mul", "div", "div_approx", "floordiv", "mod", "pow", "maximum", "minimum"], 2),
     **dict.fromkeys(["and", "or", "xor", "shl", "shr", "eq", "ne", "lt", "le", "gt", "ge"], 2),
     **dict.fromkeys(["land", "lor", "fmod"], 2),
     **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "exp2_ftz", "log", "log2", "sqrt", "rsqrt"], 1),
