@@ -8,10 +8,10 @@ every backend runs Triton's formulas (the interpreter and the CPU backend exactl
 with its approximate instructions):
 
 - ``exp(x)`` becomes ``exp2(x * log2(e))``: on the GPU one ``ex2.approx`` after a multiply
-  (about 8 instructions fewer). The product's rounding costs ``|x| * 2^-24`` relative: at
-  ``|x| = 80``, ~5e-6 (Triton's ``tl.exp`` has the same error).
-- ``log(x)`` becomes ``log2(x) * ln(2)``: within 2 ulps of ``log2`` times a rounding, so
-  near ``x = 1``, where ``log(x)`` is near 0, the error is absolute (~1e-7), not relative.
+  (about 8 instructions fewer). Rounding the product and log2(e) costs up to
+  ``1.2 * |x| * 2^-24`` relative: at ``|x| = 80``, ~6e-6 (Triton's ``tl.exp`` has the same error).
+- ``log(x)`` becomes ``log2(x) * ln(2)``: ``log2``'s error (2 ulps, relative) and two
+  roundings, within 5.5 ulps (Triton's ``lg2.approx`` is absolute near ``x = 1``; this is not).
 - ``x / y`` becomes ``div_approx``: PTX ``div.full.f32``, within 2 ulps (a correctly rounded
   quotient takes ~10 instructions and a branch); exact on the interpreter and the CPU.
 
