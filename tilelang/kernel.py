@@ -327,8 +327,9 @@ def tile_kernel(
     there is none, so the CPU backend runs what an H100/H200 would). ``debug=True`` (or
     ``TILELANG_CHECKS=1`` for every kernel) makes the kernel check, as it runs, that its index
     arithmetic does not overflow and that gather/scatter/atomic indices are in bounds.
-    ``fast_math=True`` computes float32 ``exp``, ``log`` and ``/`` as Triton does: ``exp2`` of
-    ``x * log2(e)``, ``log2(x) * ln(2)`` and a division within 2 ulps (docs/dtypes.md), e.g.
+    ``fast_math=True`` computes float32 ``exp``, ``log``, ``/`` and ``sigmoid`` as Triton does:
+    ``exp2`` of ``x * log2(e)``, ``log2(x) * ln(2)``, a division within 2 ulps and
+    ``1 / (1 + exp(-x))`` of those (docs/dtypes.md), e.g.
     ``@tl.tile_kernel(fast_math=True)`` on a softmax of long rows.
     """
     if error := options_error(num_threads, num_stages, arch, fast_math):
@@ -449,7 +450,7 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
         # and CSE (folded arithmetic is checked, each at its own line), after dead code goes (it does not run)
         program, sites = lap("checks", add_checks(drop_unused(program)))
         program = _stage(stages, "checked", program)
-    if kernel.fast_math:  # Triton's float32 exp, log and division
+    if kernel.fast_math:  # Triton's float32 exp, log, division and sigmoid
         program = _stage(stages, "fast_math", relax_numerics(program))
     program = _stage(stages, "simplified", lap("simplify", simplify(program)))  # folding, CSE, dead code
 

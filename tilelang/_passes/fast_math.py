@@ -14,6 +14,8 @@ with its approximate instructions):
   roundings, within 5.5 ulps (Triton's ``lg2.approx`` is absolute near ``x = 1``; this is not).
 - ``x / y`` becomes ``div_approx``: PTX ``div.full.f32``, within 2 ulps (a correctly rounded
   quotient takes ~10 instructions and a branch); exact on the interpreter and the CPU.
+- ``sigmoid(x)`` becomes ``1 / (1 + exp(-x))`` of the two above (Triton's ``tl.sigmoid``):
+  0 below x = -88.7, where ``exp(-x)`` overflows (the exact value is below 3e-39 there).
 
 Only float32 math changes (16-bit floats compute in float32 and round: their ``exp`` and
 ``log`` rewrite in float32 and convert back); float64 is left exact.
@@ -37,7 +39,7 @@ def relax_numerics(program: Program) -> Program:
 
 def _relaxed(eqn: Eqn) -> list:
     name, out = eqn.prim.name, eqn.outputs[0] if eqn.outputs else None
-    if name not in ("exp", "log", "div") or not out.type.dtype.is_float or out.type.dtype.bits > 32:
+    if name not in ("exp", "log", "div", "sigmoid") or not out.type.dtype.is_float or out.type.dtype.bits > 32:
         return [eqn]
     if name == "div":
         return [Eqn(PRIMITIVES["div_approx"], eqn.inputs, eqn.outputs, {}, eqn.loc)]
@@ -48,17 +50,21 @@ def _relaxed(eqn: Eqn) -> list:
         made.append(Eqn(PRIMITIVES[prim], tuple(inputs), (result,), params or {}, eqn.loc))
         return result
 
-    d = out.type.dtype
+    def constant(value):
+        return Literal(f32.cast(value)[()], TileType((), f32))
+
+    d, f32 = out.type.dtype, D.float32
     x = eqn.inputs[0]
-    if d is not D.float32:  # the rewrite's product and sum in float32, as the 16-bit op's math
-        x = bind("convert", [x], D.float32, {"dtype": D.float32})
-    f32 = D.float32
-    constant = Literal(D.float32.cast(LOG2E if name == "exp" else LN2)[()], TileType((), f32))
+    if d is not f32:  # the rewrite's products and sums in float32, as the 16-bit op's math
+        x = bind("convert", [x], f32, {"dtype": f32})
     final = out if d is f32 else None
     if name == "exp":
-        y = bind("exp2", [bind("mul", [x, constant], f32)], f32, result=final)
-    else:
-        y = bind("mul", [bind("log2", [x], f32), constant], f32, result=final)
+        y = bind("exp2", [bind("mul", [x, constant(LOG2E)], f32)], f32, result=final)
+    elif name == "log":
+        y = bind("mul", [bind("log2", [x], f32), constant(LN2)], f32, result=final)
+    else:  # sigmoid: 1 / (1 + exp(-x)), as Triton's
+        e = bind("exp2", [bind("mul", [x, constant(-LOG2E)], f32)], f32)
+        y = bind("div_approx", [constant(1.0), bind("add", [constant(1.0), e], f32)], f32, result=final)
     if d is not f32:
         bind("convert", [y], d, {"dtype": d}, result=out)
     return made
