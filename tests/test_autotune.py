@@ -352,6 +352,44 @@ def test_tuning_on_the_gpu_times_every_config(cache):
     assert again.tunings == []
 
 
+@tl.tile_kernel
+def _fill(out, TILE: tl.Constant):
+    """out = a slow sum of sines of its index (the work a stream is busy with when tuning starts)."""
+    i = tl.block_id(0)
+    v = (tl.arange(0, TILE) + i * TILE).astype(tl.float32)
+    acc = tl.zeros((TILE,), tl.float32)
+    for k in tl.range(0, 64):
+        acc += tl.sin(v + k.astype(tl.float32)) * 0.0 + 1.0
+    tl.store(out, acc, index=(i,))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tl._runtime.gpu_available(), reason="needs an NVIDIA GPU")
+def test_tuning_on_a_non_blocking_stream_times_it_and_restores_what_it_made(cache):
+    """``stream=`` a non-blocking stream busy making the written array: the trials' snapshot
+    waits for it (copied before, the restore put back zeros: the result lost the fill) and
+    the timer's events go on that stream (on the default stream they waited for nothing: every
+    config timed as ~0)."""
+    from cuda.bindings import driver
+    from numba import cuda
+
+    err, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    assert err == driver.CUresult.CUDA_SUCCESS
+    try:
+        n = 1 << 24
+        x = cuda.to_device(np.ones(n, np.float32))
+        out = cuda.device_array(n, np.float32)
+        kernel = tl.autotune(configs=CONFIGS, key=["x"])(tl.tile_kernel(_accumulate))
+        _fill[n // 1024](out, TILE=1024, stream=int(handle))
+        kernel[_grid(n)](x, out, stream=int(handle))
+        driver.cuStreamSynchronize(handle)
+        np.testing.assert_array_equal(out.copy_to_host(), np.full(n, 64 + 2, np.float32))
+        times = kernel.tunings[0]["times_ms"]
+        assert all(ms > 0.02 for ms in times.values()), times  # (>= 200 MB moved: 0.04 ms at 5 TB/s)
+    finally:
+        driver.cuStreamDestroy(handle)
+
+
 def test_a_variant_keeps_the_kernels_options_and_takes_the_configs():
     """Each config's kernel: its threads, stages and ``copies_first``; the kernel's own
     backend, checks and target (``arch``) kept. Configs differ by ``copies_first`` alone."""

@@ -37,8 +37,10 @@ from ._ir.core import array_accesses
 from ._runtime import (
     array_info,
     current_device,
+    current_stream,
     default_backend,
     device_peaks,
+    launch_device,
     launch_grid,
     untraced,
     without_data,
@@ -286,13 +288,19 @@ class Autotuned:
 
     def _tune(self, key, grid, args, kwargs, arguments, backend, stream):
         timer = self.timer
+        if backend == "cuda" and stream is None:  # the stream the launches go on, named: the timer's events go there
+            infos = {name: info for name, value in arguments.items() if (info := array_info(value)) is not None}
+            stream = current_stream(arguments.values())(launch_device(infos))
         if timer is None and backend == "cuda":
             from .testing.timing import bench
 
-            timer = lambda run, config: bench(run)  # noqa: E731
+            timer = lambda run, config: bench(run, stream=stream)  # noqa: E731
         progress = _Progress(self, key, backend)
         start, results = time.perf_counter(), []
         snapshots = {}
+        # the trials launch on `stream`, the snapshots copy on the arrays' library's own: the GPU
+        # finishes each before the next starts (tuning is slow anyway)
+        settle = _synchronize if backend == "cuda" else lambda: None
 
         def trial(config, first: bool):
             """``config``'s milliseconds (None: nothing times it), what it wrote put back after."""
@@ -308,13 +316,17 @@ class Autotuned:
                 if first:  # (the call's arrays, defaults too; not a debug build's own error buffer)
                     bound = self._defaults | arguments
                     written = array_accesses(self._compiled(kernel, arguments, config, backend).program)[1]
-                    for name in (written & bound.keys()) - set(snapshots):
-                        snapshots[name] = _Snapshot(name, bound[name])
+                    fresh = (written & bound.keys()) - set(snapshots)
+                    settle()  # (what made the arrays, on any stream, done before they are copied)
+                    snapshots.update((name, _Snapshot(name, bound[name])) for name in fresh)
+                    settle()  # (the copies, on the library's stream, done before a launch on `stream` writes)
                     run()  # compiles; a first launch
                 return timer(run, config) if timer is not None else None
             finally:  # what the trial wrote, put back (also after a failure or an interrupt)
+                settle()
                 for s in snapshots.values():
                     s.restore()
+                settle()
 
         errors = []
         for config in self.configs:
@@ -441,6 +453,12 @@ def _config_grid(grid, values: dict):
         if all(isinstance(g, (int, np.integer)) and not isinstance(g, bool) and g >= 0 for g in sizes):
             raise TileLimitError(err.message) from None  # (ints past CUDA's limits: this config's)
         raise  # (a float, a negative size: the grid function's mistake, the call's)
+
+
+def _synchronize():
+    from numba import cuda
+
+    cuda.synchronize()
 
 
 class _Snapshot:

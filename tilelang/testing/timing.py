@@ -1,8 +1,9 @@
 """Timing kernels: :func:`bench` (one function, median milliseconds) and :func:`sweep` (several
 implementations over several sizes: a table, and a plot when matplotlib is installed).
 
-On the GPU, :func:`bench` times with CUDA events on the default stream, as
-``triton.testing.do_bench`` does; elsewhere with the host clock. Example::
+On the GPU, :func:`bench` times with CUDA events on the default stream (or the stream the
+function launches on, ``stream=``), as ``triton.testing.do_bench`` does; elsewhere with the
+host clock. Example::
 
     import tilelang as tl
     ms = tl.testing.bench(lambda: add[grid](x, y, out, TILE=1024))
@@ -19,16 +20,21 @@ import numpy as np
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # more than any GPU's L2 (the H200 has 50 MB)
 
 
-def bench(fn: Callable[[], object], *, warmup: int = 10, rep: int = 100, flush_l2: bool = False, device=None) -> float:
+def bench(
+    fn: Callable[[], object], *, warmup: int = 10, rep: int = 100, flush_l2: bool = False, device=None, stream=None
+) -> float:
     """Median milliseconds of ``fn()`` over ``rep`` runs after ``warmup`` runs.
 
     ``device`` is ``"cuda"`` (CUDA events around each run) or ``"cpu"`` (the host clock);
     default: CUDA when a GPU is present. Back to back on the GPU, the host queues the next
     run while the GPU works, so a launch slower than its kernel shows as a gap and a fast one
     does not. ``flush_l2=True`` (GPU only) overwrites a 256 MB buffer before each run, so the
-    data come from memory, not from the L2 cache a previous run left warm.
+    data come from memory, not from the L2 cache a previous run left warm. ``stream``: the
+    stream ``fn`` launches on (anything a launch's ``stream=`` takes), where the events go; by
+    default the default stream (events there do not wait for a torch ``Stream``'s work: a
+    kernel launched on one would time as nothing).
     """
-    from .._runtime import gpu_available
+    from .._runtime import gpu_available, stream_handle
 
     device = device or ("cuda" if gpu_available() else "cpu")
     if device not in ("cuda", "cpu"):
@@ -52,15 +58,16 @@ def bench(fn: Callable[[], object], *, warmup: int = 10, rep: int = 100, flush_l
         return statistics.median(times)
     from numba import cuda
 
+    on = 0 if stream is None else cuda.external_stream(stream_handle(stream))
     flush = cuda.device_array(L2_FLUSH_BYTES // 4, "int32") if flush_l2 else None
     cuda.synchronize()
     events = [(cuda.event(timing=True), cuda.event(timing=True)) for _ in range(rep)]
     for start, stop in events:
         if flush is not None:
-            cuda.driver.device_memset(flush, 0, L2_FLUSH_BYTES)
-        start.record()
+            cuda.driver.device_memset(flush, 0, L2_FLUSH_BYTES, stream=on)
+        start.record(on)
         fn()
-        stop.record()
+        stop.record(on)
     cuda.synchronize()
     return statistics.median(cuda.event_elapsed_time(start, stop) for start, stop in events)
 
