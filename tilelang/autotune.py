@@ -288,19 +288,20 @@ class Autotuned:
 
     def _tune(self, key, grid, args, kwargs, arguments, backend, stream):
         timer = self.timer
-        if backend == "cuda" and stream is None:  # the stream the launches go on, named: the timer's events go there
+        settle = lambda: None  # noqa: E731
+        if backend == "cuda":
             infos = {name: info for name, value in arguments.items() if (info := array_info(value)) is not None}
-            stream = current_stream(arguments.values())(launch_device(infos))
+            device = launch_device(infos)
+            # the trials launch on `stream`, the snapshots copy on the arrays' library's own: the
+            # GPU finishes each before the next starts (tuning is slow anyway)
+            settle = functools.partial(_synchronize, device)
+            if stream is None:  # the stream the launches go on, named: the timer's events go there
+                stream = current_stream(arguments.values())(device)
         if timer is None and backend == "cuda":
-            from .testing.timing import bench
-
-            timer = lambda run, config: bench(run, stream=stream)  # noqa: E731
+            timer = functools.partial(_bench_on, device, stream)
         progress = _Progress(self, key, backend)
         start, results = time.perf_counter(), []
         snapshots = {}
-        # the trials launch on `stream`, the snapshots copy on the arrays' library's own: the GPU
-        # finishes each before the next starts (tuning is slow anyway)
-        settle = _synchronize if backend == "cuda" else lambda: None
 
         def trial(config, first: bool):
             """``config``'s milliseconds (None: nothing times it), what it wrote put back after."""
@@ -455,10 +456,21 @@ def _config_grid(grid, values: dict):
         raise  # (a float, a negative size: the grid function's mistake, the call's)
 
 
-def _synchronize():
+def _bench_on(device: int, stream, run, config) -> float:
+    """``run``'s milliseconds on the GPU it launches on (events of that GPU, on its stream)."""
     from numba import cuda
 
-    cuda.synchronize()
+    from .testing.timing import bench
+
+    with cuda.gpus[device]:
+        return bench(run, stream=stream)
+
+
+def _synchronize(device: int):
+    from numba import cuda
+
+    with cuda.gpus[device]:
+        cuda.synchronize()
 
 
 class _Snapshot:
