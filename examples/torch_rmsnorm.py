@@ -1,5 +1,7 @@
 """RMSNorm as a PyTorch operator written in tilelang: forward and backward kernels, autograd,
-torch.compile, and a small training loop checked against torch's own ``rms_norm``.
+torch.compile, and a small training loop checked against torch's own ``rms_norm``. Also the
+norm with the residual stream's add fused in (``add_rms_norm``: what a pre-norm model's
+norms read is ``h + delta``), as torch.compile fuses it into torch's own norm.
 
 Run: python examples/torch_rmsnorm.py      (needs torch; CUDA when a GPU is present, else
 the CPU backend on CPU tensors)
@@ -7,6 +9,8 @@ the CPU backend on CPU tensors)
     y = x * rstd * weight,   rstd = 1 / sqrt(mean(x**2) + eps)      (per row, in float32)
     dx = rstd * (dy * weight) - x * rstd**3 * mean(dy * weight * x)
     dweight = sum over rows of dy * x * rstd
+    add_rms_norm: h = x + residual (rounded to x's dtype), y = rms_norm(h); dx = dresidual =
+    dh + rms_norm's dx (dh: the gradient of h, from the residual stream's later use)
 """
 
 from __future__ import annotations
@@ -19,11 +23,8 @@ import torch
 import tilelang as tl
 
 
-@tl.tile_kernel
-def rms_norm_forward(x, weight, out, rstd, N, eps, BLOCK_N: tl.Constant):
-    """One row per block: out = x * rstd * weight, and the row's rstd for the backward."""
-    i = tl.block_id(0)
-    t = tl.load(x, index=(i, 0), shape=(1, BLOCK_N)).astype(tl.float32)  # padded with 0
+def normalize_row(i, t, weight, out, rstd, N, eps, BLOCK_N):
+    """Row ``i`` of the output from its float32 values ``t`` (a (1, BLOCK_N) tile), and its rstd."""
     r = tl.rsqrt(tl.sum(t * t, axis=1, keepdims=True) / N + eps)
     w = tl.load(weight, index=(0,), shape=(BLOCK_N,)).astype(tl.float32)
     tl.store(out, (t * r * w[None, :]).astype(out.dtype), index=(i, 0))
@@ -31,8 +32,30 @@ def rms_norm_forward(x, weight, out, rstd, N, eps, BLOCK_N: tl.Constant):
 
 
 @tl.tile_kernel
-def rms_norm_backward(dy, x, weight, rstd, dx, dweight_parts, N, BLOCK_M: tl.Constant, BLOCK_N: tl.Constant):
-    """Block b takes the BLOCK_M-row tiles b, b + blocks, ...: their dx, and its share of
+def rms_norm_forward(x, weight, out, rstd, N, eps, BLOCK_N: tl.Constant):
+    """One row per block: out = x * rstd * weight, and the row's rstd for the backward."""
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=(1, BLOCK_N)).astype(tl.float32)  # padded with 0
+    normalize_row(i, t, weight, out, rstd, N, eps, BLOCK_N)
+
+
+@tl.tile_kernel
+def add_rms_norm_forward(x, residual, weight, h, out, rstd, N, eps, BLOCK_N: tl.Constant):
+    """One row per block: h = x + residual, rounded to h's dtype as torch's add would; out
+    and rstd of that h."""
+    i = tl.block_id(0)
+    s = tl.load(x, index=(i, 0), shape=(1, BLOCK_N)) + tl.load(residual, index=(i, 0), shape=(1, BLOCK_N))
+    s = s.astype(h.dtype)
+    tl.store(h, s, index=(i, 0))
+    normalize_row(i, s.astype(tl.float32), weight, out, rstd, N, eps, BLOCK_N)
+
+
+@tl.tile_kernel
+def rms_norm_backward(
+    dy, dh, x, weight, rstd, dx, dweight_parts, N, BLOCK_M: tl.Constant, BLOCK_N: tl.Constant, ADD_DH: tl.Constant
+):  # fmt: skip
+    """Block b takes the BLOCK_M-row tiles b, b + blocks, ...: their dx (plus ``dh``'s rows
+    where ``ADD_DH``: add_rms_norm's gradient; else ``dh`` is not read), and its share of
     dweight (one row of ``dweight_parts``, summed by the next kernel: no atomics, the same
     result every run). Rows past the end load as 0, so they add nothing and store nothing."""
     b = tl.block_id(0)
@@ -44,7 +67,10 @@ def rms_norm_backward(dy, x, weight, rstd, dx, dweight_parts, N, BLOCK_M: tl.Con
         r = tl.load(rstd, index=(k,), shape=(BLOCK_M,)).reshape((BLOCK_M, 1))
         gw = g * w
         c = tl.sum(gw * t, axis=1, keepdims=True) / N
-        tl.store(dx, (r * gw - t * (r * r * r * c)).astype(dx.dtype), index=(k, 0))
+        grad = r * gw - t * (r * r * r * c)
+        if ADD_DH:
+            grad += tl.load(dh, index=(k, 0), shape=(BLOCK_M, BLOCK_N)).astype(tl.float32)
+        tl.store(dx, grad.astype(dx.dtype), index=(k, 0))
         part += g * t * r
     tl.store(dweight_parts, tl.sum(part, axis=0, keepdims=True), index=(b, 0))
 
@@ -67,10 +93,24 @@ def _block(n: int) -> int:
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """RMSNorm over the last axis of ``x`` (rows of any leading shape): (y, rstd)."""
     rows = _rows(x)
-    out = torch.empty_like(rows)
-    rstd = rows.new_empty(rows.shape[0], dtype=torch.float32)
+    out, rstd = torch.empty_like(rows), rows.new_empty(rows.shape[0], dtype=torch.float32)
     rms_norm_forward[rows.shape[0]](rows, weight, out, rstd, rows.shape[1], eps, BLOCK_N=_block(rows.shape[1]))
-    return out.view(x.shape) if rows is not x else out, rstd
+    return _shaped(out, x), rstd
+
+
+@tl.torch.custom_op("tilelang_examples::add_rms_norm", mutates_args=())
+def add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``h = x + residual`` and its RMSNorm over the last axis, one kernel: (h, y, rstd)."""
+    if residual.shape != x.shape:
+        raise ValueError(f"add_rms_norm: residual {tuple(residual.shape)} is not x's shape {tuple(x.shape)}")
+    rows = _rows(x)
+    h, out = torch.empty_like(rows), torch.empty_like(rows)
+    rstd = rows.new_empty(rows.shape[0], dtype=torch.float32)
+    forward = add_rms_norm_forward[rows.shape[0]]
+    forward(rows, _rows(residual), weight, h, out, rstd, rows.shape[1], eps, BLOCK_N=_block(rows.shape[1]))
+    return _shaped(h, x), _shaped(out, x), rstd
 
 
 @tl.torch.custom_op("tilelang_examples::rms_norm_backward", mutates_args=())
@@ -78,6 +118,19 @@ def rms_norm_grad(
     dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dx, dweight) of :func:`rms_norm`."""
+    return _gradients(_rows(dy), None, x, weight, rstd)
+
+
+@tl.torch.custom_op("tilelang_examples::add_rms_norm_backward", mutates_args=())
+def add_rms_norm_grad(
+    dy: torch.Tensor, dh: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dweight) of :func:`add_rms_norm` (dx is also the residual's gradient)."""
+    return _gradients(_rows(dy), _rows(dh), h, weight, rstd)
+
+
+def _gradients(dy, dh, x, weight, rstd):
+    """dx of the rows of ``x`` (plus ``dh`` unless it is None) from the rows ``dy``, and dweight."""
     rows, n = _rows(x), x.shape[-1]
     block_n = _block(n)
     # two short rows a step: more loads in flight (H200: 1941 -> 2162 GB/s); long rows fill the GPU with
@@ -86,17 +139,23 @@ def rms_norm_grad(
     blocks = min(rows.shape[0], per_processor * _processors(x.device))
     dx = torch.empty_like(rows)
     parts = rows.new_empty(blocks, n, dtype=torch.float32)
+    added = dh is not None  # (else dy stands in for it, unread)
     backward = rms_norm_backward[blocks]
-    backward(_rows(dy), rows, weight, rstd, dx, parts, n, BLOCK_M=block_m, BLOCK_N=block_n)
+    backward(dy, dh if added else dy, rows, weight, rstd, dx, parts, n, BLOCK_M=block_m, BLOCK_N=block_n, ADD_DH=added)
     dweight = torch.empty_like(weight)
     # tall, narrow tiles: 32 columns a block, more blocks (H200, 528 x 1024 parts: 5.1 -> 2.9 us; 32 x 64 before)
     column_sum[tl.cdiv(n, 32)](parts, dweight, BLOCK_M=128, BLOCK_N=32)
-    return dx.view(x.shape) if rows is not x else dx, dweight
+    return _shaped(dx, x), dweight
 
 
 def _rows(x):
     """``x`` as a matrix of rows (itself when it is one: a reshape and a view cost ~1.5 us each)."""
     return x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+
+
+def _shaped(rows, x):
+    """A result computed as rows, in ``x``'s shape."""
+    return rows if x.dim() == 2 else rows.view(x.shape)
 
 
 @functools.cache
@@ -117,7 +176,22 @@ def _backward(ctx, dy, _drstd):
     return dx, dweight, None
 
 
+def _setup_add_context(ctx, inputs, output):
+    ctx.save_for_backward(output[0], inputs[2], output[2])  # h (the norm's input), the weight, rstd
+    ctx.mark_non_differentiable(output[2])
+
+
+def _add_backward(ctx, dh, dy, _drstd):
+    h, weight, rstd = ctx.saved_tensors
+    if dh is None:  # (h unused: its gradient is none)
+        dx, dweight = rms_norm_grad(dy.contiguous(), h, weight, rstd)
+    else:
+        dx, dweight = add_rms_norm_grad(dy.contiguous(), dh.contiguous(), h, weight, rstd)
+    return dx, dx, dweight, None  # h = x + residual: both take h's gradient
+
+
 rms_norm.register_autograd(_backward, setup_context=_setup_context)
+add_rms_norm.register_autograd(_add_backward, setup_context=_setup_add_context)
 
 
 class RMSNorm(torch.nn.Module):
@@ -131,6 +205,11 @@ class RMSNorm(torch.nn.Module):
     def forward(self, x):
         return rms_norm(x.contiguous(), self.weight, self.eps)[0]
 
+    def add_and_norm(self, h, delta):
+        """The residual stream's next value ``h + delta`` (``h`` where delta is None) and its norm."""
+        h = h if delta is None else h + delta
+        return h, self(h)
+
 
 class TorchRMSNorm(RMSNorm):
     """The same module on ``torch.nn.functional.rms_norm``, to compare against."""
@@ -139,8 +218,21 @@ class TorchRMSNorm(RMSNorm):
         return torch.nn.functional.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
+class AddRMSNorm(RMSNorm):
+    """:class:`RMSNorm` whose ``add_and_norm`` is one kernel, :func:`add_rms_norm` (as
+    torch.compile fuses the add into torch's norm: a model on :class:`RMSNorm` launches the
+    add as a kernel of its own, forward and backward)."""
+
+    def add_and_norm(self, h, delta):
+        if delta is None:
+            return h, self(h)
+        h, y, _ = add_rms_norm(h.contiguous(), delta.contiguous(), self.weight, self.eps)
+        return h, y
+
+
 class Block(torch.nn.Module):
-    """A pre-norm MLP block with a residual: x + W2 gelu(W1 norm(x))."""
+    """A pre-norm MLP block: takes the residual stream and what the block before adds to it,
+    returns the stream and what this block adds, ``W2 gelu(W1 norm(h))``."""
 
     def __init__(self, dim, norm, device=None, dtype=None):
         super().__init__()
@@ -148,14 +240,29 @@ class Block(torch.nn.Module):
         self.up = torch.nn.Linear(dim, 4 * dim, device=device, dtype=dtype)
         self.down = torch.nn.Linear(4 * dim, dim, device=device, dtype=dtype)
 
+    def forward(self, carry):
+        h, y = self.norm.add_and_norm(*carry)
+        return h, self.down(torch.nn.functional.gelu(self.up(y)))
+
+
+class Model(torch.nn.Module):
+    """``depth`` blocks on a residual stream (each adds to it), then a norm of the stream."""
+
+    def __init__(self, dim, depth, norm, device=None, dtype=None):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(dim, norm, device, dtype) for _ in range(depth)])
+        self.norm = norm(dim, device=device, dtype=dtype)
+
     def forward(self, x):
-        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+        carry = (x, None)
+        for block in self.blocks:
+            carry = block(carry)
+        return self.norm.add_and_norm(*carry)[1]
 
 
 def model(dim, depth, norm, device, dtype, seed=0):
     torch.manual_seed(seed)
-    layers = [Block(dim, norm, device, dtype) for _ in range(depth)]
-    return torch.nn.Sequential(*layers, norm(dim, device=device, dtype=dtype))
+    return Model(dim, depth, norm, device, dtype)
 
 
 def train_step(net, optimizer, x, target):
@@ -173,21 +280,26 @@ def main():
     x = torch.randn(tokens, dim, device=device, dtype=dtype)
     target = torch.randn(tokens, dim, device=device)
 
-    # one call against torch: values and gradients
-    xr = x[:100].float().requires_grad_()
+    # one call of each op against torch: values and gradients
+    xr, res = (x[:100].float().requires_grad_() for _ in range(2))
     w = torch.randn(dim, device=device, requires_grad=True)
-    y = rms_norm(xr, w, 1e-6)[0]
-    y_ref = torch.nn.functional.rms_norm(xr, (dim,), w, 1e-6)
-    dy = torch.randn_like(y)
-    grads = torch.autograd.grad(y, (xr, w), dy)
-    grads_ref = torch.autograd.grad(y_ref, (xr, w), dy)
-    for got, want in zip((y, *grads), (y_ref, *grads_ref)):  # float32 sums of up to 1024 terms
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    print(f"rms_norm forward and backward match torch's rms_norm (float32, {100}x{dim}, on {device})")
+    h, y, _ = add_rms_norm(xr, res, w, 1e-6)
+    y_plain = rms_norm(xr, w, 1e-6)[0]
+    h_ref = xr + res
+    y_ref, y_plain_ref = (torch.nn.functional.rms_norm(t, (dim,), w, 1e-6) for t in (h_ref, xr))
+    dh, dy = torch.randn_like(h), torch.randn_like(y)
+    got = [h, y, y_plain, *torch.autograd.grad((h, y), (xr, res, w), (dh, dy))]
+    got += torch.autograd.grad(y_plain, (xr, w), dy)
+    want = [h_ref, y_ref, y_plain_ref, *torch.autograd.grad((h_ref, y_ref), (xr, res, w), (dh, dy))]
+    want += torch.autograd.grad(y_plain_ref, (xr, w), dy)
+    for a, b in zip(got, want):  # float32 sums of up to 1024 terms
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    print(f"rms_norm and add_rms_norm, forward and backward, match torch (float32, {100}x{dim}, on {device})")
 
-    # a training loop, compiled, with tilelang's norm and with torch's
+    # a training loop, compiled, with tilelang's norms and with torch's
     losses, times = {}, {}
-    for name, norm in (("tilelang", RMSNorm), ("torch", TorchRMSNorm)):
+    norms = (("tilelang", AddRMSNorm), ("tilelang, add unfused", RMSNorm), ("torch", TorchRMSNorm))
+    for name, norm in norms:
         net = model(dim, depth, norm, device, dtype)
         optimizer = torch.optim.SGD(net.parameters(), lr=1e-2)
         compiled = torch.compile(net, fullgraph=True)  # forward and backward: one graph each
@@ -200,11 +312,13 @@ def main():
         if cuda:
             torch.cuda.synchronize()
         times[name] = (time.perf_counter() - start) / steps * 1e3
-    # bfloat16 activations: the two norms round differently, the losses agree to ~1e-2 relative
-    torch.testing.assert_close(losses["tilelang"], losses["torch"], rtol=2e-2 if cuda else 1e-4, atol=0)
-    print(f"training loss, 3 compiled steps: tilelang {losses['tilelang']}, torch {losses['torch']}")
-    print(f"ms per training step ({tokens} tokens, dim {dim}, {depth} blocks, {dtype}, torch.compile): "
-          f"tilelang {times['tilelang']:.3f}, torch {times['torch']:.3f}")  # fmt: skip
+    for name, _ in norms:  # bfloat16 activations: the norms round differently, the losses agree to ~1e-2
+        torch.testing.assert_close(losses[name], losses["torch"], rtol=2e-2 if cuda else 1e-4, atol=0)
+    print("training loss, 3 compiled steps: " + ", ".join(f"{name} {losses[name]}" for name, _ in norms))
+    print(
+        f"ms per training step ({tokens} tokens, dim {dim}, {depth} blocks, {dtype}, torch.compile): "
+        + ", ".join(f"{name} {times[name]:.3f}" for name, _ in norms)
+    )
 
 
 if __name__ == "__main__":

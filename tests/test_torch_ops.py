@@ -49,6 +49,8 @@ def test_ops_pass_opcheck(device):
     torch.library.opcheck(example.rms_norm.op, (x, w, 1e-6))
     rstd = example.rms_norm(x, w, 1e-6)[1]
     torch.library.opcheck(example.rms_norm_grad.op, (torch.randn_like(x), x, w, rstd))
+    torch.library.opcheck(example.add_rms_norm.op, (x, torch.randn_like(x), w, 1e-6))
+    torch.library.opcheck(example.add_rms_norm_grad.op, (torch.randn_like(x), torch.randn_like(x), x, w, rstd))
 
 
 def test_a_call_needing_no_gradient_goes_straight_to_the_operator():
@@ -350,6 +352,26 @@ def check_against_torch(rows, n, dtype, device, leading=()):
         assert (error <= bound).all(), f"{name}: error {float((error / bound).max()):.3g} x the bound"
 
 
+def check_add_against_torch(rows, n, dtype, device):
+    """add_rms_norm's h (x + residual rounded to the dtype, as torch's add) exactly, its y and
+    its gradients within the bounds of :func:`check_against_torch` plus dh's rounding: the
+    same checks on the rounded h, whose gradient is dh plus rms_norm's."""
+    g = torch.Generator().manual_seed(rows * 1000 + n + 7)
+    x, res, dh, dy = (torch.randn(rows, n, generator=g).to(device, dtype) for _ in range(4))
+    w = torch.randn(n, generator=g).to(device, dtype)
+    x, res, w = (t.requires_grad_() for t in (x, res, w))
+    h, y, rstd = example.add_rms_norm(x, res, w, 1e-6)
+    assert torch.equal(h, x.detach() + res.detach()) and rstd.dtype == torch.float32
+    dx, dres, dw = torch.autograd.grad((h, y), (x, res, w), (dh, dy))
+    assert torch.equal(dx, dres)
+    h2 = h.detach().requires_grad_()
+    y2 = example.rms_norm(h2, w, 1e-6)[0]
+    dx2, dw2 = torch.autograd.grad(y2, (h2, w), dy)
+    assert torch.equal(y, y2) and torch.equal(dw, dw2)  # (the same kernels' arithmetic on the same h)
+    info = torch.finfo(dtype)
+    torch.testing.assert_close(dx, (dx2.double() + dh.double()).to(dtype), rtol=2 * info.eps, atol=info.eps)
+
+
 @settings(max_examples=12, deadline=None)
 @given(
     rows=st.integers(1, 40),
@@ -359,20 +381,30 @@ def check_against_torch(rows, n, dtype, device, leading=()):
 )
 def test_rms_norm_matches_torch_on_the_cpu_backend(rows, n, dtype, leading):
     check_against_torch(rows, n, getattr(torch, dtype), "cpu", leading)
+    check_add_against_torch(rows, n, getattr(torch, dtype), "cpu")
 
 
-def test_compiled_model_has_no_graph_breaks_and_trains_as_torchs():
+def test_add_rms_norm_refuses_a_residual_of_another_shape():
+    with pytest.raises(ValueError, match="residual"):
+        example.add_rms_norm(torch.randn(4, 8), torch.randn(4, 1), torch.randn(8), 1e-6)
+
+
+@pytest.mark.parametrize("norm", ["RMSNorm", "AddRMSNorm"])
+def test_compiled_model_has_no_graph_breaks_and_trains_as_torchs(norm):
+    """The model on tilelang's norm (the residual add separate, or fused into the norm) in
+    one graph, its losses torch's."""
+    norm = getattr(example, norm)
     x, target = torch.randn(48, 64), torch.randn(48, 64)
-    explained = torch._dynamo.explain(example.model(64, 2, example.RMSNorm, "cpu", torch.float32))(x)
+    explained = torch._dynamo.explain(example.model(64, 2, norm, "cpu", torch.float32))(x)
     assert explained.graph_break_count == 0 and explained.graph_count == 1
     losses = {}
-    for norm in (example.RMSNorm, example.TorchRMSNorm):
-        net = example.model(64, 2, norm, "cpu", torch.float32)
+    for each in (norm, example.TorchRMSNorm):
+        net = example.model(64, 2, each, "cpu", torch.float32)
         optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
         compiled = torch.compile(net, fullgraph=True)
-        losses[norm] = [float(example.train_step(compiled, optimizer, x, target)) for _ in range(3)]
-    assert losses[example.RMSNorm][2] < losses[example.RMSNorm][0]  # it trains
-    np.testing.assert_allclose(losses[example.RMSNorm], losses[example.TorchRMSNorm], rtol=1e-5)
+        losses[each] = [float(example.train_step(compiled, optimizer, x, target)) for _ in range(3)]
+    assert losses[norm][2] < losses[norm][0]  # it trains
+    np.testing.assert_allclose(losses[norm], losses[example.TorchRMSNorm], rtol=1e-5)
 
 
 # ------------------------------------------------------------------ on a GPU
@@ -388,6 +420,7 @@ cuda_only = [
 @pytest.mark.parametrize("mark", [pytest.param(0, marks=cuda_only)])
 def test_rms_norm_matches_torch_on_cuda(rows, n, dtype, mark):
     check_against_torch(rows, n, getattr(torch, dtype), "cuda")
+    check_add_against_torch(rows, n, getattr(torch, dtype), "cuda")
 
 
 @pytest.mark.parametrize("mark", [pytest.param(0, marks=cuda_only)])
@@ -395,7 +428,7 @@ def test_training_step_replays_in_a_cuda_graph(mark):
     x, target = torch.randn(512, 256, device="cuda"), torch.randn(512, 256, device="cuda")
     results = []
     for graphed in (False, True):
-        net = example.model(256, 2, example.RMSNorm, "cuda", torch.float32)
+        net = example.model(256, 2, example.AddRMSNorm, "cuda", torch.float32)
         optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -422,12 +455,12 @@ def _ddp_worker(rank, world, port, result):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("nccl", rank=rank, world_size=world)
     torch.cuda.set_device(rank)
-    net = torch.nn.parallel.DistributedDataParallel(example.model(256, 2, example.RMSNorm, "cuda", torch.float32))
+    net = torch.nn.parallel.DistributedDataParallel(example.model(256, 2, example.AddRMSNorm, "cuda", torch.float32))
     optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
     g = torch.Generator(device="cuda").manual_seed(rank)
     x, target = (torch.randn(512, 256, device="cuda", generator=g) for _ in range(2))
     losses = [float(example.train_step(net, optimizer, x, target)) for _ in range(3)]
-    weight = net.module[0].norm.weight.detach()
+    weight = net.module.blocks[0].norm.weight.detach()
     gathered = [torch.empty_like(weight) for _ in range(world)]
     dist.all_gather(gathered, weight)  # DDP keeps the replicas equal
     result[rank] = (losses, all(torch.equal(gathered[0], w) for w in gathered), float((weight - 1).abs().max()))
