@@ -416,6 +416,11 @@ def test_tf32_dot_on_tensor_cores():
     assert mma == 64 and ops.count("cvt.rna.tf32.f32") == ops.count("ld.shared.f32") == 96, e["resources"]
     assert "cp.async.cg.shared.global" in ops and ".minnctapersm 2" in e["ptx"]
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+    # k-steps outermost: the first k-step's 16 products of a warp each start a fragment of their own
+    # (each fragment's products chained back to back held every k-step's operands live at once, 160
+    # registers: ptxas 13.0's nvJitLink spilled 12 bytes)
+    mmas = re.findall(r"mma\.sync\S+ (\{[^}]*\}), \{[^}]*\}, \{[^}]*\}, (\{[^}]*\})", e["ptx"])
+    assert len({dst for dst, _ in mmas[:16]}) == 16 and not {dst for dst, _ in mmas[:16]} & {c for _, c in mmas[:16]}
 
 
 @pytest.mark.parametrize("dtype, ptx_type", [("f16", "f16"), ("bf16", "bf16")])
