@@ -352,13 +352,21 @@ def test_tuning_on_the_gpu_times_every_config(cache):
     assert again.tunings == []
 
 
+@pytest.mark.skipif(tl._runtime.gpu_available(), reason="checks the machine without a GPU")
+def test_tuning_for_cuda_without_a_gpu_says_so(cache):
+    """Not each config's failure (a wait on no GPU: TypeError), the launch's own error."""
+    kernel = tl.autotune(configs=CONFIGS, key=["x"])(tl.tile_kernel(_accumulate))
+    with pytest.raises(tl.TileArgumentError, match="needs an NVIDIA GPU"):
+        kernel[_grid(256)](np.ones(256, np.float32), np.zeros(256, np.float32), backend="cuda")
+
+
 @tl.tile_kernel
-def _fill(out, TILE: tl.Constant):
-    """out = a slow sum of sines of its index (the work a stream is busy with when tuning starts)."""
+def _fill(out, steps, TILE: tl.Constant):
+    """out = ``steps`` ones summed slowly (a sine each): the work a stream is busy with when tuning starts."""
     i = tl.block_id(0)
     v = (tl.arange(0, TILE) + i * TILE).astype(tl.float32)
     acc = tl.zeros((TILE,), tl.float32)
-    for k in tl.range(0, 64):
+    for k in tl.range(0, steps):
         acc += tl.sin(v + k.astype(tl.float32)) * 0.0 + 1.0
     tl.store(out, acc, index=(i,))
 
@@ -366,24 +374,26 @@ def _fill(out, TILE: tl.Constant):
 @pytest.mark.gpu
 @pytest.mark.skipif(not tl._runtime.gpu_available(), reason="needs an NVIDIA GPU")
 def test_tuning_on_a_non_blocking_stream_times_it_and_restores_what_it_made(cache):
-    """``stream=`` a non-blocking stream busy making the written array: the trials' snapshot
-    waits for it (copied before, the restore put back zeros: the result lost the fill) and
-    the timer's events go on that stream (on the default stream they waited for nothing: every
-    config timed as ~0)."""
+    """``stream=`` a non-blocking stream still making the written array (for longer than the
+    first config takes to compile): the trials' snapshot waits for it (copied before, on the
+    default stream, the restore put back what was there before the fill) and the timer's
+    events go on that stream (on the default stream they waited for nothing: every config
+    timed as ~0)."""
     from cuda.bindings import driver
     from numba import cuda
 
+    cuda.current_context()  # (a current context for the driver's stream)
     err, handle = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
     assert err == driver.CUresult.CUDA_SUCCESS
     try:
-        n = 1 << 24
+        n, steps = 1 << 24, 1 << 14  # (~1e11 sines: a large fraction of a second)
         x = cuda.to_device(np.ones(n, np.float32))
         out = cuda.device_array(n, np.float32)
         kernel = tl.autotune(configs=CONFIGS, key=["x"])(tl.tile_kernel(_accumulate))
-        _fill[n // 1024](out, TILE=1024, stream=int(handle))
+        _fill[n // 1024](out, steps, TILE=1024, stream=int(handle))
         kernel[_grid(n)](x, out, stream=int(handle))
         driver.cuStreamSynchronize(handle)
-        np.testing.assert_array_equal(out.copy_to_host(), np.full(n, 64 + 2, np.float32))
+        np.testing.assert_array_equal(out.copy_to_host(), np.full(n, steps + 2, np.float32))
         times = kernel.tunings[0]["times_ms"]
         assert all(ms > 0.02 for ms in times.values()), times  # (>= 200 MB moved: 0.04 ms at 5 TB/s)
     finally:

@@ -384,9 +384,11 @@ def test_rms_norm_matches_torch_on_the_cpu_backend(rows, n, dtype, leading):
     check_add_against_torch(rows, n, getattr(torch, dtype), "cpu")
 
 
-def test_add_rms_norm_refuses_a_residual_of_another_shape():
-    with pytest.raises(ValueError, match="residual"):
-        example.add_rms_norm(torch.randn(4, 8), torch.randn(4, 1), torch.randn(8), 1e-6)
+def test_add_rms_norm_refuses_a_residual_of_another_shape_or_dtype():
+    """(h takes x's dtype: an f16 x plus an f32 residual of 1e4 overflowed where torch's add promotes)"""
+    for residual in (torch.randn(4, 1), torch.randn(4, 8, dtype=torch.float64)):
+        with pytest.raises(ValueError, match="residual"):
+            example.add_rms_norm(torch.randn(4, 8), residual, torch.randn(8), 1e-6)
 
 
 @pytest.mark.parametrize("norm", ["RMSNorm", "AddRMSNorm"])

@@ -501,6 +501,11 @@ def current_stream(values):
     return _default_stream
 
 
+def require_gpu():
+    if not gpu_available():
+        raise TileArgumentError("backend='cuda' needs an NVIDIA GPU and none was found; use backend='cpu'")
+
+
 def launch_device(infos: dict) -> int:
     """The GPU the device arrays live on (host arrays follow them, or go to the current
     device); arrays on two GPUs in one launch are an error naming them."""
@@ -559,8 +564,7 @@ class CudaRunner:
 
     def __call__(self, grid, arguments: dict, infos: dict, stream=None):
         if gpu_count() <= 1:  # the fast path: no device to choose or restore
-            if not gpu_available():
-                raise TileArgumentError("backend='cuda' needs an NVIDIA GPU and none was found; use backend='cpu'")
+            require_gpu()
             return self.launch(grid, arguments, infos, stream, 0)
         device = launch_device(infos)
         with on_device(device):

@@ -42,6 +42,7 @@ from ._runtime import (
     device_peaks,
     launch_device,
     launch_grid,
+    require_gpu,
     untraced,
     without_data,
 )
@@ -290,6 +291,7 @@ class Autotuned:
         timer = self.timer
         settle = lambda: None  # noqa: E731
         if backend == "cuda":
+            require_gpu()  # (before a wait on no GPU, not as each config's failure)
             infos = {name: info for name, value in arguments.items() if (info := array_info(value)) is not None}
             device = launch_device(infos)
             # the trials launch on `stream`, the snapshots copy on the arrays' library's own: the
