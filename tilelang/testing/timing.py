@@ -58,7 +58,8 @@ def bench(
         return statistics.median(times)
     from numba import cuda
 
-    on = 0 if stream is None else cuda.external_stream(stream_handle(stream))
+    handle = 0 if stream is None else stream_handle(stream)
+    on = cuda.external_stream(handle) if handle else 0  # (0: the default stream itself)
     flush = cuda.device_array(L2_FLUSH_BYTES // 4, "int32") if flush_l2 else None
     cuda.synchronize()
     events = [(cuda.event(timing=True), cuda.event(timing=True)) for _ in range(rep)]
