@@ -236,7 +236,22 @@ MARKERS = {
     "reduce": "tl.argmax(", "scan": "tl.cumsum(", "shape": ".reshape(", "dot": "tl.dot(", "load": "offset=(",
     "gather": "tl.gather(", "scatter": "tl.scatter(", "atomic": "tl.atomic_", "loop": "tl.range(",
     "reload": "tl.load(out", "store": "tl.store(", "matmul loop": "tl.dot(a", "arange": " = tl.arange(",
+    "fast_math": "fast_math=True",
 }  # fmt: skip
+
+
+def test_a_fast_math_kernel_s_division_and_exp_get_their_error_bounds():
+    """In a fast_math program (docs/dtypes.md) a float32 quotient may differ between backends by
+    2 ulps (exact: not at all) and exp by 1.25 |x| ulps more; float64 is exact either way."""
+    from tilelang import dtypes
+    from tilelang.testing.values import Value, binary, math_fn
+
+    a, b = Value("a", (4,), dtypes.float32, -3.0, 3.0), Value("b", (4,), dtypes.float32, 1.0, 2.0)
+    assert binary("/", a, b, dtypes.float32, (4,), "q").err == 0
+    assert binary("/", a, b, dtypes.float32, (4,), "q", fast_math=True).err > 0
+    assert binary("/", a, b, dtypes.float64, (4,), "q", fast_math=True).err == 0
+    x = Value("x", (4,), dtypes.float32, -40.0, 10.0)
+    assert math_fn("exp", x, "e", fast_math=True).err > 10 * math_fn("exp", x, "e").err
 
 
 def test_the_range_of_abs_of_int_min_reaches_int_max():

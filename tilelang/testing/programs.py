@@ -91,8 +91,9 @@ def _literal(value, d):
 class _Builder:
     """Draws one kernel, line by line, keeping a Value for every tile it has made."""
 
-    def __init__(self, draw, *, grid, threads, ops, cap, max_ops, aligned=False):
+    def __init__(self, draw, *, grid, threads, ops, cap, max_ops, aligned=False, fast_math=False):
         self.draw, self.grid, self.threads, self.ops, self.cap, self.max_ops = draw, grid, threads, ops, cap, max_ops
+        self.fast_math = fast_math  # the kernel's option: its float32 exp, log, sigmoid and `/` are approximate
         # ``aligned``: arrays as aligned as kernels take them (thread_ir.array_aligned) and windows whose last-axis
         # corners are multiples of 16 elements, wide enough for vectors: the kernel with whole groups runs
         self.aligned = aligned
@@ -262,7 +263,7 @@ class _Builder:
             d = _dt.float32
         shape = _broadcast(a.shape, b.shape)
         text = f"tl.{op}({a.name}, {b.name})" if op in ("maximum", "minimum") else f"({a.name} {op} {b.name})"
-        return self.define(V.binary(op, a, b, d, shape, self.name()), text)
+        return self.define(V.binary(op, a, b, d, shape, self.name(), self.fast_math), text)
 
     def op_unary(self):
         x = self.recent()
@@ -287,7 +288,7 @@ class _Builder:
             text = f"(abs({text}) + 1.0)"
             if arg is None:
                 return None
-        return self.define(V.math_fn(fn, arg, self.name()), f"tl.{fn}({text})")
+        return self.define(V.math_fn(fn, arg, self.name(), self.fast_math), f"tl.{fn}({text})")
 
     def op_where(self):
         c = self.recent(lambda v: v.dtype.is_bool)
@@ -673,7 +674,10 @@ def programs(draw, *, max_ops: int = 8, ops=tuple(OPS + STATEMENTS), loops: bool
     aligned = draw(st.integers(0, 2)) == 0
     narrow = [t for t in threads if t <= 64] if aligned else []
     grid, threads = draw(st.integers(1, 3)), draw(st.sampled_from(narrow or threads))
-    b = _Builder(draw, grid=grid, threads=threads, ops=list(ops), cap=cap, max_ops=max_ops, aligned=aligned)
+    fast = draw(st.integers(0, 3)) == 0  # (1 in 4: tile_kernel(fast_math=True))
+    b = _Builder(
+        draw, grid=grid, threads=threads, ops=list(ops), cap=cap, max_ops=max_ops, aligned=aligned, fast_math=fast
+    )
     for _ in range(draw(st.integers(1, 3))):
         spec, tile = b.input_array()
         b.load(spec, tile)
@@ -687,9 +691,8 @@ def programs(draw, *, max_ops: int = 8, ops=tuple(OPS + STATEMENTS), loops: bool
     for v in sinks[: draw(st.integers(1, 4))] or b.pool[-1:]:
         b.store(v)
     params = ", ".join(b.params)
-    source = f"@tl.tile_kernel(num_threads={threads})\ndef program({params}):\n    i = tl.block_id(0)\n" + "\n".join(
-        b.lines
-    )
+    options = f"num_threads={threads}" + (", fast_math=True" if fast else "")
+    source = f"@tl.tile_kernel({options})\ndef program({params}):\n    i = tl.block_id(0)\n" + "\n".join(b.lines)
     spec = {
         "grid": grid,
         "seed": draw(st.integers(0, 2**32 - 1)),

@@ -151,8 +151,9 @@ def _hull(values) -> tuple[float, float]:
     return (min(values), max(values)) if values else (-INF, INF)
 
 
-def binary(op: str, a: Value, b: Value, d: DType, shape, name) -> Value | None:
-    """``a <op> b`` computed in ``d`` (the promoted dtype; both operands are converted to it first)."""
+def binary(op: str, a: Value, b: Value, d: DType, shape, name, fast_math: bool = False) -> Value | None:
+    """``a <op> b`` computed in ``d`` (the promoted dtype; both operands are converted to it first;
+    ``fast_math``: a kernel's, whose float32 ``/`` is within 2 ulps)."""
     a, b = convert(a, d), convert(b, d)
     if a is None or b is None:
         return None
@@ -169,7 +170,7 @@ def binary(op: str, a: Value, b: Value, d: DType, shape, name) -> Value | None:
         return Value(name, shape, d, *int_range(d))
     if d.is_int:
         return _fit(Value(name, shape, d, *_int_interval(op, a, b)))
-    return _float_binary(op, a, b, d, shape, name)
+    return _float_binary(op, a, b, d, shape, name, fast_math and d.bits <= 32)
 
 
 def _int_interval(op, a, b):
@@ -190,7 +191,7 @@ def _int_interval(op, a, b):
     raise ValueError(op)
 
 
-def _float_binary(op, a, b, d, shape, name):
+def _float_binary(op, a, b, d, shape, name, approximate=False):
     if op in ("//", "%", "/") and (a.err or b.err):
         return None  # amplifies differences without bound
     nan = a.nan or b.nan
@@ -212,13 +213,13 @@ def _float_binary(op, a, b, d, shape, name):
     else:
         small = min(abs(b.lo), abs(b.hi))
         q = a.bound / small
+        err = 2 * eps(_dt.float32) * q if op == "/" and approximate else 0.0  # (fast_math's: within 2 ulps)
         if op == "/":
             lo, hi, integral = -q, q, False
         elif op == "//":
             lo, hi, integral = -q - 1, q + 1, True
         else:
             lo, hi, integral = -b.bound, b.bound, a.integral and b.integral
-        err = 0.0
     out = Value(name, shape, d, lo, hi, nan=nan, integral=integral)
     return _fit(replace(out, err=rounded(out, err)))
 
@@ -241,8 +242,9 @@ MATH = {
 SHIFTED = ("log", "log2", "sqrt", "rsqrt")  # applied to abs(x) + 1
 
 
-def math_fn(fn: str, x: Value, name) -> Value | None:
-    """``tl.<fn>(x)`` (for SHIFTED functions ``x`` is already ``abs(.) + 1``); ints become float32."""
+def math_fn(fn: str, x: Value, name, fast_math: bool = False) -> Value | None:
+    """``tl.<fn>(x)`` (for SHIFTED functions ``x`` is already ``abs(.) + 1``); ints become float32.
+    ``fast_math``: a kernel's (docs/dtypes.md: exp and sigmoid ``1.25 |x|`` ulps more, log 5.5)."""
     d = x.dtype if x.dtype.is_float else _dt.float32
     x = convert(x, d)
     if x is None or x.err or not x.finite:
@@ -252,6 +254,8 @@ def math_fn(fn: str, x: Value, name) -> Value | None:
     if fn in ("sin", "cos") and x.bound > 1e4:
         return None
     ulps, interval = MATH[fn]
+    if fast_math and d.bits <= 32 and fn in ("exp", "log", "sigmoid"):
+        ulps = 5.5 if fn == "log" else ulps + 0.5 + 1.25 * x.bound
     lo, hi = interval(x.lo, x.hi)
     bound = max(abs(lo), abs(hi))
     # a few float32 ulps of the result, and for 16-bit floats one ulp of their own rounding
