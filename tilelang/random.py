@@ -1,0 +1,96 @@
+"""Counter-based random numbers: Philox4x32-10, as Triton's ``tl.randint`` / ``tl.rand`` /
+``tl.randn``.
+
+Each element's numbers are a pure function of ``(seed, offset)``: no state, the same on every
+backend, bit for bit, and the same for one offset whatever tile or block computes it (a
+dropout mask can be made again in the backward from the seed and the offsets). The
+generator is Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as
+1, 2, 3", SC 2011): the counter ``(offset, 0, 0, 0)``, the key the seed's two 32-bit halves,
+each round a 32x32 -> 64-bit multiply of two counter words. For 32-bit offsets the bits are
+Triton's; 64-bit offsets put their high half in the counter's second word (the same numbers
+below 2^32, distinct streams above it).
+
+They are written with the tile ops themselves (integer arithmetic wraps), so the interpreter,
+the CPU backend and the GPU run the same ~90 operations per element; on the GPU each round's
+multiplies are ``mul.wide.u32``.
+"""
+
+from __future__ import annotations
+
+from . import dtypes as D
+from ._frontend.tracing import as_atom, located
+from .errors import TileTypeError
+
+# the Philox4x32 multipliers and the key's increments (Weyl sequence) a round
+_ROUND_A, _ROUND_B, _KEY_A, _KEY_B = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+ROUNDS = 10
+
+
+def _tl():
+    from . import language
+
+    return language
+
+
+def _mul_wide(x, constant):
+    """(high, low) 32-bit halves of ``x * constant`` for a uint32 tile ``x``."""
+    product = x.astype(D.uint64) * constant
+    return (product >> 32).astype(D.uint32), product.astype(D.uint32)
+
+
+def randint4x(seed, offsets, n_rounds: int = ROUNDS):
+    """Four uint32 tiles of random bits for each element of the integer tile ``offsets``
+    (Philox4x32 of the counter ``(offsets, 0, 0, 0)`` under the key ``seed``, an integer
+    scalar: a runtime argument or a constant). Example:
+    ``a, b, c, d = tl.randint4x(seed, i * TILE + tl.arange(0, TILE))``."""
+    tl = _tl()
+    off = as_atom(offsets, "offsets")
+    if not off.type.dtype.is_int or off.type.dtype.is_bool:
+        raise located(TileTypeError(f"random numbers take integer offsets, got {off.type}"))
+    if not as_atom(seed, "seed").type.dtype.is_int:
+        raise located(TileTypeError(f"random numbers take an integer seed, got {as_atom(seed, 'seed').type}"))
+    if not isinstance(n_rounds, int) or isinstance(n_rounds, bool) or n_rounds < 1:
+        raise located(TileTypeError(f"n_rounds is a positive Python int, got {n_rounds!r}"))
+    offsets = tl.astype(offsets, D.uint64 if off.type.dtype.bits == 64 else D.uint32)
+    zeros = tl.zeros(off.type.shape, D.uint32)
+    c0 = offsets.astype(D.uint32)
+    c1 = (offsets >> 32).astype(D.uint32) if off.type.dtype.bits == 64 else zeros
+    c2, c3 = zeros, zeros
+    key = tl.astype(seed, D.uint64 if as_atom(seed, "seed").type.dtype.kind == "u" else D.int64)  # (widened)
+    k0, k1 = (key & 0xFFFFFFFF).astype(D.uint32), ((key >> 32) & 0xFFFFFFFF).astype(D.uint32)
+    for _ in range(n_rounds):
+        hi_b, lo_b = _mul_wide(c2, _ROUND_B)
+        hi_a, lo_a = _mul_wide(c0, _ROUND_A)
+        c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
+        k0, k1 = k0 + _KEY_A, k1 + _KEY_B
+    return c0, c1, c2, c3
+
+
+def randint(seed, offsets, n_rounds: int = ROUNDS):
+    """A uint32 tile of random bits, one per element of ``offsets`` (the first of
+    :func:`randint4x`'s four). Example: ``bits = tl.randint(seed, offs)``."""
+    return randint4x(seed, offsets, n_rounds)[0]
+
+
+def _uniform(bits):
+    """Floats in [0, 1) from uint32 bits, as Triton's: the bits as an int32, its magnitude
+    (``-x - 1`` below 0) times a constant just under 2^-31."""
+    tl = _tl()
+    x = bits.astype(D.int32)
+    x = tl.where(x < 0, -x - 1, x)
+    return x.astype(D.float32) * 4.6566127342e-10
+
+
+def rand(seed, offsets, n_rounds: int = ROUNDS):
+    """Float32 uniform in [0, 1), one per element of ``offsets``. Example (dropout):
+    ``keep = tl.rand(seed, offs) > p``."""
+    return _uniform(randint(seed, offsets, n_rounds))
+
+
+def randn(seed, offsets, n_rounds: int = ROUNDS):
+    """Float32 standard normal, one per element of ``offsets`` (Box-Muller of two of
+    :func:`randint4x`'s uniforms). Example: ``noise = tl.randn(seed, offs) * sigma``."""
+    tl = _tl()
+    a, b, _, _ = randint4x(seed, offsets, n_rounds)
+    u1, u2 = tl.maximum(_uniform(a), 1.0e-7), _uniform(b)
+    return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
