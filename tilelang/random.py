@@ -11,7 +11,7 @@ Triton's; 64-bit offsets put their high half in the counter's second word (the s
 below 2^32, distinct streams above it).
 
 They are written with the tile ops themselves (integer arithmetic wraps), so the interpreter,
-the CPU backend and the GPU run the same ~90 operations per element; on the GPU each round's
+the CPU backend and the GPU run the same ~100 operations per element; on the GPU each round's
 multiplies are ``mul.wide.u32``.
 """
 
