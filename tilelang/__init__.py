@@ -49,11 +49,13 @@ from .explain import Explanation, explain
 from .kernel import TileKernel, tile_kernel
 from .language import *  # noqa: F403 - the documented ops are the public surface
 from .language import __all__ as _language_all
+from .random import rand, randint, randint4x, randn
 
 __version__ = "0.1.0"
 
 __all__ = [
     *_language_all,
+    "randint", "randint4x", "rand", "randn",
     "tile_kernel", "TileKernel", "autotune", "Config", "explain", "Explanation", "Tile", "Array",
     "TileError", "TileTypeError", "TileAttributeError", "TileShapeError", "TileValueError", "TileSyntaxError",
     "TileArgumentError", "TileOutsideKernelError", "TileCompilerError", "TileLimitError", "TileCheckError",

@@ -45,7 +45,6 @@ from ._ir import primitives as P
 from ._ir.core import PRIMITIVES, Literal, TileType
 from .dtypes import float32, int64
 from .errors import TileError, TileShapeError, TileSyntaxError, TileTypeError, TileValueError
-from .random import rand, randint, randint4x, randn
 
 __all__ = [
     "Constant", "range", "block_id", "num_blocks", "cdiv",
@@ -55,7 +54,6 @@ __all__ = [
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "dot",
-    "randint", "randint4x", "rand", "randn",
 ]  # fmt: skip
 
 

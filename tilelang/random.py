@@ -18,18 +18,13 @@ multiplies are ``mul.wide.u32``.
 from __future__ import annotations
 
 from . import dtypes as D
+from . import language as tl
 from ._frontend.tracing import as_atom, located
 from .errors import TileTypeError
 
 # the Philox4x32 multipliers and the key's increments (Weyl sequence) a round
 _ROUND_A, _ROUND_B, _KEY_A, _KEY_B = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
 ROUNDS = 10
-
-
-def _tl():
-    from . import language
-
-    return language
 
 
 def _mul_wide(x, constant):
@@ -43,7 +38,6 @@ def randint4x(seed, offsets, n_rounds: int = ROUNDS):
     (Philox4x32 of the counter ``(offsets, 0, 0, 0)`` under the key ``seed``, an integer
     scalar: a runtime argument or a constant). Example:
     ``a, b, c, d = tl.randint4x(seed, i * TILE + tl.arange(0, TILE))``."""
-    tl = _tl()
     off = as_atom(offsets, "offsets")
     if not off.type.dtype.is_int or off.type.dtype.is_bool:
         raise located(TileTypeError(f"random numbers take integer offsets, got {off.type}"))
@@ -75,7 +69,6 @@ def randint(seed, offsets, n_rounds: int = ROUNDS):
 def _uniform(bits):
     """Floats in [0, 1) from uint32 bits, as Triton's: the bits as an int32, its magnitude
     (``-x - 1`` below 0) times a constant just under 2^-31."""
-    tl = _tl()
     x = bits.astype(D.int32)
     x = tl.where(x < 0, -x - 1, x)
     return x.astype(D.float32) * 4.6566127342e-10
@@ -90,7 +83,9 @@ def rand(seed, offsets, n_rounds: int = ROUNDS):
 def randn(seed, offsets, n_rounds: int = ROUNDS):
     """Float32 standard normal, one per element of ``offsets`` (Box-Muller of two of
     :func:`randint4x`'s uniforms). Example: ``noise = tl.randn(seed, offs) * sigma``."""
-    tl = _tl()
     a, b, _, _ = randint4x(seed, offsets, n_rounds)
     u1, u2 = tl.maximum(_uniform(a), 1.0e-7), _uniform(b)
     return tl.sqrt(-2.0 * tl.log(u1)) * tl.cos(6.283185307179586 * u2)
+
+
+randint4x, randint, rand, randn = (tl._signature_checked(f) for f in (randint4x, randint, rand, randn))
