@@ -104,18 +104,44 @@ def test_uniform_and_normal_look_like_their_distributions():
 
 @pytest.mark.parametrize(
     "seed, offsets, message",
-    [(0, "f32", "integer offsets"), (1.5, "i32", "integer seed"), (0, "bool", "integer offsets")],
-)
+    [(0, "f32", "integer offsets"), (1.5, "i32", "integer scalar seed"), (0, "bool", "integer offsets"),
+     (0, "tile seed", "integer scalar seed")],
+)  # fmt: skip
 def test_bad_arguments_are_tile_errors_at_the_line(seed, offsets, message):
+    """(A tile of seeds broadcast with the offsets, silently.)"""
+
     @tl.tile_kernel
     def draw(out, s, OFFSETS: tl.Constant):
         o = tl.arange(0, 32)
         o = o.astype(tl.float32) if OFFSETS == "f32" else o > 3 if OFFSETS == "bool" else o
+        s = o if OFFSETS == "tile seed" else s
         tl.store(out, tl.rand(s, o), index=(0,))
 
     with pytest.raises(tl.TileTypeError, match=message) as err:
         draw[1](np.zeros(32, np.float32), seed, OFFSETS=offsets, backend="interpret")
     assert "tl.rand(s, o)" in str(err.value)
+
+
+def test_random_indices_pass_debug_mode():
+    """Philox's intentional wrapping is masked before it narrows: debug mode's checks (a
+    conversion that changes an index's value) passed no kernel gathering at random indices."""
+
+    @tl.tile_kernel(debug=True)
+    def sample(table, seed, out, offsets, TILE: tl.Constant):
+        i = tl.block_id(0)
+        offs = tl.load(offsets, index=(i,), shape=(TILE,))
+        idx = tl.randint(seed, offs) % 100 + (tl.rand(seed, offs) * 10).astype(tl.int32)
+        tl.store(out, tl.gather(table, idx), index=(i,))
+
+    offsets = np.array([-(2**40), -1, 0, 2**33 + 5] * 64, np.int64)
+    table = np.arange(128, dtype=np.float32)
+    want = philox_reference(offsets, -7)[0] % 100 + (uniform_reference(philox_reference(offsets, -7)[0]) * 10).astype(
+        int
+    )
+    for backend in tlt.default_backends():
+        out = np.zeros(256, np.float32)
+        sample[4](table, -7, out, offsets, TILE=64, backend=backend)
+        np.testing.assert_array_equal(out, table[want], err_msg=backend)
 
 
 def test_rounds_must_be_a_positive_int():

@@ -1,14 +1,15 @@
 """Counter-based random numbers: Philox4x32-10, as Triton's ``tl.randint`` / ``tl.rand`` /
 ``tl.randn``.
 
-Each element's numbers are a pure function of ``(seed, offset)``: no state, the same on every
-backend, bit for bit, and the same for one offset whatever tile or block computes it (a
-dropout mask can be made again in the backward from the seed and the offsets). The
+Each element's numbers are a pure function of ``(seed, offset)``: no state, the same bits on
+every backend (normals within a few ulps: each backend's ``log`` and ``cos``), and the same
+for one offset whatever tile or block computes it (a dropout mask can be made again in the
+backward from the seed and the offsets). The
 generator is Philox4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy as
 1, 2, 3", SC 2011): the counter ``(offset, 0, 0, 0)``, the key the seed's two 32-bit halves,
-each round a 32x32 -> 64-bit multiply of two counter words. For 32-bit offsets the bits are
-Triton's; 64-bit offsets put their high half in the counter's second word (the same numbers
-below 2^32, distinct streams above it).
+each round a 32x32 -> 64-bit multiply of two counter words. The bits are Triton's: the
+offset sign-extended to 64 bits, its low half the counter's first word and, for 64-bit
+offsets, its high half the second.
 
 They are written with the tile ops themselves (integer arithmetic wraps), so the interpreter,
 the CPU backend and the GPU run the same ~100 operations per element; on the GPU each round's
@@ -27,10 +28,18 @@ _ROUND_A, _ROUND_B, _KEY_A, _KEY_B = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67A
 ROUNDS = 10
 
 
+_LOW = 0xFFFFFFFF
+
+
+def _words(x):
+    """(high, low) 32-bit halves of a 64-bit integer tile, masked before they narrow (so
+    debug mode's checks, which refuse conversions that change an index's value, pass)."""
+    return ((x >> 32) & _LOW).astype(D.uint32), (x & _LOW).astype(D.uint32)
+
+
 def _mul_wide(x, constant):
     """(high, low) 32-bit halves of ``x * constant`` for a uint32 tile ``x``."""
-    product = x.astype(D.uint64) * constant
-    return (product >> 32).astype(D.uint32), product.astype(D.uint32)
+    return _words(x.astype(D.uint64) * constant)
 
 
 def randint4x(seed, offsets, n_rounds: int = ROUNDS):
@@ -38,20 +47,18 @@ def randint4x(seed, offsets, n_rounds: int = ROUNDS):
     (Philox4x32 of the counter ``(offsets, 0, 0, 0)`` under the key ``seed``, an integer
     scalar: a runtime argument or a constant). Example:
     ``a, b, c, d = tl.randint4x(seed, i * TILE + tl.arange(0, TILE))``."""
-    off = as_atom(offsets, "offsets")
+    off, key = as_atom(offsets, "offsets"), as_atom(seed, "seed")
     if not off.type.dtype.is_int or off.type.dtype.is_bool:
         raise located(TileTypeError(f"random numbers take integer offsets, got {off.type}"))
-    if not as_atom(seed, "seed").type.dtype.is_int:
-        raise located(TileTypeError(f"random numbers take an integer seed, got {as_atom(seed, 'seed').type}"))
+    if not key.type.dtype.is_int or key.type.dtype.is_bool or key.type.shape != ():
+        raise located(TileTypeError(f"random numbers take an integer scalar seed, got {key.type}"))
     if not isinstance(n_rounds, int) or isinstance(n_rounds, bool) or n_rounds < 1:
         raise located(TileTypeError(f"n_rounds is a positive Python int, got {n_rounds!r}"))
-    offsets = tl.astype(offsets, D.uint64 if off.type.dtype.bits == 64 else D.uint32)
-    zeros = tl.zeros(off.type.shape, D.uint32)
-    c0 = offsets.astype(D.uint32)
-    c1 = (offsets >> 32).astype(D.uint32) if off.type.dtype.bits == 64 else zeros
-    c2, c3 = zeros, zeros
-    key = tl.astype(seed, D.uint64 if as_atom(seed, "seed").type.dtype.kind == "u" else D.int64)  # (widened)
-    k0, k1 = (key & 0xFFFFFFFF).astype(D.uint32), ((key >> 32) & 0xFFFFFFFF).astype(D.uint32)
+    # (widened to 64 bits, signed ones sign-extended, then cut in words: as Triton's)
+    high, c0 = _words(tl.astype(offsets, D.uint64 if off.type.dtype.kind == "u" else D.int64))
+    c2 = c3 = tl.zeros(off.type.shape, D.uint32)
+    c1 = high if off.type.dtype.bits == 64 else c2
+    k1, k0 = _words(tl.astype(seed, D.uint64 if key.type.dtype.kind == "u" else D.int64))
     for _ in range(n_rounds):
         hi_b, lo_b = _mul_wide(c2, _ROUND_B)
         hi_a, lo_a = _mul_wide(c0, _ROUND_A)
@@ -67,11 +74,10 @@ def randint(seed, offsets, n_rounds: int = ROUNDS):
 
 
 def _uniform(bits):
-    """Floats in [0, 1) from uint32 bits, as Triton's: the bits as an int32, its magnitude
-    (``-x - 1`` below 0) times a constant just under 2^-31."""
-    x = bits.astype(D.int32)
-    x = tl.where(x < 0, -x - 1, x)
-    return x.astype(D.float32) * 4.6566127342e-10
+    """Floats in [0, 1) from uint32 bits, as Triton's: the bits as an int32 ``x``, ``-x - 1``
+    where that is negative (its bits' complement), times a constant just under 2^-31."""
+    magnitude = tl.where(bits >= 0x80000000, ~bits, bits)
+    return magnitude.astype(D.float32) * 4.6566127342e-10
 
 
 def rand(seed, offsets, n_rounds: int = ROUNDS):
