@@ -196,7 +196,7 @@ def _float_binary(op, a, b, d, shape, name, approximate=False):
         return None  # amplifies differences without bound
     nan = a.nan or b.nan
     if not (a.finite and b.finite):
-        if a.err or b.err:
+        if a.err or b.err or approximate and op == "/":  # (an approximate quotient of inf or NaN: no bound)
             return None
         return Value(name, shape, d, -INF, INF, nan=True)
     if op in ("+", "-"):
@@ -208,8 +208,8 @@ def _float_binary(op, a, b, d, shape, name, approximate=False):
     elif op in ("maximum", "minimum"):
         pick = max if op == "maximum" else min
         lo, hi, err, integral = pick(a.lo, b.lo), pick(a.hi, b.hi), max(a.err, b.err), a.integral and b.integral
-    elif b.lo <= 0 <= b.hi:  # / // % by a divisor that may be 0: inf or NaN
-        return Value(name, shape, d, -INF, INF, nan=True)
+    elif b.lo <= 0 <= b.hi:  # / // % by a divisor that may be 0: inf or NaN (fast_math's `/`: no bound)
+        return None if approximate and op == "/" else Value(name, shape, d, -INF, INF, nan=True)
     else:
         small = min(abs(b.lo), abs(b.hi))
         q = a.bound / small
@@ -244,7 +244,9 @@ SHIFTED = ("log", "log2", "sqrt", "rsqrt")  # applied to abs(x) + 1
 
 def math_fn(fn: str, x: Value, name, fast_math: bool = False) -> Value | None:
     """``tl.<fn>(x)`` (for SHIFTED functions ``x`` is already ``abs(.) + 1``); ints become float32.
-    ``fast_math``: a kernel's (docs/dtypes.md: exp and sigmoid ``1.25 |x|`` ulps more, log 5.5)."""
+    ``fast_math``: a kernel's. Every backend runs its rewritten formulas (_passes/fast_math.py), so
+    they differ only where the GPU's instructions approximate: exp by exp2's ulps (the product
+    ``x * log2(e)`` is rounded alike everywhere), sigmoid by those and the division's 2, log by 5.5."""
     d = x.dtype if x.dtype.is_float else _dt.float32
     x = convert(x, d)
     if x is None or x.err or not x.finite:
@@ -254,8 +256,8 @@ def math_fn(fn: str, x: Value, name, fast_math: bool = False) -> Value | None:
     if fn in ("sin", "cos") and x.bound > 1e4:
         return None
     ulps, interval = MATH[fn]
-    if fast_math and d.bits <= 32 and fn in ("exp", "log", "sigmoid"):
-        ulps = 5.5 if fn == "log" else ulps + 0.5 + 1.25 * x.bound
+    if fast_math and d.bits <= 32 and fn in ("log", "sigmoid"):
+        ulps = 5.5 if fn == "log" else ulps + 2
     lo, hi = interval(x.lo, x.hi)
     bound = max(abs(lo), abs(hi))
     # a few float32 ulps of the result, and for 16-bit floats one ulp of their own rounding
