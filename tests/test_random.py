@@ -144,6 +144,20 @@ def test_random_indices_pass_debug_mode():
         np.testing.assert_array_equal(out, table[want], err_msg=backend)
 
 
+def test_a_seed_loaded_from_an_array_is_a_seed():
+    """(A CUDA graph replays a launch's scalars as captured: a seed that changes lives in memory.)"""
+
+    @tl.tile_kernel
+    def draw(seeds, out, TILE: tl.Constant):
+        seed = tl.load(seeds, index=(0,), shape=(1,)).reshape(())
+        tl.store(out, tl.randint(seed, tl.arange(0, TILE)), index=(0,))
+
+    for backend in tlt.default_backends():
+        out = np.zeros(N, np.uint32)
+        draw[1](np.array([123456789012], np.int64), out, TILE=N, backend=backend)
+        np.testing.assert_array_equal(out, philox_reference(np.arange(N, dtype=np.int32), 123456789012)[0])
+
+
 def test_rounds_must_be_a_positive_int():
     @tl.tile_kernel
     def draw(out):
