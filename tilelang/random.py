@@ -26,8 +26,6 @@ from .errors import TileTypeError
 # the Philox4x32 multipliers and the key's increments (Weyl sequence) a round
 _ROUND_A, _ROUND_B, _KEY_A, _KEY_B = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
 ROUNDS = 10
-
-
 _LOW = 0xFFFFFFFF
 
 
@@ -44,8 +42,9 @@ def _mul_wide(x, constant):
 
 def randint4x(seed, offsets, n_rounds: int = ROUNDS):
     """Four uint32 tiles of random bits for each element of the integer tile ``offsets``
-    (Philox4x32 of the counter ``(offsets, 0, 0, 0)`` under the key ``seed``, an integer
-    scalar: a runtime argument or a constant). Example:
+    (Philox4x32 of the counter ``(offset, 0, 0, 0)``, a 64-bit offset's high half in the
+    second word, under the key ``seed``: an integer scalar, a runtime argument, a constant or
+    a loaded value). Example:
     ``a, b, c, d = tl.randint4x(seed, i * TILE + tl.arange(0, TILE))``."""
     off, key = as_atom(offsets, "offsets"), as_atom(seed, "seed")
     if not off.type.dtype.is_int or off.type.dtype.is_bool:
