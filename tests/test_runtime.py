@@ -184,8 +184,9 @@ class FakeTensor:
     __module__ = "torch.fake"
     layout = "strided"  # (fake_torch maps None, the layout tilelang takes, to this)
 
-    def __init__(self, shape, strides=None, dtype="f32", device=0, ptr=0x7F0000000000):
+    def __init__(self, shape, strides=None, dtype="f32", device=0, ptr=0x7F0000000000, negated=False):
         self.shape, self.dtype, self.device, self.ptr = shape, FAKE_TORCH_DTYPES[dtype], device, ptr
+        self.negated = negated  # (torch's neg bit: z.conj().imag)
         self.strides = (
             strides if strides is not None else tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
         )
@@ -208,7 +209,7 @@ class FakeTensor:
         return self.device
 
     def is_neg(self):
-        return False
+        return self.negated
 
 
 class FakeNumbaArray:

@@ -94,28 +94,22 @@ static int strided(FastPath *self, Entry *e, PyObject *value, Params *params) {
         PyObject *contiguous = call_method(S_is_contiguous, value);
         if (contiguous == NULL) goto done;
         Py_DECREF(contiguous);
-        if (contiguous == Py_True) {
-            long long step = 1;
-            for (Py_ssize_t i = e->number - 1; i >= 0; i--) {
-                steps[i] = step;
-                long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
-                if (size == -1 && PyErr_Occurred()) goto done;
-                step *= size;
-            }
-            /* a view may be negated: one of one element (tensor([1+2j]).conj().imag) is contiguous; larger
-               contiguous ones come only from the private torch._neg_view (not asked: the common case stays fast) */
-            int neg = step <= 1 ? negated(value) : 0;
-            if (neg != 0) {
-                alike = neg < 0 ? -1 : 0;
-                goto done;
-            }
-            goto read_strides_done;
+        long long elements = 1;
+        for (Py_ssize_t i = e->number - 1; contiguous == Py_True && i >= 0; i--) {
+            steps[i] = elements;
+            long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, i));
+            if (size == -1 && PyErr_Occurred()) goto done;
+            elements *= size;
         }
-        int neg = negated(value); /* a strided view may be negated (z.conj().imag) */
+        /* a view may be negated (z.conj().imag): a strided one, or a contiguous one of one element
+           (tensor([1+2j]).conj().imag); larger contiguous ones come only from the private torch._neg_view
+           (not asked: the common case stays fast) */
+        int neg = contiguous != Py_True || elements <= 1 ? negated(value) : 0;
         if (neg != 0) {
             alike = neg < 0 ? -1 : 0;
             goto done;
         }
+        if (contiguous == Py_True) goto read_strides_done;
     }
     strides = torch ? call_method(S_stride, value) : PyObject_GetAttr(value, S_strides);
     if (strides == NULL || !PyTuple_Check(strides) || PyTuple_GET_SIZE(strides) != e->number) {

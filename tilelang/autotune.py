@@ -299,8 +299,7 @@ class Autotuned:
             settle = functools.partial(_synchronize, device)
             if stream is None:  # the stream the launches go on, named: the timer's events go there
                 stream = current_stream(arguments.values())(device)
-        if timer is None and backend == "cuda":
-            timer = functools.partial(_bench_on, device, stream)
+            timer = timer or functools.partial(_bench_on, device, stream)
         progress = _Progress(self, key, backend)
         start, results = time.perf_counter(), []
         snapshots = {}

@@ -150,8 +150,7 @@ class TileOp:
             return _rebuilt(self._backward.apply(*args))
         if self._torch.compiler.is_compiling():  # (dynamo traces a Function's backward: this one would raise)
             return self.op(*args)
-        written = [t for i in self._mutated for t in (args[i] if isinstance(args[i], (list, tuple)) else (args[i],))]
-        written = [t for t in written if isinstance(t, self._torch.Tensor)]  # (an optional one may be None)
+        written = self._written_tensors(args)
         if any(t.requires_grad and t.is_leaf for t in written):
             raise TileError(
                 f"{self.name} writes a leaf tensor that requires grad (torch refuses in-place writes there)"
@@ -172,15 +171,18 @@ class TileOp:
             raise TypeError(f"{self.name}() missing arguments {missing}")
         return args + tuple(kwargs[n] if n in kwargs else self._defaults[n] for n in rest)
 
+    def _written_tensors(self, args) -> list:
+        """The tensors a call with these (positional) arguments writes: each of a written list's,
+        none for an optional one given None."""
+        picked = [args[i] for i in self._mutated if i < len(args)]
+        flat = [t for a in picked for t in (a if isinstance(a, (list, tuple)) else (a,))]
+        return [t for t in flat if isinstance(t, self._torch.Tensor)]
+
     def _bump_versions(self, keyset, *args, **kwargs):
         torch = self._torch
         result = self.op.redispatch(keyset & torch._C._after_ADInplaceOrView_keyset, *args, **kwargs)
-        args = self._positional(args, kwargs) if kwargs else args
-        for i in self._mutated:
-            written = args[i] if i < len(args) else None
-            for tensor in written if isinstance(written, (list, tuple)) else (written,):
-                if isinstance(tensor, torch.Tensor):
-                    torch.autograd.graph.increment_version(tensor)
+        for tensor in self._written_tensors(self._positional(args, kwargs) if kwargs else args):
+            torch.autograd.graph.increment_version(tensor)
         return result
 
     def __repr__(self):

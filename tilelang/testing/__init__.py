@@ -283,7 +283,7 @@ def check_kernel(
         expected = [expected]
     if len(expected) != len(positions):
         raise ValueError(f"check_kernel: reference returned {len(expected)} arrays for {len(positions)} outputs")
-    result = []
+    result, fast = [], getattr(kernel, "fast_math", False)
     for backend in default_backends() if backends is None else backends:
         run_args = fresh()
         kernel[grid](*run_args, backend=backend, **constants)
@@ -291,7 +291,6 @@ def check_kernel(
         names = list(kernel.signature.parameters)
         for p, got, want in zip(positions, result, expected):
             where = f"output `{names[p]}` on backend {backend!r}"
-            fast = getattr(kernel, "fast_math", False)
             assert_close(got, want, got.dtype, rtol=rtol, atol=atol, err_msg=where, fast_math=fast)
         for i, (now, was) in enumerate(zip(run_args, first)):  # the other arrays: left as they were
             if i not in positions and isinstance(now, np.ndarray) and not _identical(now, was):
