@@ -49,7 +49,7 @@ from .errors import TileError, TileShapeError, TileSyntaxError, TileTypeError, T
 __all__ = [
     "Constant", "range", "block_id", "num_blocks", "cdiv",
     "zeros", "full", "arange", "load", "store", "gather", "scatter",
-    "atomic_add", "atomic_max", "atomic_min",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
@@ -337,7 +337,7 @@ def store(array, tile, index=None, offset=None) -> None:
     bind(P.store, [array, atom, *offsets], "store")
 
 
-def _indexed(array, indices, values, mask, op):
+def _indexed(array, indices, operands, mask, op):
     _check_array(array, op)
     if array.ndim == 0:  # (the index tiles give the shape of the access)
         raise located(
@@ -351,9 +351,7 @@ def _indexed(array, indices, values, mask, op):
     for a in atoms:
         if not a.type.dtype.is_int:
             raise located(TileTypeError(f"{op}: indices must be integer tiles, got {a.type}"))
-    extra = []
-    if values is not None:
-        extra.append(_value_for(array, values, "values"))
+    extra = [_value_for(array, v, name) for name, v in operands]
     if mask is not None:
         extra.append(_bool_mask(mask, op))
     everything = atoms + extra
@@ -384,19 +382,28 @@ def gather(array, *indices, mask=None, padding=0) -> Tile:
 
     Example: ``rows = tl.gather(table, ids[:, None], tl.arange(0, 64)[None, :])``.
     """
-    atoms = _indexed(array, indices, None, mask, "gather")
+    atoms = _indexed(array, indices, (), mask, "gather")
     pad = _value_for(array, padding, "padding")
     return bind1(P.gather, [array, *atoms, pad], "gather", masked=mask is not None)
 
 
 def _indices_and_values(op, indices_and_values, values):
     """The index tiles and the values, given last or as ``values=``."""
-    if values is not None:
-        return indices_and_values, values
-    if not indices_and_values:
-        raise located(TileTypeError(f"{op}: give the index tiles and then the values"))
-    *indices, values = indices_and_values
+    indices, (values,) = _indices_and_operands(op, indices_and_values, {"values": values})
     return indices, values
+
+
+def _indices_and_operands(op, args, given: dict):
+    """The index tiles and the operands named by ``given`` (name -> keyword value or None):
+    all by keyword, or all the last positional arguments in order."""
+    if all(v is not None for v in given.values()):
+        return args, list(given.values())
+    names = ", ".join(given)
+    if any(v is not None for v in given.values()):
+        raise located(TileTypeError(f"{op}: give {names} all by keyword or all positionally, after the indices"))
+    if len(args) <= len(given):
+        raise located(TileTypeError(f"{op}: give the index tiles and then {names}"))
+    return args[: -len(given)], list(args[-len(given) :])
 
 
 def scatter(array, *indices_and_values, values=None, mask=None) -> None:
@@ -407,31 +414,90 @@ def scatter(array, *indices_and_values, values=None, mask=None) -> None:
     lands is unspecified.
     """
     indices, values = _indices_and_values("scatter", indices_and_values, values)
-    atoms = _indexed(array, indices, values, mask, "scatter")
+    atoms = _indexed(array, indices, [("values", values)], mask, "scatter")
     bind(P.scatter, [array, *atoms], "scatter", masked=mask is not None)
 
 
-def _atomic(op):
-    def atomic_op(array, *indices_and_values, values=None, mask=None) -> None:
-        indices, values = _indices_and_values(f"atomic_{op}", indices_and_values, values)
-        atoms = _indexed(array, indices, values, mask, f"atomic_{op}")
-        bind(P.atomic, [array, *atoms], f"atomic_{op}", op=op, masked=mask is not None)
+_ATOMIC_DOC = """{summary}, atomically, element by element, and return the
+values the elements held before (0 where masked off or out of bounds): ``old =
+tl.atomic_{op}(array, *indices, values, mask=None, sem="relaxed")``.
+
+Indices, values and mask broadcast together (0-d too); the result has their shape and the
+array's dtype. Repeated indices, within a block or across blocks, all take effect: each
+element's update is indivisible, and each old value is what the updates before it left
+(within a block, in row-major order on the interpreter; in an unspecified order on the GPU).
+{kinds}
+
+``sem`` orders the block's other memory accesses (to any array, by any of its threads)
+around the atomic, for handing data from block to block: ``"relaxed"`` (the default, as
+CUDA's atomics) none; ``"release"``: everything the block did before it is visible to a
+block whose ``"acquire"`` atomic reads what this one wrote; ``"acquire"``: everything the
+block does after it comes after; ``"acq_rel"``: both (the last-block pattern below). On the
+GPU a release is a block barrier and a ``fence.acq_rel.gpu`` before the atomic, an acquire
+the fence and a barrier after it. (Triton's default is ``"acq_rel"``, per thread.)
+
+Example, the last block to finish sums the rows the others stored (its acquire sees them)::
+
+    tl.store(parts, tl.sum(x, axis=0, keepdims=True), index=(b, 0))
+    last = tl.atomic_add(count, 0, 1, sem="acq_rel") == tl.num_blocks(0) - 1
+    total = tl.zeros((N,), tl.float32)
+    for k in tl.range(0, tl.where(last, tl.num_blocks(0), 0)):  # the last block only
+        total += tl.load(parts, index=(k, 0), shape=(1, N)).reshape((N,))
+    tl.scatter(out, tl.arange(0, N), total, mask=last)
+
+On the GPU 32- and 64-bit integer atomics, float adds and exchanges are the hardware's;
+float max/min and 8- and 16-bit types are compare-and-swap loops (on the aligned 32-bit
+word that holds an 8-bit element: it may reach up to 3 bytes past the end of an allocation,
+harmless, but compute-sanitizer's memcheck may report it)."""
+
+
+def _atomic(op, summary, kinds):
+    def atomic_op(array, *indices_and_values, values=None, mask=None, sem="relaxed") -> Tile:
+        indices, operands = _indices_and_operands(f"atomic_{op}", indices_and_values, {"values": values})
+        return _bind_atomic(op, array, indices, operands, mask, sem)
 
     atomic_op.__name__ = f"atomic_{op}"
-    atomic_op.__doc__ = (
-        f"Atomically combine ``values`` (the last argument, or ``values=``) into ``array[indices...]`` with {op},\n"
-        "element by element.\n\n"
-        "Repeated indices all take effect. Example:\n"
-        f"``tl.atomic_{op}(hist, bins, tl.full(bins.shape, 1, tl.int32))``.\n\n"
-        "On the GPU an 8-bit ``array`` is updated by compare-and-swap on the aligned 32-bit word holding\n"
-        "the element (the GPU has no 8-bit atomics; the word's other bytes are left as they are). For a\n"
-        "device array whose allocation ends inside that word, compute-sanitizer memcheck reports the\n"
-        "read past its end (harmless: allocations are whole words); host arrays are copied padded."
-    )
+    atomic_op.__doc__ = _ATOMIC_DOC.format(summary=summary, op=op, kinds=kinds)
     return atomic_op
 
 
-atomic_add, atomic_max, atomic_min = _atomic("add"), _atomic("max"), _atomic("min")
+def _bind_atomic(op, array, indices, operands, mask, sem):
+    if not isinstance(sem, str) or sem not in P.SEMANTICS:
+        raise located(TileValueError(f"atomic_{op}: sem is one of {', '.join(map(repr, P.SEMANTICS))}, got {sem!r}"))
+    names = ("compare", "values") if op == "cas" else ("values",)
+    atoms = _indexed(array, indices, list(zip(names, operands)), mask, f"atomic_{op}")
+    return bind1(P.atomic, [array, *atoms], f"atomic_{op}", op=op, masked=mask is not None, sem=sem)
+
+
+_NUMBERS = "Int and float arrays of every width: integers wrap, 16-bit floats combine in float32 and round once."
+atomic_add = _atomic("add", "Add ``values`` (the last argument, or ``values=``) into ``array[indices...]``", _NUMBERS)
+atomic_max = _atomic(
+    "max", "Take the maximum of ``array[indices...]`` and ``values``", _NUMBERS + " A NaN wins, as NumPy's maximum."
+)
+atomic_min = _atomic(
+    "min", "Take the minimum of ``array[indices...]`` and ``values``", _NUMBERS + " A NaN wins, as NumPy's minimum."
+)
+atomic_and = _atomic("and", "Bitwise-and ``values`` into ``array[indices...]``", "Integer arrays.")
+atomic_or = _atomic("or", "Bitwise-or ``values`` into ``array[indices...]``", "Integer arrays.")
+atomic_xor = _atomic("xor", "Bitwise-xor ``values`` into ``array[indices...]``", "Integer arrays.")
+atomic_xchg = _atomic("xchg", "Write ``values`` to ``array[indices...]``", "Int and float arrays of every width.")
+
+
+def atomic_cas(array, *indices_compare_values, compare=None, values=None, mask=None, sem="relaxed") -> Tile:
+    """Compare and swap: where ``array[indices...]`` equals ``compare``, write ``values``
+    there, atomically, element by element; return what each element held before (so an
+    element was swapped where the result equals ``compare``; 0 where masked off or out of
+    bounds). ``tl.atomic_cas(array, *indices, compare, values, mask=None, sem="relaxed")``
+    (or ``compare=``, ``values=`` by keyword). Integer arrays; ``sem`` and the rest as
+    :func:`atomic_add`.
+
+    Example, a flag taken by the first block to get there:
+    ``won = tl.atomic_cas(flag, tl.zeros((), tl.int32), 0, 1) == 0``.
+    """
+    given = {"compare": compare, "values": values}
+    indices, operands = _indices_and_operands("atomic_cas", indices_compare_values, given)
+    return _bind_atomic("cas", array, indices, operands, mask, sem)
+
 
 # ------------------------------------------------------------- elementwise
 

@@ -350,6 +350,9 @@ class KernelEmitter(ThreadEmitter):
     def _ProxyFence(self, s):
         asm_statement(self.builder, "fence.proxy.async.shared::cta;")
 
+    def fence(self):
+        asm_statement(self.builder, "fence.acq_rel.gpu;")
+
     def _LdMatrix(self, s: LdMatrix):
         out = []
         for g in range(s.dst.slots // 4):

@@ -495,9 +495,19 @@ def float32_odd(builder, x, d: DType):
     return builder.call(_odd_asm(ptx_type, "l" if d.bits == 64 else "r", "cvt.rzi", "ne"), [x])
 
 
-def _combined(builder, op: str, d: DType, old, value, host):
-    """NumPy's add, maximum or minimum of two registers of dtype ``d``: integers wrap, a
-    NaN wins, 16-bit floats are rounded once."""
+def _combined(builder, op: str, d: DType, old, operands, host):
+    """The new value of an element holding ``old`` (registers of dtype ``d``) under ``op`` with
+    its ``operands`` (cas: the compared value, then the new one), as ``primitives.ATOMIC``:
+    integers wrap, a NaN wins a max or min, 16-bit floats are rounded once."""
+    value = operands[-1]
+    if op == "xchg":
+        return value
+    if op == "cas":  # (integers only)
+        return builder.select(builder.icmp_unsigned("==", old, operands[0]), value, old)
+    if op in ("and", "or"):
+        return getattr(builder, op + "_")(old, value)
+    if op == "xor":
+        return builder.xor(old, value)
     if d.is_float and op == "add":
         total = builder.fadd(old, value)
         if d.bits != 16:
@@ -518,7 +528,7 @@ def _is_nan(builder, x):
 
 def _compare_and_swap_loop(builder, word, update, host):
     """``*word = update(*word)`` atomically: retried until no other write came between the
-    read and the compare-and-swap."""
+    read and the compare-and-swap. Returns the word it replaced."""
     entry = builder.block
     loop, done = builder.append_basic_block("cas_loop"), builder.append_basic_block("cas_done")
     first = builder.load(word)
@@ -537,48 +547,62 @@ def _compare_and_swap_loop(builder, word, update, host):
     seen.add_incoming(old, builder.block)
     builder.cbranch(swapped, done, loop)
     builder.position_at_end(done)
+    return old
 
 
 _ATOMIC_ADD_FLOAT = {"float32": ("llvm.nvvm.atomic.load.add.f32.p0f32", F32),
                      "float64": ("llvm.nvvm.atomic.load.add.f64.p0f64", F64)}  # fmt: skip
 
 
-def atomic(builder, op: str, d: DType, ptr, offset, value, host=None):
-    """``ptr[offset] = op(ptr[offset], value)`` atomically, for ``op`` add, max or min: the
-    hardware's atomics for 32- and 64-bit integers and float add; compare-and-swap loops for
-    float max/min (a NaN wins), 16-bit types (``atom.cas.b16``, the element alone) and 8-bit
-    ones (no 8-bit atomics: on the aligned 32-bit word holding the element, whose other bytes
-    it leaves as they are). On the host (``host``: its target, for 16-bit rounding) no NVVM
-    intrinsic nor PTX: float add and 16-bit words by the loop too."""
+def atomic(builder, op: str, d: DType, ptr, offset, operands, host=None):
+    """``old = ptr[offset]; ptr[offset] = op(old, *operands)`` atomically (``primitives.ATOMIC``'s
+    operations; ``operands``: registers of dtype ``d``, cas's compared value first); returns
+    ``old``. The hardware's atomics for 32- and 64-bit integers, float add and exchange; a
+    compare-and-swap loop for float max/min (a NaN wins), for 16-bit types (``atom.cas.b16``,
+    the element alone) and for 8-bit ones (no 8-bit atomics: on the aligned 32-bit word
+    holding the element, whose other bytes it leaves as they are). On the host (``host``: its
+    target, for 16-bit rounding) no NVVM intrinsic nor PTX: float add and 16-bit words by the
+    loop too."""
     address = _address(builder, ptr, offset, d, addrspace=0)
+    bits, value = ir.IntType(d.bits), operands[-1]
     if d.itemsize == 1:
         byte = builder.ptrtoint(address, I64)
         word = builder.inttoptr(builder.and_(byte, ir.Constant(I64, ~3)), I32.as_pointer())
         shift = builder.trunc(builder.shl(builder.and_(byte, ir.Constant(I64, 3)), ir.Constant(I64, 3)), I32)
         field = builder.shl(ir.Constant(I32, (1 << d.bits) - 1), shift)
 
-        def update(old):
-            element = widen(builder, builder.trunc(builder.lshr(old, shift), ir.IntType(d.bits)), d, host)
-            new = builder.zext(narrow(builder, _combined(builder, op, d, element, value, host), d, host), I32)
-            return builder.or_(builder.and_(old, builder.not_(field)), builder.shl(new, shift))
+        def element(w):
+            return widen(builder, builder.trunc(builder.lshr(w, shift), bits), d, host)
 
-        _compare_and_swap_loop(builder, word, update, host)
-    elif d.itemsize == 2:
+        def update(w):
+            new = builder.zext(narrow(builder, _combined(builder, op, d, element(w), operands, host), d, host), I32)
+            return builder.or_(builder.and_(w, builder.not_(field)), builder.shl(new, shift))
 
-        def update(old):
-            return narrow(builder, _combined(builder, op, d, widen(builder, old, d, host), value, host), d, host)
-
-        _compare_and_swap_loop(builder, builder.bitcast(address, I16.as_pointer()), update, host)
-    elif d.is_float and op == "add" and not host:
+        return element(_compare_and_swap_loop(builder, word, update, host))
+    wide_float = d.is_float and d.itemsize > 2
+    if wide_float and op == "add" and not host:
         name, t = _ATOMIC_ADD_FLOAT[d.name]
-        fn = builder.module.globals.get(name)
-        builder.call(fn or ir.Function(builder.module, ir.FunctionType(t, [t.as_pointer(), t]), name), [address, value])
-    elif d.is_float:
-        bits = ir.IntType(d.bits)
+        fn = builder.module.globals.get(name) or ir.Function(
+            builder.module, ir.FunctionType(t, [t.as_pointer(), t]), name
+        )
+        return builder.call(fn, [address, value])
+    element_bits = builder.bitcast(address, bits.as_pointer())
+    if wide_float and op == "xchg":
+        return builder.bitcast(
+            builder.atomic_rmw("xchg", element_bits, builder.bitcast(value, bits), "monotonic"), value.type
+        )
+    if d.itemsize == 2 or d.is_float:  # the element's bits, swapped in a loop
+        register = (
+            (lambda raw: widen(builder, raw, d, host))
+            if d.itemsize == 2
+            else (lambda raw: builder.bitcast(raw, value.type))
+        )
+        raw = (lambda v: narrow(builder, v, d, host)) if d.itemsize == 2 else (lambda v: builder.bitcast(v, bits))
 
         def update(old):
-            return builder.bitcast(_combined(builder, op, d, builder.bitcast(old, value.type), value, host), bits)
+            return raw(_combined(builder, op, d, register(old), operands, host))
 
-        _compare_and_swap_loop(builder, builder.bitcast(address, bits.as_pointer()), update, host)
-    else:
-        builder.atomic_rmw(op if d.kind == "i" or op == "add" else "u" + op, address, value, "monotonic")
+        return register(_compare_and_swap_loop(builder, element_bits, update, host))
+    if op == "cas":
+        return builder.extract_value(builder.cmpxchg(address, *operands, "monotonic", "monotonic"), 0)
+    return builder.atomic_rmw("u" + op if op in ("max", "min") and d.kind == "u" else op, address, value, "monotonic")

@@ -196,13 +196,34 @@ class ThreadEmitter:
         return offset, mask, self.get(s.first, g, INT32), self.get(s.last, g, INT32)
 
     def _Atomic(self, s: Atomic):
-        array = self.arrays[s.array]
+        array, b = self.arrays[s.array], self.builder
         ptr, d = self.get(array.reg("ptr")), array.dtype
+        if s.sem in ("release", "acq_rel"):
+            self.fence()
+        old = []
         for r in range(extent(s)):
-            offset, value = self.get(s.offset, r, INT64), self.get(s.value, r, d)
-            with self.masked(s.mask, r) as on:
-                if on:
-                    memory.atomic(self.builder, s.op, d, ptr, offset, value, self.host)
+            offset = self.get(s.offset, r, INT64)
+            operands = [self.get(x, r, d) for x in (s.compare, s.value) if x is not None]
+            zero = ir.Constant(register_type(d), 0)
+            if s.mask is None or isinstance(s.mask, Imm):
+                on = s.mask is None or bool(s.mask.value)
+                old.append(memory.atomic(b, s.op, d, ptr, offset, operands, self.host) if on else zero)
+                continue
+            before = b.block
+            with b.if_then(self.get(s.mask, r, BOOL)):
+                found = memory.atomic(b, s.op, d, ptr, offset, operands, self.host)
+                updated = b.block
+            merged = b.phi(found.type)
+            merged.add_incoming(found, updated)
+            merged.add_incoming(zero, before)
+            old.append(merged)
+        if s.sem in ("acquire", "acq_rel"):
+            self.fence()
+        self.define(s.dst, old)
+
+    def fence(self):
+        """Order this thread's memory accesses at the GPU's scope (an atomic's ``sem``); on the
+        host, where the blocks of a kernel with atomics run one after another, nothing."""
 
     @contextlib.contextmanager
     def masked(self, mask, r):

@@ -521,22 +521,61 @@ def _scatter_interpret(ctx, a, *rest, masked):
 
 scatter.rules.update(type=_scatter_type, interpret=_scatter_interpret)
 
-ATOMIC = {"add": np.add, "max": np.maximum, "min": np.minimum}
+# op: (new value from the old and the operand(s), dtype kinds allowed)
+ATOMIC = {
+    "add": (lambda old, v: old + v, "iuf"),
+    "max": (np.maximum, "iuf"),
+    "min": (np.minimum, "iuf"),
+    "and": (np.bitwise_and, "iu"),
+    "or": (np.bitwise_or, "iu"),
+    "xor": (np.bitwise_xor, "iu"),
+    "xchg": (lambda old, v: v, "iuf"),
+    "cas": (lambda old, compare, v: np.where(old == compare, v, old), "iu"),
+}
+SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
 atomic = primitive("atomic", effect="write")
 
 
-def _atomic_type(a, *rest, op, masked):
-    indices, mask, values = _split_indexed(a, rest, masked, True)
-    _indexed_type(f"atomic_{op}", a, indices, mask, values)
-    _kinds(f"atomic_{op}", values, "iuf")
-    return []
+def _atomic_operands(a, rest, op, masked):
+    """(indices, mask, operands): ``operands`` the compared value and the new one for cas,
+    else the one value."""
+    rest = list(rest)
+    mask = rest.pop() if masked else None
+    count = 2 if op == "cas" else 1
+    return rest[: a.ndim], mask, rest[len(rest) - count :]
 
 
-def _atomic_interpret(ctx, a, *rest, op, masked):
-    indices, mask, values = _split_indexed(a, rest, masked, True)
+def _atomic_type(a, *rest, op, masked, sem):
+    indices, mask, operands = _atomic_operands(a, rest, op, masked)
+    shape = _indexed_type(f"atomic_{op}", a, indices, mask)
+    for v in operands:
+        _indexed_type(f"atomic_{op}", a, indices, None, v)
+    _kinds(f"atomic_{op}", operands[0], ATOMIC[op][1])
+    return [TileType(shape, a.dtype)]
+
+
+def _atomic_interpret(ctx, a, *rest, op, masked, sem):
+    """As if element by element in row-major order, each seeing the ones before it (in rounds:
+    round r takes every index's r-th element, one vectorized step); the old value of each (0
+    where masked off or out of bounds)."""
+    indices, mask, operands = _atomic_operands(a, rest, op, masked)
     ok = _in_bounds(a, indices, mask)
-    ATOMIC[op].at(a, tuple(i[ok] for i in indices), values[ok])
-    return []
+    at = np.ravel_multi_index(tuple(i[ok].astype(np.intp) for i in indices), a.shape)
+    order = np.argsort(at, kind="stable")
+    first = np.r_[True, at[order][1:] != at[order][:-1]] if at.size else np.zeros(0, bool)
+    starts = np.maximum.accumulate(np.where(first, np.arange(at.size), 0))
+    occurrence = np.empty_like(at)
+    occurrence[order] = np.arange(at.size) - starts  # how many before it hit its element
+    combine, found = ATOMIC[op][0], np.zeros(at.shape, a.dtype)
+    values = [np.broadcast_to(v, ok.shape)[ok] for v in operands]
+    with np.errstate(all="ignore"):  # (integers wrap, as on the GPU)
+        for r in range(int(occurrence.max(initial=-1)) + 1):
+            now = occurrence == r
+            found[now] = a.flat[at[now]]
+            a.flat[at[now]] = combine(found[now], *(v[now] for v in values))
+    old = np.zeros(ok.shape, a.dtype)
+    old[ok] = found
+    return [old]
 
 
 atomic.rules.update(type=_atomic_type, interpret=_atomic_interpret)

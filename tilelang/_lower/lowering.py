@@ -92,6 +92,7 @@ class Lowering:
         self.cache: dict = {}
         self.scan_totals: dict = {}  # (x, axis, reduction, layout) -> (statement list, a scan's totals)
         self.array_names: dict = {}  # array Var -> parameter name
+        self.used: set = set()  # the Vars some equation (or a block's results) reads
         self.prologue: list = []  # thread-invariant values, computed once at the start
         self.stmts = self.prologue
         self.tid = self.op(i32, "thread_id")
@@ -273,7 +274,7 @@ class Lowering:
         barrier, whoever places it). Rows are laid out an odd number of elements apart, so
         threads reading down a column (a transpose) hit distinct banks."""
         src, dtype = self.layout(atom), atom.type.dtype
-        *rows, last = atom.type.shape
+        *rows, last = atom.type.shape or (1,)
         pitched = (*rows, last | 1 if rows else last)
         buf = self.buffer(dtype, math.prod(pitched))
         index = self.flat(self.coords(src), pitched)

@@ -147,18 +147,24 @@ class Store:
 
 @dataclass
 class Atomic:
-    """``array[offset] op= value`` where ``mask``, atomically, once for each of the thread's
-    ``count`` elements: an operand of fewer slots is the same for every element, and each
-    element still combines (an atomic is not idempotent, as a store is)."""
+    """``dst = array[offset]; array[offset] = op(dst, value)`` where ``mask`` (else ``dst`` is
+    0), atomically, once for each of the thread's ``count`` elements: an operand of fewer
+    slots is the same for every element, and each element still combines (an atomic is not
+    idempotent, as a store is). ``cas`` swaps in ``value`` where the element equals
+    ``compare``. ``sem`` (docs/language.md) puts a ``fence.acq_rel.gpu`` before the updates
+    (release) or after them (acquire); the barriers around are statements of their own."""
 
+    dst: Reg
     array: str
     offset: object
     value: object
     op: str
     mask: object
     count: int = 1
-    USES: ClassVar = ("offset", "value", "mask")
-    DEFS: ClassVar = ()
+    compare: object = None
+    sem: str = "relaxed"
+    USES: ClassVar = ("offset", "value", "mask", "compare")
+    DEFS: ClassVar = ("dst",)
 
 
 @dataclass
@@ -623,7 +629,12 @@ def _lines(stmts, indent):
             packed = " packed" if s.pack > 1 else ""
             yield f"{pad}store {s.array}[{_text(s.offset)}] = {_text(s.values)} mask={_text(s.mask)}{_lanes(s)}{packed}"
         elif isinstance(s, Atomic):
-            yield f"{pad}atomic_{s.op} {s.array}[{_text(s.offset)}] {_text(s.value)} mask={_text(s.mask)}{_times(s)}"
+            operands = _text(s.value) if s.compare is None else f"{_text(s.compare)} {_text(s.value)}"
+            sem = "" if s.sem == "relaxed" else f" {s.sem}"
+            yield (
+                f"{pad}{_typed(s.dst)} = atomic_{s.op}{sem} {s.array}[{_text(s.offset)}] {operands} "
+                f"mask={_text(s.mask)}{_times(s)}"
+            )
         elif isinstance(s, SharedLoad):
             lanes = f" lanes={s.lanes}" if s.lanes > 1 else ""
             yield f"{pad}{_typed(s.dst)} = shared {s.buffer}[{_text(s.index)}]{lanes}"

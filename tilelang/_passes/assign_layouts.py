@@ -100,8 +100,8 @@ def _reshape_layout(a, eqn):
 
 
 def _indexed_wants(layouts, eqn, i):
-    """Indices, values and mask of a gather, scatter or atomic: in one layout (a gather's
-    result's, else the first tile's)."""
+    """Indices, values and mask of a gather, scatter or atomic: in one layout (a gather's or
+    atomic's result's, else the first tile's)."""
     first = eqn.outputs[0] if eqn.outputs else next(x for x in eqn.inputs[1:] if is_tile(x))
     return None if eqn.inputs[i] is first else layouts[first]
 
@@ -112,8 +112,8 @@ _rules("broadcast", wants=lambda layouts, eqn, i: unbroadcast(layouts[eqn.output
 _rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped(
     layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))  # fmt: skip
 _rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
-_rules("gather", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]), wants=_indexed_wants)
-_rules("scatter", "atomic", wants=_indexed_wants)
+_rules("gather", "atomic", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]))
+_rules("gather", "atomic", "scatter", wants=_indexed_wants)
 _rules("histogram", layout=lambda a, eqn: a.default(eqn.outputs[0]), wants=lambda layouts, eqn, i: (
     layouts[eqn.inputs[0]] if i == 1 else None))  # fmt: skip
 _rules(

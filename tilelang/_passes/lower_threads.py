@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from .. import dtypes as D
-from .._ir.core import ArrayType, Literal, Program, Var
+from .._ir.core import ArrayType, Literal, Program, Var, uses
 from .._ir.primitives import COMPARE, ELEMENTWISE
 from .._lower.layout import blocked, reshaped, same_threads, scalar_layout
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
@@ -359,11 +359,18 @@ def _lower_scatter(lw, eqn, array, *rest, masked):
 
 
 @rule("atomic")
-def _lower_atomic(lw, eqn, array, *rest, op, masked):
-    layout = _effect_layout(lw, rest)
-    offset, ok, value = _indexed(lw, eqn, array, rest, masked, True, layout)
+def _lower_atomic(lw, eqn, array, *rest, op, masked, sem):
+    out, n = eqn.outputs[0], array.type.ndim
+    layout = lw.layout(out)
+    compare = rest[n] if op == "cas" else None
+    offset, ok, value = _indexed(lw, eqn, array, rest[:n] + rest[n + (op == "cas") :], masked, True, layout)
+    dst = lw.reg(out.type.dtype, layout.num_regs, "v")
     mask = lw.land(ok, lw.owner(layout))
-    lw.stmts.append(Atomic(lw.array_names[array], offset, value, op, mask, count=layout.num_regs))
+    compared = None if compare is None else lw.regs(compare, layout)
+    lw.stmts.append(Atomic(dst, lw.array_names[array], offset, value, op, mask, layout.num_regs, compared, sem))
+    output(lw, eqn, dst)
+    if layout.replicated_bits() and out in lw.used:  # the owners' old values, to the threads holding copies
+        output(lw, eqn, lw.through_shared(out, layout, lambda coords: coords))
 
 
 # ------------------------------------------------------------------ reductions
@@ -692,6 +699,7 @@ def lower_to_threads(
             reg = Reg(scalar_reg_name(name), var.type.dtype)
             lw.values[var] = reg
             params.append(ScalarParam(reg))
+    lw.used = set(uses(program.body))
     main = []
     lw.stmts = main
     lw.lower_block(program.body, folded_transposes(lw, program.body))

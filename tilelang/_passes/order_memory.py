@@ -10,7 +10,8 @@ last barrier, and only there:
 
 - accesses to other arrays never conflict (distinct array arguments are assumed not to
   overlap: docs/language.md);
-- two reads never conflict, nor two atomics of the same operation (they commute);
+- two reads never conflict, nor two atomics of the same operation whose old values go
+  unread (they commute);
 - two window accesses (``load``/``store``) with the same offsets, the same tile shape and
   the same layout, one thread per element, touch each element from one thread only, which
   sees its own accesses in order; windows at constant offsets that do not intersect
@@ -18,21 +19,24 @@ last barrier, and only there:
 
 Loop bodies are entered with the accesses of their own previous iteration pending, so an
 access that conflicts with a later one of the same body is ordered too. Blocks are not
-ordered with each other (as on the GPU).
+ordered with each other (as on the GPU), except through an atomic's ``sem``: a release
+takes a barrier before it where any access is pending (every thread's accesses then come
+before the releasing thread's), an acquire one after it (the acquiring thread's atomic
+then comes before every thread's later accesses).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._ir.core import Block, Eqn, Literal, Program, sub_blocks
+from .._ir.core import Block, Eqn, Literal, Program, sub_blocks, uses
 from .._ir.primitives import barrier
 
 
 @dataclass(frozen=True)
 class _Access:
     write: bool
-    op: object  # the atomic's operation; "window" for load/store, None for gather/scatter
+    op: object  # the atomic's operation; "window" for load/store, None for gather/scatter (and a read atomic)
     starts: tuple  # a window's offsets, as comparable keys
     shape: tuple
     layout: object
@@ -41,39 +45,45 @@ class _Access:
 def order_memory(program: Program, layouts: dict) -> Program:
     """Insert ``barrier`` equations into ``program`` where a block's accesses to one array
     could otherwise run out of program order across threads."""
-    _order(program.body, {}, layouts)
+    _order(program.body, {}, layouts, set(uses(program.body)))
     return program
 
 
-def _order(block: Block, pending: dict, layouts: dict) -> None:
-    """``pending``: array → accesses since the last barrier (updated in place)."""
+def _order(block: Block, pending: dict, layouts: dict, used: set) -> None:
+    """``pending``: array → accesses since the last barrier (updated in place); ``used``: the
+    values something reads."""
     eqns = []
     for eqn in block.eqns:
+        sem = eqn.params.get("sem", "relaxed") if eqn.prim.name == "atomic" else "relaxed"
         if eqn.prim.name == "range_loop":
             body = eqn.params["body"]
             inside = {array: set(accesses) for array, accesses in pending.items()}
             local = _defined(body)
-            for array, access in _accesses(body, layouts):  # the previous iteration's
+            for array, access in _accesses(body, layouts, used):  # the previous iteration's
                 inside.setdefault(array, set()).add(_earlier_iteration(access, local))
-            _order(body, inside, layouts)
+            _order(body, inside, layouts, used)
             for array, accesses in inside.items():  # (the body may run no iteration at all)
                 pending.setdefault(array, set()).update(accesses)
         elif eqn.prim.effect in ("read", "write"):
-            array, access = eqn.inputs[0], _describe(eqn, layouts)
-            if any(_conflict(access, other) for other in pending.get(array, ())):
+            array, access = eqn.inputs[0], _describe(eqn, layouts, used)
+            released = sem in ("release", "acq_rel") and any(pending.values())
+            if released or any(_conflict(access, other) for other in pending.get(array, ())):
                 eqns.append(Eqn(barrier, (), (), {}, eqn.loc))
                 pending.clear()
             pending.setdefault(array, set()).add(access)
         eqns.append(eqn)
+        if sem in ("acquire", "acq_rel"):
+            eqns.append(Eqn(barrier, (), (), {}, eqn.loc))
+            pending.clear()
     block.eqns = eqns
 
 
-def _accesses(block: Block, layouts: dict):
+def _accesses(block: Block, layouts: dict, used: set):
     for eqn in block.eqns:
         if eqn.prim.effect in ("read", "write"):
-            yield eqn.inputs[0], _describe(eqn, layouts)
+            yield eqn.inputs[0], _describe(eqn, layouts, used)
         for sub in sub_blocks(eqn):
-            yield from _accesses(sub, layouts)
+            yield from _accesses(sub, layouts, used)
 
 
 def _defined(block: Block) -> set:
@@ -92,14 +102,15 @@ def _earlier_iteration(access: _Access, local: set) -> _Access:
     return _Access(access.write, access.op, starts, access.shape, access.layout)
 
 
-def _describe(eqn: Eqn, layouts: dict) -> _Access:
+def _describe(eqn: Eqn, layouts: dict, used: set) -> _Access:
     name, write = eqn.prim.name, eqn.prim.effect == "write"
     if name == "load":
         tile, starts = eqn.outputs[0], eqn.inputs[1:-1]
     elif name == "store":
         tile, starts = eqn.inputs[1], eqn.inputs[2:]
-    else:
-        return _Access(write, eqn.params.get("op"), (), (), None)
+    else:  # (an atomic whose old values are read is ordered as a scatter: they say what came first)
+        returns = name == "atomic" and eqn.outputs[0] in used
+        return _Access(write, None if returns else eqn.params.get("op"), (), (), None)
     keys = tuple(("lit", s.type, int(s.value)) if isinstance(s, Literal) else ("var", id(s)) for s in starts)
     return _Access(write, "window", keys, tile.type.shape, layouts.get(tile))
 
