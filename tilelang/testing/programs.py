@@ -466,7 +466,10 @@ class _Builder:
 
     def st_atomic(self):
         """An atomic add/max/min of a tile into a small 1-d array: indices repeat, within the
-        block and across blocks. A float add is kept to integers that sum exactly."""
+        block and across blocks. A float add is kept to integers that sum exactly. Or (outside
+        loops) one whose old values join the pool."""
+        if self.indent == 1 and not self.draw(st.integers(0, 2)):
+            return self.atomic_old_values()
         v = self.recent(lambda v: not v.dtype.is_bool and v.shape != ())
         idx = self.recent(lambda u: u.dtype.is_int and v is not None and _broadcast(u.shape, v.shape) == v.shape)
         if v is None or idx is None:
@@ -490,6 +493,33 @@ class _Builder:
         modulo = f"({idx.name} % {size + self.draw(st.integers(0, 2))})" if self.draw(st.integers(0, 3)) else idx.name
         self.emit(f"tl.atomic_{op}({out['name']}, {modulo}, {v.name})")
         return v
+
+    def atomic_old_values(self):
+        """An atomic of a 1- or 2-d tile at indices that never repeat (each block its own rows,
+        columns permuted, as ``st_scatter``) into an array of 3s, maybe with a ``sem``: its old
+        values, 3 where the element is in bounds and not masked off, else 0, are a new value."""
+        v = self.recent(lambda v: 1 <= len(v.shape) <= 2 and not v.dtype.is_bool)
+        if v is None:
+            return None
+        d = v.dtype
+        op = self.pick(["add", "max", "min", "xchg"] + (["and", "or", "xor", "cas"] if d.is_int else []))
+        if op == "add" and v.err:
+            return None
+        rows, cols = (v.shape + (1,))[:2] if len(v.shape) == 1 else v.shape
+        mul = self.pick([k for k in (1, 3, 5, 7) if math.gcd(k, cols) == 1])
+        shift = self.draw(st.integers(-1, 1))
+        out = self.array("out", d, [max(1, self.grid * rows + shift), cols], fill=3)
+        out["err"] = v.err
+        r = f"i * {rows} + tl.arange(0, {rows})[:, None] + {shift}"
+        c = f"(tl.arange(0, {cols})[None, :] * {mul} + {self.draw(st.integers(0, cols))}) % {cols}"
+        data = v.name if len(v.shape) == 2 else f"{v.name}[:, None]"
+        m = self.recent(lambda u: u.dtype.is_bool and _broadcast(u.shape, (rows, cols)) == (rows, cols))
+        extra = f", mask={m.name}" if m is not None and self.draw(st.booleans()) else ""
+        sem = self.pick(["relaxed", "relaxed", "release", "acquire", "acq_rel"])
+        extra += f", sem={sem!r}" if sem != "relaxed" else ""
+        operands = f"3, {data}" if op == "cas" else data
+        old = V.Value(self.name(), (rows, cols), d, 0, 3, integral=True)
+        return self.define(old, f"tl.atomic_{op}({out['name']}, {r}, {c}, {operands}{extra})")
 
     def store(self, v: Value, over=None):
         """Store ``v`` into a new output array, or ``over`` an earlier store of the same dtype and
