@@ -261,3 +261,25 @@ def test_ptx_of_each_atomic(op, d):
     else:
         assert len(atoms) == 1 and next(iter(atoms))[0] == HARDWARE[op], atoms
     assert "stack 0 bytes" in explained["resources"]
+
+
+@tl.tile_kernel(num_threads=64)
+def ordered_swaps_kernel(a, CAS: tl.Constant):
+    """Every element set to 1, then the last one to 2 (old values unread): in program order."""
+    i = tl.arange(0, 64)
+    if CAS:
+        tl.atomic_cas(a, i, 0, tl.full((64,), 1, tl.int32))
+        tl.atomic_cas(a, 63, 1, 2)
+    else:
+        tl.atomic_xchg(a, i, tl.full((64,), 1, tl.int32))
+        tl.atomic_xchg(a, 63, 2)
+
+
+@pytest.mark.parametrize("cas", [False, True])
+def test_exchanges_do_not_commute(cas):
+    """Unlike adds, two exchanges (or compare-and-swaps) of one element depend on their order:
+    a barrier between them, though their old values go unread."""
+    for backend in tlt.default_backends():
+        a = np.zeros(64, np.int32)
+        ordered_swaps_kernel[1](a, CAS=cas, backend=backend)
+        assert a[63] == 2 and (a[:63] == 1).all(), backend

@@ -425,7 +425,8 @@ tl.atomic_{op}(array, *indices, values, mask=None, sem="relaxed")``.
 Indices, values and mask broadcast together (0-d too); the result has their shape and the
 array's dtype. Repeated indices, within a block or across blocks, all take effect: each
 element's update is indivisible, and each old value is what the updates before it left
-(within a block, in row-major order on the interpreter; in an unspecified order on the GPU).
+(within a block, in row-major order on the interpreter; in an unspecified order on the GPU,
+so float adds round in that order).
 {kinds}
 
 ``sem`` orders the block's other memory accesses (to any array, by any of its threads)
@@ -486,8 +487,9 @@ atomic_xchg = _atomic("xchg", "Write ``values`` to ``array[indices...]``", "Int 
 def atomic_cas(array, *indices_compare_values, compare=None, values=None, mask=None, sem="relaxed") -> Tile:
     """Compare and swap: where ``array[indices...]`` equals ``compare``, write ``values``
     there, atomically, element by element; return what each element held before (so an
-    element was swapped where the result equals ``compare``; 0 where masked off or out of
-    bounds). ``tl.atomic_cas(array, *indices, compare, values, mask=None, sem="relaxed")``
+    element was swapped where the result equals ``compare`` and the mask holds: masked-off
+    and out-of-bounds elements give 0). ``tl.atomic_cas(array, *indices, compare, values,
+    mask=None, sem="relaxed")``
     (or ``compare=``, ``values=`` by keyword). Integer arrays; ``sem`` and the rest as
     :func:`atomic_add`.
 

@@ -10,8 +10,8 @@ last barrier, and only there:
 
 - accesses to other arrays never conflict (distinct array arguments are assumed not to
   overlap: docs/language.md);
-- two reads never conflict, nor two atomics of the same operation whose old values go
-  unread (they commute);
+- two reads never conflict, nor two atomic adds (maxima, ..., xors) whose old values go
+  unread (they commute; a float add up to rounding); exchanges and compare-and-swaps do not;
 - two window accesses (``load``/``store``) with the same offsets, the same tile shape and
   the same layout, one thread per element, touch each element from one thread only, which
   sees its own accesses in order; windows at constant offsets that do not intersect
@@ -115,10 +115,13 @@ def _describe(eqn: Eqn, layouts: dict, used: set) -> _Access:
     return _Access(write, "window", keys, tile.type.shape, layouts.get(tile))
 
 
+_COMMUTING = ("add", "max", "min", "and", "or", "xor")  # atomics of one of these operations
+
+
 def _conflict(a: _Access, b: _Access) -> bool:
     if not (a.write or b.write):
         return False
-    if a.op == b.op and a.op not in (None, "window"):  # atomics of one operation commute
+    if a.op == b.op and a.op in _COMMUTING:
         return False
     if a.op != "window" or b.op != "window":
         return True
