@@ -451,18 +451,25 @@ class _Builder:
         v = self.recent(lambda v: 1 <= len(v.shape) <= 2)
         if v is None:
             return None
+        out, where, data = self.own_elements(v, fill="sentinel")
+        self.emit(f"tl.scatter({out['name']}, {where}, {data})")
+        return v
+
+    def own_elements(self, v: Value, fill):
+        """A new 2-d output (filled with ``fill``) for the elements of ``v`` and the source of
+        (array, row and column indices, ``v``'s data, maybe a mask): each block its own rows,
+        columns permuted, so no element is written twice; some rows fall outside."""
         rows, cols = (v.shape + (1,))[:2] if len(v.shape) == 1 else v.shape
         mul = self.pick([k for k in (1, 3, 5, 7) if math.gcd(k, cols) == 1])
         shift = self.draw(st.integers(-1, 1))
-        out = self.array("out", v.dtype, [max(1, self.grid * rows + shift), cols], fill="sentinel")
+        out = self.array("out", v.dtype, [max(1, self.grid * rows + shift), cols], fill=fill)
         out["err"] = v.err
         r = f"i * {rows} + tl.arange(0, {rows})[:, None] + {shift}"
         c = f"(tl.arange(0, {cols})[None, :] * {mul} + {self.draw(st.integers(0, cols))}) % {cols}"
         data = v.name if len(v.shape) == 2 else f"{v.name}[:, None]"
         m = self.recent(lambda u: u.dtype.is_bool and _broadcast(u.shape, (rows, cols)) == (rows, cols))
         mask = f", mask={m.name}" if m is not None and self.draw(st.booleans()) else ""
-        self.emit(f"tl.scatter({out['name']}, {r}, {c}, {data}{mask})")
-        return v
+        return out, f"{r}, {c}", data + mask
 
     def st_atomic(self):
         """An atomic add/max/min of a tile into a small 1-d array: indices repeat, within the
@@ -505,21 +512,12 @@ class _Builder:
         op = self.pick(["add", "max", "min", "xchg"] + (["and", "or", "xor", "cas"] if d.is_int else []))
         if op == "add" and v.err:
             return None
-        rows, cols = (v.shape + (1,))[:2] if len(v.shape) == 1 else v.shape
-        mul = self.pick([k for k in (1, 3, 5, 7) if math.gcd(k, cols) == 1])
-        shift = self.draw(st.integers(-1, 1))
-        out = self.array("out", d, [max(1, self.grid * rows + shift), cols], fill=3)
-        out["err"] = v.err
-        r = f"i * {rows} + tl.arange(0, {rows})[:, None] + {shift}"
-        c = f"(tl.arange(0, {cols})[None, :] * {mul} + {self.draw(st.integers(0, cols))}) % {cols}"
-        data = v.name if len(v.shape) == 2 else f"{v.name}[:, None]"
-        m = self.recent(lambda u: u.dtype.is_bool and _broadcast(u.shape, (rows, cols)) == (rows, cols))
-        extra = f", mask={m.name}" if m is not None and self.draw(st.booleans()) else ""
+        out, where, data = self.own_elements(v, fill=3)
         sem = self.pick(["relaxed", "relaxed", "release", "acquire", "acq_rel"])
-        extra += f", sem={sem!r}" if sem != "relaxed" else ""
+        extra = f", sem={sem!r}" if sem != "relaxed" else ""
         operands = f"3, {data}" if op == "cas" else data
-        old = V.Value(self.name(), (rows, cols), d, 0, 3, integral=True)
-        return self.define(old, f"tl.atomic_{op}({out['name']}, {r}, {c}, {operands}{extra})")
+        old = V.Value(self.name(), (*v.shape, 1)[:2], d, 0, 3, integral=True)  # (data's shape: 2-d)
+        return self.define(old, f"tl.atomic_{op}({out['name']}, {where}, {operands}{extra})")
 
     def store(self, v: Value, over=None):
         """Store ``v`` into a new output array, or ``over`` an earlier store of the same dtype and
