@@ -18,6 +18,7 @@ import types
 
 from llvmlite import ir
 
+from .._ir.primitives import ACQUIRING, RELEASING
 from .._lower.thread_ir import (
     Atomic,
     Imm,
@@ -198,13 +199,12 @@ class ThreadEmitter:
     def _Atomic(self, s: Atomic):
         array, b = self.arrays[s.array], self.builder
         ptr, d = self.get(array.reg("ptr")), array.dtype
-        if s.sem in ("release", "acq_rel"):
+        if s.sem in RELEASING:
             self.fence()
-        old = []
+        old, zero = [], ir.Constant(register_type(d), 0)
         for r in range(extent(s)):
             offset = self.get(s.offset, r, INT64)
             operands = [self.get(x, r, d) for x in (s.compare, s.value) if x is not None]
-            zero = ir.Constant(register_type(d), 0)
             if s.mask is None or isinstance(s.mask, Imm):
                 on = s.mask is None or bool(s.mask.value)
                 old.append(memory.atomic(b, s.op, d, ptr, offset, operands, self.host) if on else zero)
@@ -217,7 +217,7 @@ class ThreadEmitter:
             merged.add_incoming(found, updated)
             merged.add_incoming(zero, before)
             old.append(merged)
-        if s.sem in ("acquire", "acq_rel"):
+        if s.sem in ACQUIRING:
             self.fence()
         self.define(s.dst, old)
 

@@ -533,16 +533,15 @@ ATOMIC = {
     "cas": (lambda old, compare, v: np.where(old == compare, v, old), "iu"),
 }
 SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
+RELEASING, ACQUIRING = ("release", "acq_rel"), ("acquire", "acq_rel")  # a barrier and fence before, after
 atomic = primitive("atomic", effect="write")
 
 
 def _atomic_operands(a, rest, op, masked):
     """(indices, mask, operands): ``operands`` the compared value and the new one for cas,
     else the one value."""
-    rest = list(rest)
-    mask = rest.pop() if masked else None
-    count = 2 if op == "cas" else 1
-    return rest[: a.ndim], mask, rest[len(rest) - count :]
+    indices, mask, values = _split_indexed(a, rest, masked, True)
+    return indices, mask, [rest[a.ndim], values] if op == "cas" else [values]
 
 
 def _atomic_type(a, *rest, op, masked, sem):

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._ir.core import Block, Eqn, Literal, Program, sub_blocks, uses
-from .._ir.primitives import barrier
+from .._ir.primitives import ACQUIRING, RELEASING, barrier
 
 
 @dataclass(frozen=True)
@@ -66,13 +66,13 @@ def _order(block: Block, pending: dict, layouts: dict, used: set) -> None:
                 pending.setdefault(array, set()).update(accesses)
         elif eqn.prim.effect in ("read", "write"):
             array, access = eqn.inputs[0], _describe(eqn, layouts, used)
-            released = sem in ("release", "acq_rel") and any(pending.values())
+            released = sem in RELEASING and any(pending.values())
             if released or any(_conflict(access, other) for other in pending.get(array, ())):
                 eqns.append(Eqn(barrier, (), (), {}, eqn.loc))
                 pending.clear()
             pending.setdefault(array, set()).add(access)
         eqns.append(eqn)
-        if sem in ("acquire", "acq_rel"):
+        if sem in ACQUIRING:
             eqns.append(Eqn(barrier, (), (), {}, eqn.loc))
             pending.clear()
     block.eqns = eqns
