@@ -1,0 +1,248 @@
+"""Lowering rules of reductions, scans and histograms (registered by ``lower_threads``).
+
+A reduction or scan combines along the index bits of its axis, each by where it lives in
+the layout: a register bit inside the thread (slots picked in pairs), a lane bit by warp
+shuffles, a warp bit through shared memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as D
+from .._lower.lowering import b1, i32, output
+from .._lower.thread_ir import Imm, Loop, SharedLoad, SharedStore, Shuffle, SlotMap, slots
+
+_COMBINE = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "maximum", "reduce_min": "minimum"}
+
+
+def _identity(name, dtype):
+    if name in ("reduce_sum",):
+        return 0
+    if name == "reduce_prod":
+        return 1
+    high = name in ("reduce_min", "argmin")
+    if dtype.is_bool:
+        return high
+    if dtype.is_float:
+        return float("inf") if high else float("-inf")
+    info = np.iinfo(dtype.np)
+    return int(info.max if high else info.min)
+
+
+class _Reducer:
+    """Combines (value) or (value, index) pairs; argmax/argmin keep the first index on
+    ties and treat NaN as the extreme, as NumPy does."""
+
+    def __init__(self, lw, name, dtype):
+        self.lw, self.name, self.dtype = lw, name, dtype
+        self.arg = name in ("argmax", "argmin")
+
+    def identity(self):
+        value = Imm(_identity(self.name, self.dtype), self.dtype)
+        return (value, Imm(2**31 - 1, i32)) if self.arg else (value,)
+
+    def combine(self, a, b):
+        lw = self.lw
+        if not self.arg:
+            return (lw.op(self.dtype, _COMBINE[self.name], a[0], b[0]),)
+        (va, ia), (vb, ib) = a, b
+        better = lw.op(b1, "gt" if self.name == "argmax" else "lt", vb, va)
+        tie = lw.land(lw.op(b1, "eq", vb, va), lw.op(b1, "lt", ib, ia))
+        take = lw.op(b1, "lor", better, tie)
+        if self.dtype.is_float:
+            nan_a, nan_b = lw.op(b1, "ne", va, va), lw.op(b1, "ne", vb, vb)
+            both = lw.land(nan_a, nan_b)
+            take = lw.op(
+                b1,
+                "select",
+                both,
+                lw.op(b1, "lt", ib, ia),
+                lw.op(b1, "lor", nan_b, lw.land(lw.op(b1, "eq", nan_a, Imm(False, b1)), take)),
+            )
+        return (lw.op(self.dtype, "select", take, vb, va), lw.op(i32, "select", take, ib, ia))
+
+
+def lower_reduce(lw, eqn, x, *, axis):
+    src = lw.layout(x)
+    out_layout = lw.layout(eqn.outputs[0])
+    red = _Reducer(lw, eqn.prim.name, x.type.dtype)
+    bits = src.dim_bits(axis)
+    where, total = lw.scan_totals.get((x, axis, eqn.prim.name, src), (None, None))
+    if where is lw.stmts and eqn.outputs[0].type.dtype == x.type.dtype:
+        # a scan of x along axis, made in this statement list, holds the total in every
+        # slot: take slot 0 of the axis
+        reg = [b for b in src.reg if b not in bits]
+        output(lw, eqn, lw.pick(total, [(k, src.reg.index(b)) for k, b in enumerate(reg)], 1 << len(reg)))
+        return
+    item = (lw.regs(x, src), lw.coord(src, axis)) if red.arg else (lw.regs(x, src),)
+    valid = lw.valid(src)
+    partial = tuple(lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, red.identity()))
+
+    # 1. inside each thread: halve the slots along each register bit of the axis, a tree (a
+    # loop folding them one by one compiles smaller, but its chain of dependent adds made a
+    # sum 13% slower on the H200)
+    reg = list(src.reg)
+    while any(b in bits for b in reg):
+        i = next(i for i, b in enumerate(reg) if b in bits)  # the lowest first: neighbours combine
+        n = 1 << (len(reg) - 1)
+        pairs = [(k, k) for k in range(i)] + [(k, k + 1) for k in range(i, len(reg) - 1)]
+        partial = red.combine(*([lw.pick(a, pairs, n, const) for a in partial] for const in (0, 1 << i)))
+        del reg[i]
+
+    # 2. across lanes: butterfly shuffles over the lane bits of the axis
+    lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
+    for t in lane_bits:
+        others = tuple(_from_lane(lw, a, 1 << t) for a in partial)
+        partial = red.combine(partial, others)
+
+    # 3. across warps: through shared memory, every thread combining all partials
+    warp_bits = [t for t, b in src.hardware() if b is not None and b in bits and t >= 5]
+    if warp_bits:
+        groups, size = 1 << len(warp_bits), _padded_size(out_layout)
+        bufs = [lw.buffer(a.dtype, groups * size) for a in red.identity()]
+        group = Imm(0, i32)
+        for j, t in enumerate(warp_bits):
+            bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
+            group = lw.op(i32, "or", group, lw.op(i32, "shl", bit, Imm(j, i32)))
+        writer_mask = sum(1 << t for t in src.replicated_bits() + lane_bits)
+        writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(writer_mask, i32)), Imm(0, i32))
+        index = _padded_flat(lw, out_layout)
+        at = lw.op(i32, "add", lw.op(i32, "mul", group, Imm(size, i32)), index)
+        for buf, a in zip(bufs, partial):
+            lw.stmts.append(SharedStore(buf, at, a, writer))
+        lw.barrier()
+
+        n = max(slots(index), out_layout.num_regs)
+
+        def gather(at):
+            out = []
+            for buf, a in zip(bufs, red.identity()):
+                out.append(lw.reg(a.dtype, n, "w"))
+                lw.stmts.append(SharedLoad(out[-1], buf, at))
+            return tuple(out)
+
+        def step(acc, g):
+            return red.combine(acc, gather(lw.op(i32, "add", index, lw.op(i32, "mul", g, Imm(size, i32)))))
+
+        partial = _folded(lw, gather(index), groups, n, step)
+        lw.release(*bufs)
+    output(lw, eqn, partial[-1 if red.arg else 0])
+
+
+def _folded(lw, first, count, n, step):
+    """``first`` combined by ``step(acc, j)`` for ``j`` in ``1..count-1``, over ``n`` slots: a
+    loop of constant trip count, so the program does not grow with it (NVVM unrolls it)."""
+    if count == 1:
+        return tuple(first)
+    j = lw.reg(i32, 1, "j")
+    params = [lw.reg(a.dtype, n, "f") for a in first]
+    outer, lw.stmts = lw.stmts, []
+    results = step(tuple(params), j)
+    body, lw.stmts = lw.stmts, outer
+    lw.stmts.append(Loop(j, Imm(1, i32), Imm(count, i32), Imm(1, i32), params, list(first), body, list(results)))
+    return tuple(params)
+
+
+def _padded_size(layout):
+    return int(np.prod(layout.padded)) if layout.shape else 1
+
+
+def _padded_flat(lw, layout):
+    """The padded row-major index of each slot (distinct for distinct elements)."""
+    out, stride = Imm(0, i32), 1
+    for d in reversed(range(len(layout.shape))):
+        out = lw.op(i32, "add", out, lw.op(i32, "mul", lw.coord(layout, d), Imm(stride, i32)))
+        stride *= layout.padded[d]
+    return out
+
+
+def lower_scan(lw, eqn, x, *, axis):
+    """A butterfly over the axis's index bits, lowest first: after bit ``b`` each element
+    holds the scan inside its aligned run of ``2**(b+1)`` elements and the run's total, and
+    an element whose bit ``b`` is 1 adds the total of the run below it. The partner run's
+    total comes from another slot (a register bit), a warp shuffle (a lane bit) or shared
+    memory (a warp bit). Padding elements sit past the end of the axis, so they never
+    reach a real element's prefix."""
+    layout = lw.layout(eqn.outputs[0])
+    combine = "add" if eqn.prim.name == "cumsum" else "mul"
+    dtype, n = x.type.dtype, layout.num_regs
+    prefix = total = lw.regs(x, layout)
+    hardware = dict((b, t) for t, b in layout.hardware() if b is not None)
+    for b in layout.dim_bits(axis):
+        if b in layout.reg:
+            i = layout.reg.index(b)
+            keep = [(k, k) for k in range(len(layout.reg)) if k != i]
+            below, above = (lw.pick(total, keep, n, const) for const in (0, 1 << i))
+            upper = lw.op(b1, "ne", lw.op(i32, "slot", attr=SlotMap.of_bits([(i, 0)]), n=n), Imm(0, i32))
+            prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, below, prefix), prefix)
+            total = lw.op(dtype, combine, below, above)
+            continue
+        t = hardware[b]
+        upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
+        if t < 5:
+            partner = _from_lane(lw, total, 1 << t)
+        else:
+            partner = _exchange(lw, layout, total, b, upper)
+        prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, partner, prefix), prefix)
+        total = lw.op(dtype, combine, partner, total)
+    if layout.shape[axis] == layout.padded[axis] and eqn.outputs[0].type.dtype == dtype:
+        # no padding along the axis: every slot's total is the whole axis's, which a
+        # reduction of x along it in the same statement list reads instead of reducing again
+        reduction = {"add": "reduce_sum", "mul": "reduce_prod"}[combine]
+        lw.scan_totals[(x, axis, reduction, layout)] = (lw.stmts, total)
+    output(lw, eqn, prefix)
+
+
+def _exchange(lw, layout, value, bit, upper):
+    """Each element's ``value`` from the element whose padded index differs in ``bit``
+    (held by another warp: ``upper`` says whether this thread's elements have it set),
+    through shared memory. The partner's index is this one's plus one offset per thread,
+    not a per-slot xor: the addresses stay one base register plus constants (per-slot
+    addresses hoisted out of a loop took 64 registers in a row cumsum)."""
+    if isinstance(value, Imm):  # (the same in every element: a tile folded to a constant)
+        return value
+    buf = lw.buffer(value.dtype, _padded_size(layout))
+    index = _padded_flat(lw, layout)
+    lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
+    lw.barrier()
+    dst = lw.reg(value.dtype, layout.num_regs, "w")
+    offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
+    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
+    lw.release(buf)
+    return dst
+
+
+def _from_lane(lw, value, xor: int):
+    """``value`` of the lane ``lane ^ xor``: a shuffle, or the value itself where it is an
+    immediate (every lane holds it; the backends shuffle registers)."""
+    if isinstance(value, Imm):
+        return value
+    dst = lw.reg(value.dtype, slots(value), "s")
+    lw.stmts.append(Shuffle(dst, value, xor))
+    return dst
+
+
+def lower_histogram(lw, eqn, x, *mask, num_bins, masked):
+    """Counts in a shared buffer: zeroed, barrier, one atomic add per counted element (each
+    element once: by the owner of its replicated copies), barrier, read in the result's layout."""
+    src, out = lw.layout(x), lw.layout(eqn.outputs[0])
+    buf = lw.buffer(D.int32, num_bins)
+    in_range = lw.valid(out)
+    bins = lw.op(i32, "select", in_range, lw.coord(out, 0), Imm(0, i32))
+    lw.stmts.append(SharedStore(buf, bins, Imm(0, i32), lw.land(in_range, lw.owner(out))))
+    lw.barrier()
+    v = lw.regs(x, src)
+    dtype = x.type.dtype
+    # (every value of the dtype is below num_bins past its maximum: 256 bins of uint8, which as a uint8 is 0)
+    below = [lw.op(b1, "lt", v, Imm(num_bins, dtype))] if num_bins <= np.iinfo(dtype.np).max else []
+    counted = lw.land(lw.op(b1, "ge", v, Imm(0, dtype)), *below, lw.valid(src), lw.owner(src))
+    if masked:
+        counted = lw.land(counted, lw.regs(mask[0], src))
+    at = lw.op(i32, "convert", lw.op(dtype, "select", counted, v, Imm(0, dtype)), attr=i32)
+    lw.stmts.append(SharedStore(buf, at, Imm(1, i32), counted, add=True, count=src.num_regs))
+    lw.barrier()
+    dst = lw.reg(i32, out.num_regs, "v")
+    lw.stmts.append(SharedLoad(dst, buf, bins))
+    lw.release(buf)
+    output(lw, eqn, dst)
