@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._frontend.coercion import elementwise_op
 from ._frontend.tracing import Array, Tile, located
 from .errors import TileTypeError
-from .language import __all__, _elementwise, _getitem, abs, astype, dot, reshape, transpose
+from .language import __all__, _getitem, abs, astype, dot, reshape, transpose
 
 # ------------------------------------------------------- Tile operators
 
 
 def _binop(name, reflected=False):
     if reflected:
-        return lambda self, other: _elementwise(name, other, self, float_only=name in ("div", "pow"))
-    return lambda self, other: _elementwise(name, self, other, float_only=name in ("div", "pow"))
+        return lambda self, other: elementwise_op(name, other, self, float_only=name in ("div", "pow"))
+    return lambda self, other: elementwise_op(name, self, other, float_only=name in ("div", "pow"))
 
 
 _OPERATORS = {
@@ -35,12 +36,12 @@ for _py in ("eq", "ne", "lt", "le", "gt", "ge"):
 def _neg(self):
     if self.dtype.is_bool:
         raise located(TileTypeError("unary - is not defined for bool tiles; use ~"))
-    return _elementwise("neg", self)
+    return elementwise_op("neg", self)
 
 
 Tile.__neg__ = _neg
 Tile.__pos__ = lambda self: self
-Tile.__invert__ = lambda self: _elementwise("invert", self)
+Tile.__invert__ = lambda self: elementwise_op("invert", self)
 Tile.__abs__ = abs
 Tile.__matmul__ = lambda self, other: dot(self, other)
 Tile.__rmatmul__ = lambda self, other: dot(other, self)
@@ -84,7 +85,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if prim is None:
         raise located(_numpy_error(self, ufunc.__name__ if method == "__call__" else None))
     inputs = [x[()] if isinstance(x, np.ndarray) and x.ndim == 0 else x for x in inputs]  # a comparison's scalar
-    return _elementwise(prim, *inputs, float_only=prim in ("div", "pow"))
+    return elementwise_op(prim, *inputs, float_only=prim in ("div", "pow"))
 
 
 def _array_function(self, func, types, args, kwargs):

@@ -26,6 +26,17 @@ import types
 import numpy as np
 
 from . import dtypes as _dt
+from ._frontend.coercion import (
+    as_dtype,
+    as_tile,
+    axis_index,
+    broadcast_atom,
+    broadcast_shapes,
+    converted,
+    elementwise_op,
+    full_shape,
+    promoted_operands,
+)
 from ._frontend.loops import range
 from ._frontend.tracing import (
     Array,
@@ -44,7 +55,7 @@ from ._frontend.tracing import (
 from ._ir import primitives as P
 from ._ir.core import PRIMITIVES, Literal, TileType
 from .dtypes import float32, int64
-from .errors import TileError, TileShapeError, TileSyntaxError, TileTypeError, TileValueError
+from .errors import TileShapeError, TileSyntaxError, TileTypeError, TileValueError
 
 __all__ = [
     "Constant", "range", "block_id", "num_blocks", "cdiv",
@@ -66,86 +77,6 @@ class Constant:
 
     def __class_getitem__(cls, item):
         return cls
-
-
-# --------------------------------------------------------------- coercion helpers
-
-
-def _broadcast_shapes(*shapes):
-    ndim = builtins.max(len(s) for s in shapes)
-    out = []
-    for dims in zip(*[(1,) * (ndim - len(s)) + tuple(s) for s in shapes]):
-        sizes = {d for d in dims if d != 1}
-        if len(sizes) > 1:
-            text = " with ".join(f"[{','.join(map(str, s))}]" for s in shapes)
-            raise located(TileShapeError(f"cannot broadcast shapes {text}"))
-        out.append(sizes.pop() if sizes else 1)
-    return tuple(out)
-
-
-def _convert(atom, dtype, weak=False):
-    """``atom`` as ``dtype``: literals are converted now, traced values by an equation."""
-    if isinstance(atom, Literal):
-        value = atom.value.item() if atom.type.weak else atom.value
-        lit = literal(value, dtype)
-        return Literal(lit.value, TileType((), dtype, weak))
-    if atom.type.dtype is dtype:  # (a runtime Python float's float32 uses share its one view)
-        return atom
-    atom = double_of(atom) or atom  # (a runtime Python float meeting another dtype: rounded once, from its double)
-    if atom.type.dtype is dtype:
-        return atom
-    return bind1(P.convert, [atom], "astype", dtype=dtype, **({"weak": True} if weak else {})).var
-
-
-def _broadcast(atom, shape):
-    """``atom`` broadcast to ``shape``; 0-d atoms stay scalars (elementwise ops take them)."""
-    t = atom.type
-    if t.shape == () or t.shape == shape:
-        return atom
-    if len(t.shape) < len(shape):
-        padded = (1,) * (len(shape) - len(t.shape)) + t.shape
-        atom = bind1(P.reshape, [atom], "broadcast", shape=padded).var
-    return bind1(P.broadcast, [atom], "broadcast", shape=shape).var
-
-
-def _operands(*xs, dtype=None, float_only=False):
-    """Promote and broadcast operands to one dtype and shape (0-d operands stay scalars)."""
-    atoms = [as_atom(x) for x in xs]
-    d, weak = atoms[0].type.dtype, atoms[0].type.weak
-    for a in atoms[1:]:
-        d, weak = _dt.promote(d, weak, a.type.dtype, a.type.weak)
-    if dtype is not None:
-        d, weak = dtype, False
-    if float_only and not d.is_float:
-        d = float32
-    shape = _broadcast_shapes(*(a.type.shape for a in atoms))
-    return [_broadcast(_convert(a, d, weak), shape) for a in atoms]
-
-
-def _elementwise(name, *xs, float_only=False):
-    return bind1(PRIMITIVES[name], _operands(*xs, float_only=float_only), name)
-
-
-def _tile(x) -> Tile:
-    atom = as_atom(x)
-    return (
-        Tile(atom) if not isinstance(atom, Literal) else bind1(P.full, [atom], "full", shape=(), dtype=atom.type.dtype)
-    )
-
-
-def _dtype(x):
-    """``x`` as a DType; an unsupported one is reported at the kernel's line, not the launch's."""
-    try:
-        return _dt.dtype(x)
-    except TileError as err:
-        raise located(err) from None
-
-
-def _axis(axis, ndim, op):
-    axis = static_int(axis, f"{op} axis")
-    if not -ndim <= axis < ndim:
-        raise located(TileValueError(f"{op}: axis {axis} is out of range for a {ndim}-d tile"))
-    return axis % ndim
 
 
 # ------------------------------------------------------------------- grid
@@ -201,8 +132,8 @@ def full(shape, value, dtype=None) -> Tile:
     atom = as_atom(value, "fill value")
     if atom.type.shape != ():
         raise located(TileShapeError(f"full: the fill value must be a scalar, got {atom.type}"))
-    d = _dtype(dtype) if dtype is not None else atom.type.dtype
-    return bind1(P.full, [_convert(atom, d)], "full", shape=shape, dtype=d)
+    d = as_dtype(dtype) if dtype is not None else atom.type.dtype
+    return bind1(P.full, [converted(atom, d)], "full", shape=shape, dtype=d)
 
 
 def zeros(shape, dtype=float32) -> Tile:
@@ -270,11 +201,11 @@ def _element_offset(atom, scale):
     wide = atom.type.dtype.bits == 64  # narrower ones times a tile size fit int64
     if atom.type.dtype is _dt.uint64:
         atom = minimum(Tile(atom), _INT64_MAX).var
-    atom = _convert(atom, int64)
+    atom = converted(atom, int64)
     if scale == 1:
         return atom
     if not wide:
-        return _elementwise("mul", atom, scale).var
+        return elementwise_op("mul", atom, scale).var
     high, low = _INT64_MAX // scale, -(-_INT64_MIN // scale)  # the products that fit
     x = Tile(atom)
     # (debug mode checks this multiply: there it is of the clamped value, which cannot overflow)
@@ -302,7 +233,7 @@ def _value_for(array, value, what):
                 f"convert it with .astype(tl.{array.dtype.name})"
             )
         )
-    return _convert(atom, array.dtype) if atom.type.weak else atom  # a weak literal becomes strong
+    return converted(atom, array.dtype) if atom.type.weak else atom  # a weak literal becomes strong
 
 
 def load(array, index=None, shape=None, offset=None, padding=0) -> Tile:
@@ -355,8 +286,8 @@ def _indexed(array, indices, operands, mask, op):
     if mask is not None:
         extra.append(_bool_mask(mask, op))
     everything = atoms + extra
-    shape = _broadcast_shapes(*(a.type.shape for a in everything))
-    return [_full_shape(a, shape) for a in everything]
+    shape = broadcast_shapes(*(a.type.shape for a in everything))
+    return [full_shape(a, shape) for a in everything]
 
 
 def _bool_mask(mask, op):
@@ -364,15 +295,6 @@ def _bool_mask(mask, op):
     if not m.type.dtype.is_bool:
         raise located(TileTypeError(f"{op}: mask must be a bool tile, got {m.type}"))
     return m
-
-
-def _full_shape(atom, shape):
-    """Unlike elementwise operands, indices and masks are broadcast even from 0-d."""
-    if atom.type.shape == shape:
-        return atom
-    if isinstance(atom, Literal) or atom.type.shape == ():
-        return bind1(P.full, [atom], "broadcast", shape=shape, dtype=atom.type.dtype).var if shape else atom
-    return _broadcast(atom, shape)
 
 
 def gather(array, *indices, mask=None, padding=0) -> Tile:
@@ -506,7 +428,7 @@ def atomic_cas(array, *indices_compare_values, compare=None, values=None, mask=N
 
 def _math(name, doc):
     def fn(x) -> Tile:
-        return _elementwise(name, x, float_only=True)
+        return elementwise_op(name, x, float_only=True)
 
     fn.__name__ = name
     fn.__doc__ = f"{doc} elementwise; integer tiles are converted to float32 first. Example: ``tl.{name}(x)``."
@@ -525,7 +447,7 @@ def exp2(x, flush_to_zero: bool = False) -> Tile:
     Example: ``p = tl.exp2(s - m[:, None], flush_to_zero=True)``."""
     if not isinstance(flush_to_zero, (bool, np.bool_)):
         raise located(TileTypeError(f"exp2: flush_to_zero must be True or False, got {type(flush_to_zero).__name__}"))
-    return _elementwise("exp2_ftz" if bool(flush_to_zero) else "exp2", x, float_only=True)
+    return elementwise_op("exp2_ftz" if bool(flush_to_zero) else "exp2", x, float_only=True)
 
 
 log = _math("log", "Natural logarithm")
@@ -541,30 +463,30 @@ sigmoid = _math("sigmoid", "1/(1+exp(-x))")
 
 def abs(x) -> Tile:
     """Absolute value elementwise (``abs(t)`` works too); unsigned and bool tiles are returned unchanged."""
-    t = _tile(x)
-    return t if t.dtype.kind in "bu" else _elementwise("abs", t)
+    t = as_tile(x)
+    return t if t.dtype.kind in "bu" else elementwise_op("abs", t)
 
 
 def floor(x) -> Tile:
     """Round down to an integer value, elementwise; integer tiles are returned unchanged."""
-    t = _tile(x)
-    return t if not t.dtype.is_float else _elementwise("floor", t)
+    t = as_tile(x)
+    return t if not t.dtype.is_float else elementwise_op("floor", t)
 
 
 def ceil(x) -> Tile:
     """Round up to an integer value, elementwise; integer tiles are returned unchanged."""
-    t = _tile(x)
-    return t if not t.dtype.is_float else _elementwise("ceil", t)
+    t = as_tile(x)
+    return t if not t.dtype.is_float else elementwise_op("ceil", t)
 
 
 def maximum(x, y) -> Tile:
     """Elementwise maximum with broadcasting; NaN propagates. Example: ``tl.maximum(x, 0.0)``."""
-    return _elementwise("maximum", x, y)
+    return elementwise_op("maximum", x, y)
 
 
 def minimum(x, y) -> Tile:
     """Elementwise minimum with broadcasting; NaN propagates."""
-    return _elementwise("minimum", x, y)
+    return elementwise_op("minimum", x, y)
 
 
 def where(cond, x, y) -> Tile:
@@ -572,9 +494,9 @@ def where(cond, x, y) -> Tile:
     c = as_atom(cond, "condition")
     if not c.type.dtype.is_bool:
         raise located(TileTypeError(f"where: the condition must be a bool tile, got {c.type}"))
-    vx, vy = _operands(x, y)
-    shape = _broadcast_shapes(c.type.shape, vx.type.shape, vy.type.shape)
-    c, vx, vy = _broadcast(c, shape), _broadcast(vx, shape), _broadcast(vy, shape)
+    vx, vy = promoted_operands(x, y)
+    shape = broadcast_shapes(c.type.shape, vx.type.shape, vy.type.shape)
+    c, vx, vy = broadcast_atom(c, shape), broadcast_atom(vx, shape), broadcast_atom(vy, shape)
     return bind1(P.where, [c, vx, vy], "where")
 
 
@@ -586,10 +508,10 @@ def clip(x, lo, hi) -> Tile:
 def astype(x, dtype) -> Tile:
     """Convert to ``dtype`` (also ``x.astype(dtype)``). Float to int truncates toward zero;
     NaN and out-of-range values give 0 in the interpreter and are unspecified elsewhere."""
-    d = _dtype(dtype)
+    d = as_dtype(dtype)
     atom = as_atom(x)
     if isinstance(atom, Literal):
-        return _tile(Literal(literal(atom.value.item(), d).value, TileType((), d)))
+        return as_tile(Literal(literal(atom.value.item(), d).value, TileType((), d)))
     atom = double_of(atom) or atom
     return Tile(atom) if atom.type.dtype is d and not atom.type.weak else bind1(P.convert, [atom], "astype", dtype=d)
 
@@ -600,7 +522,7 @@ def astype(x, dtype) -> Tile:
 def _accumulator(t: Tile, dtype):
     """The dtype sums and products accumulate in: narrow ints widen to 32 bits, 16-bit floats to float32."""
     if dtype is not None:
-        return _dtype(dtype), _dtype(dtype)
+        return as_dtype(dtype), as_dtype(dtype)
     d = t.dtype
     if d.is_bool or (d.is_int and d.bits < 32):
         wide = _dt.BY_NAME["uint32" if d.kind == "u" else "int32"]
@@ -615,7 +537,7 @@ def _flatten(t: Tile) -> Tile:
 
 
 def _reduce(name, x, axis, keepdims, dtype=None):
-    t = _tile(x)
+    t = as_tile(x)
     if name in ("sum", "prod"):
         acc, result = _accumulator(t, dtype)
         t = astype(t, acc)
@@ -627,7 +549,7 @@ def _reduce(name, x, axis, keepdims, dtype=None):
         if keepdims:
             out = reshape(out, (1,) * t.ndim)
     else:
-        ax = _axis(axis, t.ndim, name)
+        ax = axis_index(axis, t.ndim, name)
         out = bind1(prim, [t], name, axis=ax)
         if keepdims:
             out = expand_dims(out, ax)
@@ -667,11 +589,11 @@ def argmin(x, axis=None, keepdims=False) -> Tile:
 
 
 def _scan(name, x, axis, dtype):
-    t = _tile(x)
+    t = as_tile(x)
     if t.ndim == 0:
         raise located(TileShapeError(f"{name} of a 0-d tile"))
     acc, result = _accumulator(t, dtype)
-    out = bind1(PRIMITIVES[name], [astype(t, acc)], name, axis=_axis(axis, t.ndim, name))
+    out = bind1(PRIMITIVES[name], [astype(t, acc)], name, axis=axis_index(axis, t.ndim, name))
     return astype(out, result)
 
 
@@ -695,13 +617,13 @@ def histogram(x, num_bins: int, mask=None) -> Tile:
         t = tl.load(x, index=(i,), shape=(4096,), padding=-1)
         tl.atomic_add(hist, tl.arange(0, 256), tl.histogram(t, 256))
     """
-    t = _tile(x)
+    t = as_tile(x)
     if not t.dtype.is_int:
         raise located(TileTypeError(f"histogram: values must be an integer tile, got {t.var.type}"))
     if isinstance(num_bins, (bool, np.bool_)) or not isinstance(num_bins, (int, np.integer)) or num_bins < 1:
         raise located(TileValueError(f"histogram: num_bins must be a positive int (a constant), got {num_bins!r}"))
     num_bins = int(num_bins)
-    inputs = [t.var] if mask is None else [t.var, _full_shape(_bool_mask(mask, "histogram"), t.shape)]
+    inputs = [t.var] if mask is None else [t.var, full_shape(_bool_mask(mask, "histogram"), t.shape)]
     return bind1(PRIMITIVES["histogram"], inputs, "histogram", num_bins=num_bins, masked=mask is not None)
 
 
@@ -710,7 +632,7 @@ def histogram(x, num_bins: int, mask=None) -> Tile:
 
 def reshape(x, shape) -> Tile:
     """Row-major reshape to a static shape (one entry may be -1): ``tl.reshape(t, (16, -1))``."""
-    t = _tile(x)
+    t = as_tile(x)
     dims = [static_int(s, "reshape shape") for s in (shape if isinstance(shape, (tuple, list)) else (shape,))]
     if dims.count(-1) > 1:
         raise located(TileValueError(f"reshape: only one -1 is allowed, got {dims}"))
@@ -727,10 +649,10 @@ def reshape(x, shape) -> Tile:
 
 def permute(x, axes) -> Tile:
     """Reorder axes: ``tl.permute(t, (2, 0, 1))``; result axis ``i`` is input axis ``axes[i]``."""
-    t = _tile(x)
+    t = as_tile(x)
     if not isinstance(axes, (tuple, list)):
         raise located(TileTypeError(f"permute: axes must be a tuple of ints, got {type(axes).__name__}"))
-    perm = tuple(_axis(a, t.ndim, "permute") for a in axes)
+    perm = tuple(axis_index(a, t.ndim, "permute") for a in axes)
     if len(perm) != t.ndim or sorted(perm) != list(builtins.range(t.ndim)):
         raise located(TileValueError(f"permute: {list(axes)} is not a permutation of {t.ndim} axes"))
     return t if perm == tuple(builtins.range(t.ndim)) else bind1(P.transpose, [t], "permute", perm=perm)
@@ -738,7 +660,7 @@ def permute(x, axes) -> Tile:
 
 def transpose(x, *axes) -> Tile:
     """Reverse the axes (``t.T`` for 2-d tiles), or reorder them as :func:`permute` with ``axes``."""
-    t = _tile(x)
+    t = as_tile(x)
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
         axes = axes[0]
     return permute(t, axes or tuple(reversed(builtins.range(t.ndim))))
@@ -746,20 +668,20 @@ def transpose(x, *axes) -> Tile:
 
 def expand_dims(x, axis) -> Tile:
     """Insert a size-1 axis at ``axis`` (also ``t[None, :]``): ``tl.expand_dims(t, 0)``."""
-    t = _tile(x)
-    ax = _axis(axis, t.ndim + 1, "expand_dims")
+    t = as_tile(x)
+    ax = axis_index(axis, t.ndim + 1, "expand_dims")
     return reshape(t, t.shape[:ax] + (1,) + t.shape[ax:])
 
 
 def broadcast_to(x, shape) -> Tile:
     """Broadcast ``x`` to ``shape`` with NumPy's rules: ``tl.broadcast_to(row[None, :], (64, 128))``."""
-    t = _tile(x)
+    t = as_tile(x)
     shape = static_shape(shape, "broadcast_to shape")
-    if _broadcast_shapes(t.shape, shape) != shape:
+    if broadcast_shapes(t.shape, shape) != shape:
         raise located(TileShapeError(f"cannot broadcast {t.type} to shape {list(shape)}"))
     if t.shape == ():
         return bind1(P.full, [t], "broadcast_to", shape=shape, dtype=t.dtype)
-    return Tile(_broadcast(t.var, shape))
+    return Tile(broadcast_atom(t.var, shape))
 
 
 def _getitem(t: Tile, key):
@@ -811,7 +733,7 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
         raise located(TileValueError(f'dot: precision is "ieee" or "tf32", got {precision!r}'))
     xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
     d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)
-    ta, tb = _convert(xa, d, weak), _convert(xb, d, weak)
+    ta, tb = converted(xa, d, weak), converted(xb, d, weak)
     if ta.type.weak:
         raise located(TileTypeError("dot needs tiles, not scalars"))
     out = P.dot_result_dtype(ta.type.dtype)
@@ -821,7 +743,7 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
         raise located(TileTypeError(f'dot: precision="tf32" rounds float32 operands, got {ta.type.dtype.name} ones'))
     if acc is None:
         acc = zeros((ta.type.shape[0], tb.type.shape[1]), out)
-    return bind1(P.dot, [ta, tb, _tile(acc)], "dot", **({"precision": precision} if precision == "tf32" else {}))
+    return bind1(P.dot, [ta, tb, as_tile(acc)], "dot", **({"precision": precision} if precision == "tf32" else {}))
 
 
 # ------------------------------------------------------- calls a signature does not take
