@@ -105,6 +105,17 @@ class Block:
     results: list = field(default_factory=list)
 
 
+@dataclass(eq=False)
+class Combine:
+    """The traced ``combine_fn`` of a ``tl.reduce`` or ``tl.associative_scan``: a block whose
+    parameters are two groups of 0-d values (the left operand's, then the right's) and whose
+    results are one group, computed by elementwise equations. An equation's param, not a
+    sub-block: no pass lays it out or rewrites it; the interpreter runs it on arrays and the
+    lowering on register values."""
+
+    body: Block
+
+
 @dataclass
 class Program:
     """A traced kernel: its body block (params = the runtime arguments, in order)."""

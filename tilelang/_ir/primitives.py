@@ -331,6 +331,58 @@ def _def_scan(name, fn):
 for _n, _f in SCAN.items():
     _def_scan(_n, _f)
 
+# ----------------------------------------- reductions and scans by a combine function
+# (tl.reduce, tl.associative_scan): several tiles of one shape combined together, the
+# combine function a traced block (core.Combine) applied to pairs of element groups
+
+
+def _combined_type(name, keep_axis):
+    def rule(*xs, axis, combine, reverse=False):
+        if {x.shape for x in xs} != {xs[0].shape} or not 0 <= axis < xs[0].ndim:
+            raise TileValueError(
+                f"{name}: the tiles must share one shape with axis {axis}, got {', '.join(map(str, xs))}"
+            )
+        shape = xs[0].shape if keep_axis else xs[0].shape[:axis] + xs[0].shape[axis + 1 :]
+        return [TileType(shape, x.dtype) for x in xs]
+
+    return rule
+
+
+def _combined(ctx, combine, left, right):
+    """``combine`` applied elementwise to the groups of arrays ``left`` and ``right``."""
+    out = ctx.run_block(combine.body, [*left, *right])
+    return [np.broadcast_to(o, left[0].shape).astype(x.dtype) for o, x in zip(out, left)]
+
+
+def _reduce_interpret(ctx, *xs, axis, combine):
+    """Neighbours combined pairwise, in order (the combine function need not commute)."""
+    xs = [np.moveaxis(x, axis, -1) for x in xs]
+    while xs[0].shape[-1] > 1:
+        even = xs[0].shape[-1] // 2 * 2
+        out = _combined(ctx, combine, [x[..., 0:even:2] for x in xs], [x[..., 1:even:2] for x in xs])
+        xs = [np.concatenate([o, x[..., even:]], axis=-1) for o, x in zip(out, xs)]
+    return [np.ascontiguousarray(x[..., 0]) for x in xs]
+
+
+def _scan_interpret(ctx, *xs, axis, combine, reverse):
+    """Hillis-Steele: after the step of ``d`` each element holds the combination of the ``2d``
+    elements up to it, earlier ones on the left (``reverse``: of the flipped axis)."""
+    xs = [np.moveaxis(x, axis, -1)[..., ::-1] if reverse else np.moveaxis(x, axis, -1) for x in xs]
+    n, d = xs[0].shape[-1], 1
+    while d < n:
+        out = _combined(ctx, combine, [x[..., : n - d] for x in xs], [x[..., d:] for x in xs])
+        xs = [np.concatenate([x[..., :d], o], axis=-1) for o, x in zip(out, xs)]
+        d *= 2
+    return [np.ascontiguousarray(np.moveaxis(x[..., ::-1] if reverse else x, -1, axis)) for x in xs]
+
+
+primitive("reduce", multiple_results=True).rules.update(
+    type=_combined_type("reduce", False), interpret=_reduce_interpret
+)
+primitive("associative_scan", multiple_results=True).rules.update(
+    type=_combined_type("associative_scan", True), interpret=_scan_interpret
+)
+
 histogram = primitive("histogram")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import string
 
-from .core import Block, Literal, Program, Var
+from .core import Block, Combine, Literal, Program, Var
 
 _COMMENT_COLUMN = 64
 
@@ -51,7 +51,7 @@ def _param_text(value) -> str:
 
 def _eqn_lines(eqn, namer, indent):
     pad = " " * indent
-    params = {k: v for k, v in eqn.params.items() if not isinstance(v, Block)}
+    params = {k: v for k, v in eqn.params.items() if not isinstance(v, (Block, Combine))}
     head = eqn.prim.name + ("[" + " ".join(f"{k}={_param_text(v)}" for k, v in params.items()) + "]" if params else "")
     args = " ".join(namer.use(a) for a in eqn.inputs)
     outs = " ".join(f"{namer.define(v)}:{v.type}" for v in eqn.outputs)
@@ -60,8 +60,8 @@ def _eqn_lines(eqn, namer, indent):
         text = f"{text.ljust(_COMMENT_COLUMN)} # {eqn.loc}"
     lines = [text] + _note_lines(eqn.outputs, namer, pad)
     for name, sub in eqn.params.items():
-        if isinstance(sub, Block):
-            lines.extend(_block_lines(sub, namer, indent + 4, label=name))
+        if isinstance(sub, (Block, Combine)):
+            lines.extend(_block_lines(sub.body if isinstance(sub, Combine) else sub, namer, indent + 4, label=name))
     return lines
 
 

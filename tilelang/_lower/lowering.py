@@ -160,6 +160,46 @@ class Lowering:
             out = self.op(b1, "land", out, c)
         return out
 
+    def elementwise(self, name, dtype, operands, attr=None):
+        """The elementwise primitive ``name``'s result (of ``dtype``) on ``operands``: one op
+        (``where`` is ``select``),
+        but float ``//`` and ``%`` as NumPy computes them (npy_divmod), from the exact
+        remainder ``fmod``: ``a - floor(a/b)*b`` would round (``1.6e8 % 3.0`` must be 1).
+        16-bit floats compute in float32 and round once at the end."""
+        if name not in ("floordiv", "mod") or not dtype.is_float:
+            return self.op(dtype, "select" if name == "where" else name, *operands, attr=attr)
+        a, b = operands
+        t = D.float32 if dtype.bits == 16 else dtype
+
+        def c(v):
+            return Imm(v, t)
+
+        def f(op, *args):
+            return self.op(b1 if op in ("lt", "gt", "ne", "eq") else t, op, *args)
+
+        if dtype is not t:
+            a, b = self.op(t, "convert", a, attr=t), self.op(t, "convert", b, attr=t)
+        r = f("fmod", a, b)
+        adjust = self.land(f("ne", r, c(0.0)), f("ne", f("lt", r, c(0.0)), f("lt", b, c(0.0))))
+        if name == "mod":
+            signed_zero = f("select", f("lt", b, c(0.0)), c(-0.0), c(0.0))  # a zero remainder takes b's sign
+            out = f("select", adjust, f("add", r, b), f("select", f("eq", r, c(0.0)), signed_zero, r))
+        else:
+            div = f("div", f("sub", a, r), b)
+            div = f("select", adjust, f("sub", div, c(1.0)), div)
+            whole = f("sub", div, f("fmod", div, c(1.0)))  # trunc(div)
+            whole = f("select", f("gt", whole, div), f("sub", whole, c(1.0)), whole)  # floor
+            integral = float(2 ** (23 if t.bits == 32 else 52))  # from here on (and inf) div is whole
+            whole = f("select", f("lt", f("abs", div), c(integral)), whole, div)
+            whole = f("select", f("gt", f("sub", div, whole), c(0.5)), f("add", whole, c(1.0)), whole)
+            quotient = f("div", a, b)
+            zero = f("select", f("lt", quotient, c(0.0)), c(-0.0), c(0.0))
+            # a zero quotient keeps its sign (0 // -1 is -0)
+            zero = f("select", f("eq", quotient, c(0.0)), quotient, zero)
+            out = f("select", f("eq", div, c(0.0)), zero, whole)
+            out = f("select", f("eq", b, c(0.0)), quotient, out)
+        return out if dtype is t else self.op(dtype, "convert", out, attr=dtype)
+
     def pick(self, x, pairs, n, const=0):
         """``x`` with slot ``r`` taken from slot ``map(r)``, the map sending bit ``a`` of ``r``
         to bit ``b`` for each ``(a, b)`` in ``pairs`` (plus ``const``), over ``n`` slots."""

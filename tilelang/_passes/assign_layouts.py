@@ -117,9 +117,11 @@ _rules("gather", "atomic", "scatter", wants=_indexed_wants)
 _rules("histogram", layout=lambda a, eqn: a.default(eqn.outputs[0]), wants=lambda layouts, eqn, i: (
     layouts[eqn.inputs[0]] if i == 1 else None))  # fmt: skip
 _rules(
-    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin",
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin", "reduce",
     layout=lambda a, eqn: sliced(a.known(eqn.inputs[0]), eqn.params["axis"]),
 )  # fmt: skip
+_rules("associative_scan", layout=lambda a, eqn: a.known(eqn.inputs[0]), wants=_output_layout)
+_rules("reduce", wants=lambda layouts, eqn, i: layouts[eqn.inputs[0]] if i else None)  # (the tiles combine together)
 
 
 def _dot_layout(a, eqn):
@@ -234,10 +236,13 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
     def walk(block: Block):
         for eqn in block.eqns:
             name = eqn.prim.name
-            if name in ELEMENTWISE or name in ("reshape", "broadcast", "cumsum", "cumprod"):
+            if name in ELEMENTWISE or name in ("reshape", "broadcast", "cumsum", "cumprod", "associative_scan"):
                 for x in eqn.inputs:
                     if isinstance(x, Var) and x.type.shape:
                         join(x, eqn.outputs[0])
+            elif name == "reduce":  # (its tiles are combined together: one layout)
+                for x in eqn.inputs:
+                    join(x, eqn.inputs[0])
             elif name == "load":
                 memory.append((eqn.outputs[0], eqn.inputs[0].type.dtype))
             elif name == "store":

@@ -7,9 +7,12 @@ shuffles, a warp bit through shared memory.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import dtypes as D
+from .._ir.core import Var
 from .._lower.lowering import b1, i32, output
 from .._lower.thread_ir import Imm, Loop, SharedLoad, SharedStore, Shuffle, SlotMap, slots
 
@@ -70,11 +73,7 @@ def lower_reduce(lw, eqn, x, *, axis):
     bits = src.dim_bits(axis)
     where, total = lw.scan_totals.get((x, axis, eqn.prim.name, src), (None, None))
     if where is lw.stmts and eqn.outputs[0].type.dtype == x.type.dtype:
-        # a scan of x along axis, made in this statement list, holds the total in every
-        # slot: take slot 0 of the axis
-        reg = [b for b in src.reg if b not in bits]
-        output(lw, eqn, lw.pick(total, [(k, src.reg.index(b)) for k, b in enumerate(reg)], 1 << len(reg)))
-        return
+        return output(lw, eqn, total)  # a scan of x along axis, made in this statement list, has the totals
     item = (lw.regs(x, src), lw.coord(src, axis)) if red.arg else (lw.regs(x, src),)
     valid = lw.valid(src)
     partial = tuple(lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, red.identity()))
@@ -158,55 +157,131 @@ def _padded_flat(lw, layout):
 
 
 def lower_scan(lw, eqn, x, *, axis):
-    """A butterfly over the axis's index bits, lowest first: after bit ``b`` each element
-    holds the scan inside its aligned run of ``2**(b+1)`` elements and the run's total, and
-    an element whose bit ``b`` is 1 adds the total of the run below it. The partner run's
-    total comes from another slot (a register bit), a warp shuffle (a lane bit) or shared
-    memory (a warp bit). Padding elements sit past the end of the axis, so they never
-    reach a real element's prefix."""
     layout = lw.layout(eqn.outputs[0])
     combine = "add" if eqn.prim.name == "cumsum" else "mul"
-    dtype, n = x.type.dtype, layout.num_regs
-    prefix = total = lw.regs(x, layout)
-    hardware = dict((b, t) for t, b in layout.hardware() if b is not None)
-    for b in layout.dim_bits(axis):
-        if b in layout.reg:
-            i = layout.reg.index(b)
-            keep = [(k, k) for k in range(len(layout.reg)) if k != i]
-            below, above = (lw.pick(total, keep, n, const) for const in (0, 1 << i))
-            upper = lw.op(b1, "ne", lw.op(i32, "slot", attr=SlotMap.of_bits([(i, 0)]), n=n), Imm(0, i32))
-            prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, below, prefix), prefix)
-            total = lw.op(dtype, combine, below, above)
-            continue
-        t = hardware[b]
-        upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
-        if t < 5:
-            partner = _from_lane(lw, total, 1 << t)
-        else:
-            partner = _exchange(lw, layout, total, b, upper)
-        prefix = lw.op(dtype, "select", upper, lw.op(dtype, combine, partner, prefix), prefix)
-        total = lw.op(dtype, combine, partner, total)
+    dtype = x.type.dtype
+    ((prefix,), (total,)) = _butterfly(
+        lw, layout, axis, (lw.regs(x, layout),), lambda a, b: (lw.op(dtype, combine, a[0], b[0]),), ordered=False
+    )
     if layout.shape[axis] == layout.padded[axis] and eqn.outputs[0].type.dtype == dtype:
-        # no padding along the axis: every slot's total is the whole axis's, which a
-        # reduction of x along it in the same statement list reads instead of reducing again
+        # no padding along the axis: the totals are the whole axis's, which a reduction of x
+        # along it in the same statement list reads instead of reducing again
         reduction = {"add": "reduce_sum", "mul": "reduce_prod"}[combine]
         lw.scan_totals[(x, axis, reduction, layout)] = (lw.stmts, total)
     output(lw, eqn, prefix)
 
 
-def _exchange(lw, layout, value, bit, upper):
-    """Each element's ``value`` from the element whose padded index differs in ``bit``
-    (held by another warp: ``upper`` says whether this thread's elements have it set),
-    through shared memory. The partner's index is this one's plus one offset per thread,
-    not a per-slot xor: the addresses stay one base register plus constants (per-slot
-    addresses hoisted out of a loop took 64 registers in a row cumsum)."""
+def lower_combined_scan(lw, eqn, *xs, axis, combine, reverse):
+    layout = lw.layout(eqn.outputs[0])
+    values = tuple(lw.regs(x, layout) for x in xs)
+    scan, _ = _butterfly(lw, layout, axis, values, functools.partial(_applied, lw, combine), reverse=reverse)
+    lw.values.update(zip(eqn.outputs, scan))
+
+
+def lower_combined_reduce(lw, eqn, *xs, axis, combine):
+    """The scan's totals (they leave the padding out), which hold the non-axis register slots
+    in the reduced layout's order; the scan itself is dead code."""
+    layout = lw.layout(xs[0])
+    values = tuple(lw.regs(x, layout) for x in xs)
+    _, total = _butterfly(lw, layout, axis, values, functools.partial(_applied, lw, combine), exact=True)
+    lw.values.update(zip(eqn.outputs, total))
+
+
+def _applied(lw, combine, left, right):
+    """``combine`` (a traced combine function) on the tuples of operands ``left`` and ``right``:
+    its elementwise equations, each an op on all their slots."""
+    env = dict(zip(combine.body.params, (*left, *right)))
+
+    def read(a):
+        return env[a] if isinstance(a, Var) else lw.scalar(a)
+
+    for eqn in combine.body.eqns:
+        args, out = [read(a) for a in eqn.inputs], eqn.outputs[0]
+        if eqn.prim.name == "full":  # (a 0-d constant)
+            env[out] = args[0]
+        else:
+            env[out] = lw.elementwise(eqn.prim.name, out.type.dtype, args, eqn.params.get("dtype"))
+    return tuple(read(r) for r in combine.body.results)
+
+
+def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False, exact=False):
+    """An inclusive scan along ``axis`` of the tuple of operands ``values`` (``reverse``: of
+    the flipped axis) by ``combine(left, right)`` on tuples, and the axis's totals: ``(scan,
+    totals)``.
+
+    A butterfly over the axis's index bits, lowest first: after bit ``b`` each element holds
+    its scan inside its aligned run of ``2**(b+1)`` elements and the run's total. An element
+    whose bit ``b`` is 1 takes the total of the run below it on its left (``reverse``, the
+    scan of the flipped axis: one whose bit is 0 takes the run above's, on its left too).
+    The partner run's total comes from another slot (a register bit), a warp shuffle (a lane
+    bit) or shared memory (a warp bit). The totals drop each register bit once it is
+    combined, so later steps work on fewer slots: they end up in the register slots of the
+    other axes. ``ordered``: each thread puts the lower run on the left (the builtin sums
+    and products commute, so they need not). A forward scan never takes padding (it sits
+    past the end of the axis, above every real element); ``reverse`` and ``exact`` (totals
+    without padding) skip the runs that hold padding only.
+    """
+    bits, n = layout.dim_bits(axis), layout.num_regs
+    hardware = {b: t for t, b in layout.hardware() if b is not None}
+    scan, total, held = values, values, list(layout.reg)  # ``total`` holds the register bits in ``held``
+    padded = (exact or reverse) and layout.shape[axis] != layout.padded[axis]
+    coord = lw.coord(layout, axis) if padded else None
+
+    def select(cond, a, b):
+        return tuple(lw.op(x.dtype, "select", cond, x, y) for x, y in zip(a, b))
+
+    def held_slots(x, of, const=0):  # ``x`` (its slots: the register bits ``of``) in ``held``'s slots
+        return lw.pick(x, [(j, of.index(h)) for j, h in enumerate(held)], 1 << len(held), const)
+
+    def every_slot(x):  # the totals ``x`` in every slot of the layout
+        return tuple(lw.pick(v, [(layout.reg.index(h), j) for j, h in enumerate(held)], n) for v in x)
+
+    for b in bits:
+        k = b - bits.start
+        filled = None  # whether the upper run holds a real element, per slot
+        if padded:
+            start = lw.op(i32, "or", lw.op(i32, "and", coord, Imm(-(2 << k), i32)), Imm(1 << k, i32))
+            filled = lw.op(b1, "lt", start, Imm(layout.shape[axis], i32))
+        if b in layout.reg:
+            slot_bit = lw.op(i32, "slot", attr=SlotMap.of_bits([(layout.reg.index(b), 0)]), n=n)
+            upper = lw.op(b1, "ne", slot_bit, Imm(0, i32))
+            j, before = held.index(b), list(held)
+            del held[j]
+            low, high = (tuple(held_slots(x, before, c) for x in total) for c in (0, 1 << j))
+            below = tuple(lw.pick(x, [(layout.reg.index(h), before.index(h)) for h in held], n) for x in total)
+            above = tuple(lw.pick(x, [(layout.reg.index(h), before.index(h)) for h in held], n, 1 << j) for x in total)
+        else:
+            t = hardware[b]
+            upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
+            partner = tuple(
+                _from_lane(lw, x, 1 << t) if t < 5 else _exchange(lw, layout, x, b, upper, held) for x in total
+            )
+            low, high = (select(upper, partner, total), select(upper, total, partner)) if ordered else (partner, total)
+            below = above = every_slot(partner)
+        if reverse:
+            take = lw.land(lw.op(b1, "eq", upper, Imm(False, b1)), *([filled] if padded else []))
+            scan = select(take, combine(above, scan), scan)
+        else:
+            scan = select(upper, combine(below, scan), scan)
+        combined = combine(high, low) if reverse else combine(low, high)
+        total = select(held_slots(filled, layout.reg), combined, low) if padded else combined
+    return scan, total
+
+
+def _exchange(lw, layout, value, bit, upper, held):
+    """The slots of ``value`` (the register bits ``held`` of ``layout``) from the elements
+    whose padded index differs in ``bit`` (held by another warp: ``upper`` says whether this
+    thread's elements have it set), through shared memory. The partner's index is this
+    one's plus one offset per thread, not a per-slot xor: the addresses stay one base
+    register plus constants (per-slot addresses hoisted out of a loop took 64 registers in
+    a row cumsum)."""
     if isinstance(value, Imm):  # (the same in every element: a tile folded to a constant)
         return value
     buf = lw.buffer(value.dtype, _padded_size(layout))
-    index = _padded_flat(lw, layout)
+    index = lw.pick(_padded_flat(lw, layout), [(j, layout.reg.index(h)) for j, h in enumerate(held)], 1 << len(held))
     lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
     lw.barrier()
-    dst = lw.reg(value.dtype, layout.num_regs, "w")
+    dst = lw.reg(value.dtype, slots(index), "w")
     offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
     lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
     lw.release(buf)

@@ -38,7 +38,13 @@ from .._lower.thread_ir import (
 from .._lower.window import Window
 from .lower_dot import folded_transposes, lower_dot
 from .lower_pipeline import plan as plan_pipeline
-from .lower_reductions import lower_histogram, lower_reduce, lower_scan
+from .lower_reductions import (
+    lower_combined_reduce,
+    lower_combined_scan,
+    lower_histogram,
+    lower_reduce,
+    lower_scan,
+)
 from .lower_wgmma import stage_invariant_operands
 
 # ------------------------------------------------------------------ elementwise
@@ -49,15 +55,12 @@ def _lower_elementwise(lw, eqn, *inputs, **params):
     out = eqn.outputs[0]
     layout = lw.layout(out)
     operands = [lw.regs(a, layout) for a in inputs]
-    name = "select" if eqn.prim.name == "where" else eqn.prim.name
-    attr = params.get("dtype")
+    name, attr = eqn.prim.name, params.get("dtype")
     if name in COMPARE:
         for count, other, op in ((*operands, name), (*operands[::-1], _FLIPPED[name])):
             if count in lw.counts and _uniform_int(other):
                 return output(lw, eqn, _compared_count(lw, op, count, other))
-    if name in ("floordiv", "mod") and out.type.dtype.is_float:
-        return output(lw, eqn, _float_divmod(lw, name, out.type.dtype, *operands))
-    result = lw.op(out.type.dtype, name, *operands, attr=attr)
+    result = lw.elementwise(name, out.type.dtype, operands, attr)
     if name == "convert" and operands[0] in lw.counts and _widens(operands[0].dtype, attr):
         lw.counts[result] = lw.counts[operands[0]]  # (the same numbers: `cols < N` of an int64 N)
     output(lw, eqn, result)
@@ -68,41 +71,6 @@ def _widens(src, dst) -> bool:
     if not (src.is_int and dst.is_int):
         return False
     return (dst.kind == src.kind and dst.bits >= src.bits) or (src.kind, dst.kind) == ("u", "i") and dst.bits > src.bits
-
-
-def _float_divmod(lw, name, dtype, a, b):
-    """Float ``//`` and ``%`` as NumPy computes them (npy_divmod), from the exact remainder
-    ``fmod``: ``a - floor(a/b)*b`` would round (``1.6e8 % 3.0`` must be 1). 16-bit floats
-    compute in float32 and round once at the end."""
-    t = D.float32 if dtype.bits == 16 else dtype
-
-    def c(v):
-        return Imm(v, t)
-
-    def f(op, *args):
-        return lw.op(b1 if op in ("lt", "gt", "ne", "eq") else t, op, *args)
-
-    if dtype is not t:
-        a, b = lw.op(t, "convert", a, attr=t), lw.op(t, "convert", b, attr=t)
-    r = f("fmod", a, b)
-    adjust = lw.land(f("ne", r, c(0.0)), f("ne", f("lt", r, c(0.0)), f("lt", b, c(0.0))))
-    if name == "mod":
-        signed_zero = f("select", f("lt", b, c(0.0)), c(-0.0), c(0.0))  # a zero remainder takes b's sign
-        out = f("select", adjust, f("add", r, b), f("select", f("eq", r, c(0.0)), signed_zero, r))
-    else:
-        div = f("div", f("sub", a, r), b)
-        div = f("select", adjust, f("sub", div, c(1.0)), div)
-        whole = f("sub", div, f("fmod", div, c(1.0)))  # trunc(div)
-        whole = f("select", f("gt", whole, div), f("sub", whole, c(1.0)), whole)  # floor
-        integral = float(2 ** (23 if t.bits == 32 else 52))  # from here on (and inf) div is whole
-        whole = f("select", f("lt", f("abs", div), c(integral)), whole, div)
-        whole = f("select", f("gt", f("sub", div, whole), c(0.5)), f("add", whole, c(1.0)), whole)
-        quotient = f("div", a, b)
-        zero = f("select", f("lt", quotient, c(0.0)), c(-0.0), c(0.0))
-        zero = f("select", f("eq", quotient, c(0.0)), quotient, zero)  # a zero quotient keeps its sign (0 // -1 is -0)
-        out = f("select", f("eq", div, c(0.0)), zero, whole)
-        out = f("select", f("eq", b, c(0.0)), quotient, out)
-    return out if dtype is t else lw.op(dtype, "convert", out, attr=dtype)
 
 
 _FLIPPED = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
@@ -380,6 +348,8 @@ def _lower_barrier(lw, eqn):
 rule("dot")(lower_dot)
 rule("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin")(lower_reduce)
 rule("cumsum", "cumprod")(lower_scan)
+rule("reduce")(lower_combined_reduce)
+rule("associative_scan")(lower_combined_scan)
 rule("histogram")(lower_histogram)
 
 

@@ -1,0 +1,135 @@
+"""tl.reduce and tl.associative_scan with combine functions, against a sequential NumPy fold.
+
+The combine functions are associative but do not commute, so a lowering that combines two
+runs in the wrong order, or lets a phantom element (past a tile edge that is not a power of
+two) into a result, gives a different answer: ``first`` and ``last`` pick an end of the
+axis, ``last_max`` breaks ties towards the later element, ``affine`` composes maps
+``h -> a*h + b`` (the linear recurrence; exact for integers, which wrap). Each is written
+once and run on tiles (traced) and on NumPy arrays (the reference), ``where`` given.
+"""
+
+import numpy as np
+import pytest
+from _blocks import padded_blocks
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tilelang as tl
+from tilelang import testing as tlt
+
+
+def first(a, b, where):
+    return a
+
+
+def last(a, b, where):
+    return b
+
+
+def last_max(a, i, b, j, where):
+    later = b >= a
+    return where(later, b, a), where(later, j, i)
+
+
+def affine(a1, b1, a2, b2, where):  # h -> a1*h + b1, then h -> a2*h + b2
+    return a1 * a2, b1 * a2 + b2
+
+
+COMBINES = {"first": first, "last": last, "last_max": last_max, "affine": affine}
+TILES = st.sampled_from([(1, 6), (4, 4), (5, 3), (7, 9), (3, 40), (64, 2), (2, 130)])
+
+
+def traced(fn):
+    return lambda *args: fn(*args, where=tl.where)
+
+
+@tl.tile_kernel
+def combine_kernel(x, y, out, out2, OP: tl.Constant, KIND: tl.Constant, AXIS: tl.Constant, TILE: tl.Constant):
+    i, j = tl.block_id(0), tl.block_id(1)
+    a = tl.load(x, index=(i, j), shape=TILE, padding=1)
+    inputs = (a,)
+    if OP == "affine":
+        inputs = (a, tl.load(y, index=(i, j), shape=TILE, padding=1))
+    elif OP == "last_max":
+        at = tl.arange(0, TILE[AXIS])
+        inputs = (a, at[:, None] if AXIS == 0 else at[None, :])  # (broadcast to the tile's shape)
+    if KIND == "reduce":
+        r = tl.reduce(inputs, AXIS, traced(COMBINES[OP]), keepdims=True)
+    else:
+        r = tl.associative_scan(inputs, AXIS, traced(COMBINES[OP]), reverse=KIND == "reverse")
+    tl.store(out, r[0], index=(i, j))
+    if len(r) > 1:
+        tl.store(out2, r[1], index=(i, j))
+
+
+def fold(fn, xs, axis, kind):
+    """The sequential reference: left to right along ``axis`` (``reverse``: the flipped axis)."""
+    xs = [np.moveaxis(x, axis, -1) for x in xs]
+    xs = [x[..., ::-1] for x in xs] if kind == "reverse" else xs
+    acc, outs = [x[..., 0] for x in xs], []
+    with np.errstate(all="ignore"):
+        for k in range(xs[0].shape[-1]):
+            if k:
+                new = fn(*acc, *(x[..., k] for x in xs), np.where)
+                acc = [np.asarray(o).astype(x.dtype) for o, x in zip(new if isinstance(new, tuple) else (new,), xs)]
+            outs.append(acc)
+    if kind == "reduce":
+        results = [a[..., None] for a in acc]
+    else:
+        results = [np.stack([o[c] for o in outs], axis=-1) for c in range(len(xs))]
+        results = [r[..., ::-1] for r in results] if kind == "reverse" else results
+    return [np.moveaxis(r, -1, axis) for r in results]
+
+
+def assemble(blocks, shape):
+    """Per-block results (GM, GN, R, C) as the kernel stores them into an array of ``shape``."""
+    gm, gn, r, c = blocks.shape
+    return blocks.transpose(0, 2, 1, 3).reshape(gm * r, gn * c)[: shape[0], : shape[1]]
+
+
+@pytest.mark.parametrize("kind", ["reduce", "scan", "reverse"])
+@pytest.mark.parametrize("op", sorted(COMBINES))
+@given(data=st.data(), axis=st.sampled_from([0, 1]), tile=TILES)
+def test_combines_in_order_and_without_phantoms(kind, op, data, axis, tile):
+    kinds = "iuf" if op == "affine" else "biuf"
+    d = data.draw(tlt.dtypes(kinds, exclude=[tl.float16, tl.bfloat16] if op == "affine" else []), label="d")
+    shape = data.draw(tlt.shapes(tile), label="shape")
+    if op == "affine" and d.kind == "f":  # maps that shrink: the compositions stay near 1
+        x = data.draw(tlt.arrays(d, shape, min_value=0.5, max_value=1.0), label="x")
+        y = data.draw(tlt.arrays(d, shape, min_value=-1.0, max_value=1.0), label="y")
+    else:
+        x = data.draw(tlt.arrays(d, shape, allow_nan_inf=False), label="x")
+        y = data.draw(tlt.arrays(d, shape), label="y")
+    blocks = [padded_blocks(v, tile, np.array(1).astype(d.np)) for v in (x, y)]
+    if op == "last_max":
+        n = tile[axis]
+        at = np.arange(n, dtype=np.int32).reshape((n, 1) if axis == 0 else (1, n))
+        blocks[1] = np.broadcast_to(at, blocks[0].shape)
+    count = 2 if op in ("affine", "last_max") else 1
+    results = fold(COMBINES[op], blocks[:count], 2 + axis, kind)
+    gm, gn = blocks[0].shape[:2]
+    out_shape = shape if kind != "reduce" else ((gm, shape[1]) if axis == 0 else (shape[0], gn))
+    expected = [assemble(r, out_shape) for r in results]
+    outputs = [np.zeros(out_shape, d.np), np.zeros(out_shape, np.int32 if op == "last_max" else d.np)]
+    rtol = atol = None
+    if op == "affine" and d.kind == "f":  # sequential against a tree: each op rounds once, n ops
+        eps = float(np.finfo(d.np).eps)
+        rtol, atol = tlt.tolerance(d)
+        atol += 4 * tile[axis] * eps
+
+    def reference(x, y, out, out2):
+        return expected + [out2] * (2 - len(expected))
+
+    tlt.check_kernel(
+        combine_kernel,
+        (gm, gn),
+        args=(x, y, *outputs),
+        reference=reference,
+        outputs=(2, 3),
+        rtol=rtol,
+        atol=atol,
+        OP=op,
+        KIND=kind,
+        AXIS=axis,
+        TILE=tile,
+    )

@@ -1,0 +1,120 @@
+"""``tl.reduce`` and ``tl.associative_scan``: reductions and scans by a combine function.
+
+The combine function is traced once, on 0-d tiles of the inputs' dtypes, into a
+:class:`~tilelang._ir.core.Combine` block; it may use elementwise operations only (no
+memory, no reductions, no tiles made outside it), so every backend can apply it to pairs
+of element groups, in registers on the GPU.
+"""
+
+from __future__ import annotations
+
+from .._ir import primitives as P
+from .._ir.core import PRIMITIVES, Block, Combine, Literal, TileType, Var
+from ..errors import TileShapeError, TileTypeError, TileValueError
+from .coercion import as_tile, axis_index, broadcast_shapes, full_shape
+from .tracing import Tile, TraceScope, as_atom, bind, bind1, double_of, literal, located
+
+_SCALAR_OPS = set(P.ELEMENTWISE) | {"full"}
+
+
+def _inputs(input, op) -> list:
+    """The tiles of ``input`` (one tile or a tuple), broadcast to one shape."""
+    many = isinstance(input, (tuple, list))
+    tiles = [as_tile(x) for x in (input if many else [input])]
+    if not tiles:
+        raise located(TileValueError(f"{op}: no input tiles"))
+    shape = broadcast_shapes(*(t.shape for t in tiles))
+    if shape == ():
+        raise located(TileShapeError(f"{op} of a 0-d tile"))
+    return [full_shape(t.var, shape) for t in tiles], many
+
+
+def _result(out, dtype, i, op):
+    """The combine function's ``i``-th result as an atom of ``dtype`` (a weak scalar converted)."""
+    atom = as_atom(out, f"{op}: the combine function's result {i}")
+    if atom.type.weak and atom.type.dtype is not dtype:
+        if isinstance(atom, Literal):
+            return literal(atom.value.item(), dtype)
+        atom = bind1(P.convert, [double_of(atom) or atom], op, dtype=dtype).var
+    if atom.type.shape != () or atom.type.dtype is not dtype:
+        raise located(
+            TileTypeError(
+                f"{op}: the combine function's result {i} is {atom.type.strong()}, its input {i} is {dtype.short}[]; "
+                f"a combine function returns one scalar of each input's dtype (convert with .astype(tl.{dtype.name}))"
+            )
+        )
+    return atom
+
+
+def _traced(fn, dtypes, op) -> Combine:
+    """``fn`` traced on two groups of 0-d tiles of ``dtypes`` (left, then right)."""
+    params = [Var(TileType((), d), hint=f"{side}{i}") for side in "ab" for i, d in enumerate(dtypes)]
+    block = Block(params)
+    with TraceScope(block):
+        out = fn(*(Tile(p) for p in params))
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(dtypes):
+            raise located(
+                TileValueError(f"{op}: the combine function returned {len(outs)} values for {len(dtypes)} input tiles")
+            )
+        block.results = [_result(o, d, i, op) for i, (o, d) in enumerate(zip(outs, dtypes))]
+    defined = set(params)
+    for eqn in block.eqns:
+        outside = [a for a in eqn.inputs if isinstance(a, Var) and a not in defined]
+        if eqn.prim.name not in _SCALAR_OPS or outside:
+            what = "a tile made outside it" if outside else f"`{eqn.prim.name}`"
+            err = TileValueError(f"{op}: a combine function may use only elementwise operations on its arguments and "
+                                 f"constants; it uses {what}")  # fmt: skip
+            err.loc = eqn.loc
+            raise err
+        defined.update(eqn.outputs)
+    return Combine(block)
+
+
+def reduce(input, axis, combine_fn, keepdims=False):
+    """Reduce ``input`` (a tile, or a tuple of tiles broadcast to one shape) along ``axis`` (all
+    axes if None) with ``combine_fn``, which takes two groups of scalars, the left
+    operand's then the right's, and returns one (one scalar per input tile, of its dtype).
+    It must be associative; it need not commute (elements combine in order). Returns a tile,
+    or a tuple for a tuple input. Example, the maximum and its last index::
+
+        def last_max(a, i, b, j):
+            right = b >= a
+            return tl.where(right, b, a), tl.where(right, j, i)
+
+        m, at = tl.reduce((x, tl.arange(0, N)), 0, last_max)
+    """
+    xs, many = _inputs(input, "reduce")
+    combine = _traced(combine_fn, [x.type.dtype for x in xs], "reduce")
+    ndim = xs[0].type.ndim
+    if axis is None:
+        flat = [bind1(P.reshape, [x], "reduce", shape=(xs[0].type.size,)).var for x in xs]
+        outs = bind(PRIMITIVES["reduce"], flat, "reduce", axis=0, combine=combine)
+        shape = (1,) * ndim if keepdims else None
+    else:
+        ax = axis_index(axis, ndim, "reduce")
+        outs = bind(PRIMITIVES["reduce"], xs, "reduce", axis=ax, combine=combine)
+        shape = outs[0].shape[:ax] + (1,) + outs[0].shape[ax:] if keepdims else None
+    if shape is not None:
+        outs = [bind1(P.reshape, [o], "reduce", shape=shape) for o in outs]
+    return tuple(outs) if many else outs[0]
+
+
+def associative_scan(input, axis, combine_fn, reverse=False):
+    """Inclusive scan of ``input`` (a tile, or a tuple of tiles broadcast to one shape) along
+    ``axis`` with ``combine_fn`` (as :func:`reduce`'s: associative, not necessarily
+    commutative): element ``i`` is ``x[0] . x[1] . ... . x[i]``; with ``reverse`` the scan of
+    the flipped axis, flipped back: ``x[n-1] . ... . x[i]`` (as ``jax.lax.associative_scan``).
+    Example, the linear recurrence ``h[t] = a[t] * h[t-1] + b[t]`` (``reverse``: ``h[t] =
+    a[t] * h[t+1] + b[t]``)::
+
+        def step(a1, b1, a2, b2):  # b1 applied first, then (a2, b2)
+            return a1 * a2, b1 * a2 + b2
+
+        _, h = tl.associative_scan((a, b), 0, step)
+    """
+    xs, many = _inputs(input, "associative_scan")
+    combine = _traced(combine_fn, [x.type.dtype for x in xs], "associative_scan")
+    ax = axis_index(axis, xs[0].type.ndim, "associative_scan")
+    outs = bind(PRIMITIVES["associative_scan"], xs, "associative_scan", axis=ax, combine=combine, reverse=bool(reverse))
+    return tuple(outs) if many else outs[0]
