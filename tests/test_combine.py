@@ -133,3 +133,88 @@ def test_combines_in_order_and_without_phantoms(kind, op, data, axis, tile):
         AXIS=axis,
         TILE=tile,
     )
+
+
+@tl.tile_kernel
+def scalar_kernel(x, out, AXIS: tl.Constant, KEEP: tl.Constant, N: tl.Constant):
+    t = tl.load(x, index=(0, 0, 0), shape=(3, N, 5))
+    # a number's digits, most significant first (associative, not commutative), the base broadcast
+    r, _ = tl.reduce(
+        (t, tl.full((), 10, tl.int64)), AXIS, lambda v1, p1, v2, p2: (v1 * p2 + v2, p1 * p2), keepdims=KEEP
+    )
+    tl.store(out, tl.reshape(r, (-1,)), index=(0,))
+
+
+@pytest.mark.parametrize("axis, keep", [(None, False), (None, True), (1, False), (1, True), (0, False), (2, True)])
+def test_reduce_axes_and_keepdims(axis, keep):
+    x = np.random.default_rng(1).integers(0, 7, (3, 37, 5)).astype(np.int64)
+    flat = x.reshape(-1) if axis is None else np.moveaxis(x, axis, -1)
+    acc = flat[..., 0]
+    for k in range(1, flat.shape[-1]):
+        acc = acc * 10 + flat[..., k]  # (int64 wraps: both sides alike)
+    expected = np.asarray(acc).reshape(-1)
+    out = np.zeros(expected.size, np.int64)
+    tlt.check_kernel(scalar_kernel, (1,), args=(x, out), reference=lambda x, out: expected, AXIS=axis, KEEP=keep, N=37)
+
+
+@tl.tile_kernel
+def recurrence(a, b, h, T: tl.Constant):
+    """h[t] = a[t] * h[t-1] + b[t] along the rows, one row a block."""
+    i = tl.block_id(0)
+    _, r = tl.associative_scan((tl.load(a, index=(i, 0), shape=(1, T)), tl.load(b, index=(i, 0), shape=(1, T))), 1,
+                               lambda a1, b1, a2, b2: (a1 * a2, b1 * a2 + b2))  # fmt: skip
+    tl.store(h, r, index=(i, 0))
+
+
+def test_the_scan_compiles_to_shuffles_without_local_memory():
+    e = tl.explain(recurrence, "f32[:, :]", "f32[:, :]", "f32[:, :]", T=4096)
+    assert "combine={ lambda" in e["tile_ir"]  # the traced combine function, printed under its scan
+    assert "shfl.sync.bfly.b32" in e["ptx"] and "bar.sync" in e["ptx"]  # lanes by shuffles, warps through smem
+    assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+
+
+def _reads_outside(a, b):  # (a tile of the kernel, through a global)
+    return a + OUTSIDE[0]
+
+
+OUTSIDE = []
+
+
+@tl.tile_kernel
+def bad_combine_kernel(x, out, WHAT: tl.Constant):
+    t = tl.load(x, index=(0,), shape=(8,))
+    OUTSIDE[:] = [tl.sum(t)] if WHAT == "outside" else []
+    fns = {
+        "count": lambda a, b: (a, b),
+        "dtype": lambda a, b: a > b,
+        "shape": lambda a, b: tl.full((2,), 1.0, tl.float32),
+        "load": lambda a, b: a + tl.reshape(tl.load(x, index=(0,), shape=(1,)), ()),
+        "sum": lambda a, b: tl.sum(tl.full((4,), 1.0, tl.float32)) + a,
+        "outside": _reads_outside,
+    }
+    if WHAT == "axis":
+        r = tl.reduce(t, 1, lambda a, b: a + b)
+    elif WHAT == "scalar":
+        r = tl.reduce(tl.sum(t), 0, lambda a, b: a + b)
+    else:
+        r = tl.reduce(t, 0, fns[WHAT])
+    tl.store(out, tl.reshape(r, (1,)), index=(0,))
+
+
+@pytest.mark.parametrize(
+    "what, error, message",
+    [
+        ("count", tl.TileValueError, "returned 2 values for 1 input tiles"),
+        ("dtype", tl.TileTypeError, "result 0 is bool\\[\\], its input 0 is f32\\[\\]"),
+        ("shape", tl.TileTypeError, "result 0 is f32\\[2\\]"),
+        ("load", tl.TileValueError, "only elementwise operations .* it uses `load`"),
+        ("sum", tl.TileValueError, "only elementwise operations"),
+        ("outside", tl.TileValueError, "a tile made outside it"),
+        ("axis", tl.TileValueError, "axis 1 is out of range"),
+        ("scalar", tl.TileShapeError, "reduce of a 0-d tile"),
+    ],
+)
+def test_bad_combine_functions_are_reported_at_their_line(what, error, message):
+    with pytest.raises(error, match=message) as info:
+        bad_combine_kernel[1](np.ones(8, np.float32), np.zeros(1, np.float32), WHAT=what, backend="interpret")
+    assert info.value.loc is not None and info.value.loc.file.endswith("test_combine.py"), info.value

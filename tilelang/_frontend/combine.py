@@ -62,7 +62,7 @@ def _traced(fn, dtypes, op) -> Combine:
     for eqn in block.eqns:
         outside = [a for a in eqn.inputs if isinstance(a, Var) and a not in defined]
         if eqn.prim.name not in _SCALAR_OPS or outside:
-            what = "a tile made outside it" if outside else f"`{eqn.prim.name}`"
+            what = f"`{eqn.prim.name}`" if eqn.prim.name not in _SCALAR_OPS else "a tile made outside it"
             err = TileValueError(f"{op}: a combine function may use only elementwise operations on its arguments and "
                                  f"constants; it uses {what}")  # fmt: skip
             err.loc = eqn.loc
