@@ -7,7 +7,17 @@ import sys
 import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
-NAMES = ["vector_add", "softmax", "matmul", "layernorm", "histogram", "attention", "dropout", "compaction", "linear_recurrence"]
+NAMES = [
+    "vector_add",
+    "softmax",
+    "matmul",
+    "layernorm",
+    "histogram",
+    "attention",
+    "dropout",
+    "compaction",
+    "linear_recurrence",
+]
 
 
 def _load(name):
