@@ -68,7 +68,7 @@ def _traced(fn, dtypes, op) -> Combine:
             err.loc = eqn.loc
             raise err
         defined.update(eqn.outputs)
-    return Combine(block)
+    return Combine(block, _commutes(block))
 
 
 def reduce(input, axis, combine_fn, keepdims=False):
@@ -118,3 +118,32 @@ def associative_scan(input, axis, combine_fn, reverse=False):
     ax = axis_index(axis, xs[0].type.ndim, "associative_scan")
     outs = bind(PRIMITIVES["associative_scan"], xs, "associative_scan", axis=ax, combine=combine, reverse=bool(reverse))
     return tuple(outs) if many else outs[0]
+
+
+_COMMUTING = {"add", "mul", "maximum", "minimum", "and", "or", "xor", "eq", "ne"}
+
+
+def _commutes(block: Block) -> bool:
+    """Whether ``block``'s results are the same expressions with its two groups of parameters
+    swapped, up to the order of the operands of commuting operations (``a + b``,
+    ``tl.maximum(a, b)``, an online softmax's ``(max, s1*exp(m1-m) + s2*exp(m2-m))``).
+    Expressions are numbered as they are first seen (hash-consing), in one table for both
+    orders, so equal expressions get equal numbers and the check stays linear."""
+    n, numbers = len(block.params) // 2, {}
+
+    def number(key):
+        return numbers.setdefault(key, len(numbers))
+
+    def forms(swapped):
+        form = {p: number(("arg", (i + n) % (2 * n) if swapped else i)) for i, p in enumerate(block.params)}
+
+        def of(a):
+            return form[a] if isinstance(a, Var) else number(("literal", repr(a.value), str(a.type)))
+
+        for eqn in block.eqns:
+            args = [of(a) for a in eqn.inputs]
+            args = sorted(args) if eqn.prim.name in _COMMUTING else args
+            form[eqn.outputs[0]] = number((eqn.prim.name, repr(sorted(eqn.params.items())), tuple(args)))
+        return [of(r) for r in block.results]
+
+    return forms(False) == forms(True)

@@ -111,9 +111,11 @@ class Combine:
     parameters are two groups of 0-d values (the left operand's, then the right's) and whose
     results are one group, computed by elementwise equations. An equation's param, not a
     sub-block: no pass lays it out or rewrites it; the interpreter runs it on arrays and the
-    lowering on register values."""
+    lowering on register values. ``commutes``: its results are the same expressions with
+    the two groups swapped (a reduction may then combine in any order)."""
 
     body: Block
+    commutes: bool = False
 
 
 @dataclass

@@ -34,12 +34,18 @@ def _identity(name, dtype):
 
 
 class _Reducer:
-    """Combines (value) or (value, index) pairs; argmax/argmin keep the first index on
-    ties and treat NaN as the extreme, as NumPy does."""
+    """A builtin reduction's combine: (value) or (value, index) tuples; argmax/argmin keep the
+    first index on ties and treat NaN as the extreme, as NumPy does. Phantom slots start
+    as the identity."""
 
     def __init__(self, lw, name, dtype):
         self.lw, self.name, self.dtype = lw, name, dtype
         self.arg = name in ("argmax", "argmin")
+
+    def start(self, xs, src, axis):
+        item = (self.lw.regs(xs[0], src), self.lw.coord(src, axis)) if self.arg else (self.lw.regs(xs[0], src),)
+        valid = self.lw.valid(src)
+        return tuple(self.lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, self.identity()))
 
     def identity(self):
         value = Imm(_identity(self.name, self.dtype), self.dtype)
@@ -65,18 +71,56 @@ class _Reducer:
             )
         return (lw.op(self.dtype, "select", take, vb, va), lw.op(i32, "select", take, ib, ia))
 
+    def results(self, partial):
+        return [partial[-1 if self.arg else 0]]
 
-def lower_reduce(lw, eqn, x, *, axis):
-    src = lw.layout(x)
+
+class _Commuting(_Reducer):
+    """A combine function that commutes (``Combine.commutes``), so the tree may take its
+    operands in any order. It has no identity element: where the axis has phantom slots,
+    a last component says whether a partial holds any real element, and a combine with an
+    empty side keeps the other."""
+
+    def __init__(self, lw, combine, phantoms):
+        self.lw, self.combine_fn, self.phantoms = lw, combine, phantoms
+
+    def start(self, xs, src, axis):
+        values = tuple(self.lw.regs(x, src) for x in xs)
+        return (*values, self.lw.valid(src, dims=[axis])) if self.phantoms else values
+
+    def identity(self):  # (the dtypes of the components)
+        zeros = tuple(Imm(0, p.type.dtype) for p in self.combine_fn.body.results)
+        return (*zeros, Imm(False, b1)) if self.phantoms else zeros
+
+    def combine(self, a, b):
+        lw = self.lw
+        if not self.phantoms:
+            return _applied(lw, self.combine_fn, a, b)
+        (*a, real_a), (*b, real_b) = a, b
+        both = _applied(lw, self.combine_fn, a, b)
+        out = tuple(
+            lw.op(x.dtype, "select", real_b, lw.op(x.dtype, "select", real_a, c, y), x) for c, x, y in zip(both, a, b)
+        )
+        return (*out, lw.op(b1, "lor", real_a, real_b))
+
+    def results(self, partial):
+        return list(partial[: len(partial) - self.phantoms])
+
+
+def lower_reduce(lw, eqn, *xs, axis, combine=None):
+    """A tree inside each thread, butterfly shuffles across lanes, one round through shared
+    memory across warps: for the builtin reductions and combine functions that commute."""
+    src = lw.layout(xs[0])
     out_layout = lw.layout(eqn.outputs[0])
-    red = _Reducer(lw, eqn.prim.name, x.type.dtype)
+    if combine is None:
+        red = _Reducer(lw, eqn.prim.name, xs[0].type.dtype)
+    else:
+        red = _Commuting(lw, combine, src.shape[axis] != src.padded[axis])
     bits = src.dim_bits(axis)
-    where, total = lw.scan_totals.get((x, axis, eqn.prim.name, src), (None, None))
-    if where is lw.stmts and eqn.outputs[0].type.dtype == x.type.dtype:
+    where, total = lw.scan_totals.get((xs[0], axis, eqn.prim.name, src), (None, None))
+    if where is lw.stmts and eqn.outputs[0].type.dtype == xs[0].type.dtype:
         return output(lw, eqn, total)  # a scan of x along axis, made in this statement list, has the totals
-    item = (lw.regs(x, src), lw.coord(src, axis)) if red.arg else (lw.regs(x, src),)
-    valid = lw.valid(src)
-    partial = tuple(lw.op(a.dtype, "select", valid, a, ident) for a, ident in zip(item, red.identity()))
+    partial = red.start(xs, src, axis)
 
     # 1. inside each thread: halve the slots along each register bit of the axis, a tree (a
     # loop folding them one by one compiles smaller, but its chain of dependent adds made a
@@ -126,7 +170,7 @@ def lower_reduce(lw, eqn, x, *, axis):
 
         partial = _folded(lw, gather(index), groups, n, step)
         lw.release(*bufs)
-    output(lw, eqn, partial[-1 if red.arg else 0])
+    lw.values.update(zip(eqn.outputs, red.results(partial)))
 
 
 def _folded(lw, first, count, n, step):
@@ -179,8 +223,11 @@ def lower_combined_scan(lw, eqn, *xs, axis, combine, reverse):
 
 
 def lower_combined_reduce(lw, eqn, *xs, axis, combine):
-    """The scan's totals (they leave the padding out), which hold the non-axis register slots
-    in the reduced layout's order; the scan itself is dead code."""
+    """A combine function that commutes reduces as the builtins do; any other takes the
+    scan's totals (they leave the padding out), which hold the non-axis register slots in
+    the reduced layout's order (the scan itself is dead code)."""
+    if combine.commutes:
+        return lower_reduce(lw, eqn, *xs, axis=axis, combine=combine)
     layout = lw.layout(xs[0])
     values = tuple(lw.regs(x, layout) for x in xs)
     _, total = _butterfly(lw, layout, axis, values, functools.partial(_applied, lw, combine), exact=True)

@@ -3,8 +3,8 @@
 :func:`programs` draws whole kernels: 1-3 input arrays of rank 1-3 whose sizes are not
 multiples of the tiles, loads through ``index=`` and ``offset=`` windows with padding, a
 random DAG of ops (elementwise math and comparisons, ``where``, ``astype``, broadcasting
-of rows and columns, reductions, arg-reductions and scans, shape ops, small dots,
-gathers, scatters and atomics), optionally a ``tl.range`` loop with loop-carried tiles,
+of rows and columns, reductions, arg-reductions and scans, also by combine functions,
+shape ops, small dots, gathers, scatters and atomics), optionally a ``tl.range`` loop with loop-carried tiles,
 over every dtype, and stores into output arrays that sit inside guard margins. A
 :class:`Program` is the kernel's source plus ``SPEC``, the description of its arguments;
 :mod:`tilelang.testing.fuzz` writes it to a file, runs it on several backends and
@@ -28,6 +28,9 @@ SIZES = [1, 2, 3, 4, 5, 7, 8, 13, 16, 32]
 BINARY = ["+", "-", "*", "maximum", "minimum", "<", "==", ">=", "!=", "/", "//", "%", "&", "|", "^", "<<", ">>"]
 UNARY = ["-", "abs", "~", "floor", "ceil"]
 REDUCTIONS = ["sum", "max", "min", "argmax", "argmin", "prod"]
+# combine functions of tl.reduce / tl.associative_scan whose results are elements of the input
+# (the value facts carry over): the ends of the axis (order-sensitive) and the extremes
+COMBINE_FUNCTIONS = ["lambda a, b: a", "lambda a, b: b", "tl.maximum", "tl.minimum"]
 OPS = [
     "binary",
     "unary",
@@ -36,6 +39,7 @@ OPS = [
     "astype",
     "reduce",
     "scan",
+    "combine",
     "shape",
     "dot",
     "load",
@@ -330,6 +334,21 @@ class _Builder:
             return None
         op, axis = self.pick(["cumsum", "cumprod"]), self.draw(st.integers(0, len(x.shape) - 1))
         return self.define(V.reduce(op, x, x.shape[axis], x.shape, self.name()), f"tl.{op}({x.name}, axis={axis})")
+
+    def op_combine(self):
+        x = self.recent(lambda v: v.shape != ())
+        if x is None:
+            return None
+        fn, name = self.pick(COMBINE_FUNCTIONS), self.name()
+        if self.draw(st.booleans()):
+            axis, keep = self._axis(x), self.draw(st.booleans())
+            axes = range(len(x.shape)) if axis is None else [axis % len(x.shape)]
+            shape = tuple(1 if k in axes else s for k, s in enumerate(x.shape) if keep or k not in axes)
+            expr = f"tl.reduce({x.name}, {axis}, {fn}{', keepdims=True' if keep else ''})"
+        else:
+            axis, reverse, shape = self.draw(st.integers(0, len(x.shape) - 1)), self.draw(st.booleans()), x.shape
+            expr = f"tl.associative_scan({x.name}, {axis}, {fn}{', reverse=True' if reverse else ''})"
+        return self.define(replace(x, name=name, shape=shape), expr)
 
     def op_shape(self):
         x = self.recent()
