@@ -188,6 +188,15 @@ def test_the_scan_compiles_to_shuffles_without_local_memory():
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
 
 
+def test_the_cost_estimate_counts_the_combine_functions_float_ops():
+    from tilelang._passes.estimate_cost import estimate_cost
+
+    a = np.zeros((3, 64), np.float32)
+    arguments = recurrence.bind((a, a, a), dict(T=64))
+    program = recurrence.compile(recurrence.specialize(arguments)[0], "interpret").program
+    assert estimate_cost(program, (3,), arguments).flops == 3 * 64 * 3  # a1*a2, b1*a2, + b2 an element
+
+
 def _reads_outside(a, b):  # (a tile of the kernel, through a global)
     return a + OUTSIDE[0]
 

@@ -43,6 +43,9 @@ def _block_flops(block: Block, scalars: dict) -> tuple[int, bool]:
         elif name == "dot":
             (m, k), n = eqn.inputs[0].type.shape, eqn.inputs[1].type.shape[1]
             total += 2 * m * n * k
+        elif name in ("reduce", "associative_scan"):  # the combine function's float ops, once an element
+            ops = sum(e.outputs[0].type.dtype.is_float for e in eqn.params["combine"].body.eqns)
+            total += eqn.inputs[0].type.size * ops
         elif name not in _NOT_FLOPS and any(a.type.dtype.is_float for a in eqn.inputs if hasattr(a.type, "dtype")):
             total += max((a.type.size for a in eqn.inputs if not isinstance(a.type, ArrayType)), default=1)
     return total, exact
