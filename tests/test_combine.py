@@ -50,14 +50,13 @@ def online(m1, s1, m2, s2, ns):
 COMBINES = {"first": first, "last": last, "last_max": last_max, "affine": affine, "sum": sum_, "online": online}
 PAIRS = ("affine", "last_max", "online")  # combine two tiles
 ROUNDED = ("affine", "sum", "online")  # float results depend on the bracketing
-TILES = st.sampled_from([(1, 6), (4, 4), (5, 3), (7, 9), (3, 40), (64, 2), (2, 130)])
+TILES = st.sampled_from([(1, 6), (4, 4), (5, 3), (7, 9), (3, 40), (64, 2), (2, 130), (2, 1000), (600, 1)])
 
 
 def traced(fn):
     return lambda *args: fn(*args, ns=tl)
 
 
-@tl.tile_kernel
 def combine_kernel(x, y, out, out2, OP: tl.Constant, KIND: tl.Constant, AXIS: tl.Constant, TILE: tl.Constant):
     i, j = tl.block_id(0), tl.block_id(1)
     a = tl.load(x, index=(i, j), shape=TILE, padding=1)
@@ -74,6 +73,10 @@ def combine_kernel(x, y, out, out2, OP: tl.Constant, KIND: tl.Constant, AXIS: tl
     tl.store(out, r[0], index=(i, j))
     if len(r) > 1:
         tl.store(out2, r[1], index=(i, j))
+
+
+# the default threads (32 for these tiles) and more: the axis across warps, elements replicated
+KERNELS = {t: tl.tile_kernel(num_threads=t)(combine_kernel) for t in (None, 128, 512)}
 
 
 def fold(fn, xs, axis, kind):
@@ -103,8 +106,8 @@ def assemble(blocks, shape):
 
 @pytest.mark.parametrize("kind", ["reduce", "scan", "reverse"])
 @pytest.mark.parametrize("op", sorted(COMBINES))
-@given(data=st.data(), axis=st.sampled_from([0, 1]), tile=TILES)
-def test_combines_in_order_and_without_phantoms(kind, op, data, axis, tile):
+@given(data=st.data(), axis=st.sampled_from([0, 1]), tile=TILES, threads=st.sampled_from(sorted(KERNELS, key=str)))
+def test_combines_in_order_and_without_phantoms(kind, op, data, axis, tile, threads):
     kinds = {"affine": "iuf", "sum": "iuf", "online": "f"}.get(op, "biuf")
     d = data.draw(tlt.dtypes(kinds, exclude=[tl.float16, tl.bfloat16] if op in ROUNDED else []), label="d")
     shape = data.draw(tlt.shapes(tile), label="shape")
@@ -136,7 +139,7 @@ def test_combines_in_order_and_without_phantoms(kind, op, data, axis, tile):
         return expected + [out2] * (2 - len(expected))
 
     tlt.check_kernel(
-        combine_kernel,
+        KERNELS[threads],
         (gm, gn),
         args=(x, y, *outputs),
         reference=reference,
@@ -215,9 +218,13 @@ def bad_combine_kernel(x, out, WHAT: tl.Constant):
         "load": lambda a, b: a + tl.reshape(tl.load(x, index=(0,), shape=(1,)), ()),
         "sum": lambda a, b: tl.sum(tl.full((4,), 1.0, tl.float32)) + a,
         "outside": _reads_outside,
+        "outer_tile": lambda a, b: a + b + t,
+        "arity": lambda a: a,
     }
     if WHAT == "axis":
         r = tl.reduce(t, 1, lambda a, b: a + b)
+    elif WHAT == "float_for_int":  # (not truncated to 1)
+        r = tl.reduce(t.astype(tl.int32), 0, lambda a, b: 1.5).astype(tl.float32)
     elif WHAT == "scalar":
         r = tl.reduce(tl.sum(t), 0, lambda a, b: a + b)
     else:
@@ -234,6 +241,9 @@ def bad_combine_kernel(x, out, WHAT: tl.Constant):
         ("load", tl.TileValueError, "only elementwise operations .* it uses `load`"),
         ("sum", tl.TileValueError, "only elementwise operations"),
         ("outside", tl.TileValueError, "a tile made outside it"),
+        ("outer_tile", tl.TileValueError, "a tile made outside it"),
+        ("arity", tl.TileValueError, "must take 2 scalars, .* as f\\(a0, b0\\)"),
+        ("float_for_int", tl.TileTypeError, "result 0 is f32\\[\\], its input 0 is i32\\[\\]"),
         ("axis", tl.TileValueError, "axis 1 is out of range"),
         ("scalar", tl.TileShapeError, "reduce of a 0-d tile"),
     ],

@@ -204,14 +204,17 @@ def test_loop_with_reduction_compiles():
 def test_a_row_scan_across_warps_keeps_its_shared_addresses_in_one_register():
     """The scan's exchange between warps reads its partner at this thread's index plus one
     offset (a per-slot xor, hoisted out of the loop, held 64 addresses: 172 registers), from
-    one base register per exchange; it moves the totals of the thread's runs, not every
-    element (32 a thread: 96 registers; 8 totals: 56); the row's sum is the scan's total (no
-    reduction of its own: two exchanges and the loop's end are all the barriers)."""
+    one base register per exchange; it moves one total per run still distinct, not every
+    element: 8 a thread (two 16-byte vectors, one warp's lanes writing once: 192 bytes of
+    shared memory), where 32 elements a thread took 96 registers and 32 KB; the row's sum
+    is the scan's total (no reduction of its own: two exchanges and the loop's end are all
+    the barriers)."""
     e = explain(rows.row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)
     ptx = e["ptx"]
-    loads = re.findall(r"ld\.shared\.f32\s+%f\d+, \[(%rd\d+)(?:\+\d+)?\]", ptx)
-    stores = re.findall(r"st\.shared\.f32\s+\[(%rd\d+)(?:\+\d+)?\]", ptx)
-    assert len(loads) == len(stores) == 16 and len(set(loads)) == len(set(stores)) == 2
+    loads = re.findall(r"ld\.shared\.v4\.f32\s+\{[^}]*\}, \[(%rd\d+)(?:\+\d+)?\]", ptx)
+    stores = re.findall(r"st\.shared\.v4\.f32\s+\[(%rd\d+)(?:\+\d+)?\]", ptx)
+    assert len(loads) == len(stores) == 4 and len(set(loads)) == len(set(stores)) == 2
+    assert ptx.count("bar.sync") == 3 and "shared memory per block 192 bytes" in e["resources"], e["resources"]
     assert int(re.search(r"registers per thread (\d+)", e["resources"])[1]) <= 64, e["resources"]
     assert ptx.count("bar.sync") == 3
 

@@ -8,6 +8,9 @@ of element groups, in registers on the GPU.
 
 from __future__ import annotations
 
+import inspect
+
+from .. import dtypes
 from .._ir import primitives as P
 from .._ir.core import PRIMITIVES, Block, Combine, Literal, TileType, Var
 from ..errors import TileShapeError, TileTypeError, TileValueError
@@ -30,9 +33,11 @@ def _inputs(input, op) -> list:
 
 
 def _result(out, dtype, i, op):
-    """The combine function's ``i``-th result as an atom of ``dtype`` (a weak scalar converted)."""
+    """The combine function's ``i``-th result as an atom of ``dtype`` (a weak scalar converted,
+    as a loop-carried value's: a float into an integer is refused, not truncated)."""
     atom = as_atom(out, f"{op}: the combine function's result {i}")
-    if atom.type.weak and atom.type.dtype is not dtype:
+    higher = dtypes.CATEGORY[atom.type.dtype.kind] > dtypes.CATEGORY[dtype.kind]
+    if atom.type.weak and atom.type.dtype is not dtype and not higher:
         if isinstance(atom, Literal):
             return literal(atom.value.item(), dtype)
         atom = bind1(P.convert, [double_of(atom) or atom], op, dtype=dtype).var
@@ -46,28 +51,42 @@ def _result(out, dtype, i, op):
     return atom
 
 
-def _traced(fn, dtypes, op) -> Combine:
-    """``fn`` traced on two groups of 0-d tiles of ``dtypes`` (left, then right)."""
-    params = [Var(TileType((), d), hint=f"{side}{i}") for side in "ab" for i, d in enumerate(dtypes)]
+def _traced(fn, dtypes_, op) -> Combine:
+    """``fn`` traced on two groups of 0-d tiles of ``dtypes_`` (left, then right)."""
+    params = [Var(TileType((), d), hint=f"{side}{i}") for side in "ab" for i, d in enumerate(dtypes_)]
+    try:
+        inspect.signature(fn).bind(*params)
+    except TypeError:
+        raise located(
+            TileValueError(
+                f"{op}: the combine function must take {len(params)} scalars, the left operand's {len(dtypes_)} then "
+                f"the right's (one per input tile), as f({', '.join(f'a{i}' for i in range(len(dtypes_)))}, "
+                f"{', '.join(f'b{i}' for i in range(len(dtypes_)))})"
+            )
+        ) from None
+    except ValueError:  # (no signature to read: a builtin; calling it says what is wrong)
+        pass
     block = Block(params)
     with TraceScope(block):
         out = fn(*(Tile(p) for p in params))
         outs = list(out) if isinstance(out, (tuple, list)) else [out]
-        if len(outs) != len(dtypes):
+        defined = set(params)
+        for eqn in block.eqns:
+            outside = [a for a in eqn.inputs if isinstance(a, Var) and a not in defined]
+            if eqn.prim.name not in _SCALAR_OPS or outside:
+                what = f"`{eqn.prim.name}`" if eqn.prim.name not in _SCALAR_OPS else "a tile made outside it"
+                err = TileValueError(f"{op}: a combine function may use only elementwise operations on its arguments "
+                                     f"and constants; it uses {what}")  # fmt: skip
+                err.loc = eqn.loc
+                raise err
+            defined.update(eqn.outputs)
+        if any(isinstance(o, Tile) and o.var not in defined for o in outs):
+            raise located(TileValueError(f"{op}: the combine function returns a tile made outside it"))
+        if len(outs) != len(dtypes_):
             raise located(
-                TileValueError(f"{op}: the combine function returned {len(outs)} values for {len(dtypes)} input tiles")
+                TileValueError(f"{op}: the combine function returned {len(outs)} values for {len(dtypes_)} input tiles")
             )
-        block.results = [_result(o, d, i, op) for i, (o, d) in enumerate(zip(outs, dtypes))]
-    defined = set(params)
-    for eqn in block.eqns:
-        outside = [a for a in eqn.inputs if isinstance(a, Var) and a not in defined]
-        if eqn.prim.name not in _SCALAR_OPS or outside:
-            what = f"`{eqn.prim.name}`" if eqn.prim.name not in _SCALAR_OPS else "a tile made outside it"
-            err = TileValueError(f"{op}: a combine function may use only elementwise operations on its arguments and "
-                                 f"constants; it uses {what}")  # fmt: skip
-            err.loc = eqn.loc
-            raise err
-        defined.update(eqn.outputs)
+        block.results = [_result(o, d, i, op) for i, (o, d) in enumerate(zip(outs, dtypes_))]
     return Combine(block, _commutes(block))
 
 

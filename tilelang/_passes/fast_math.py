@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from .. import dtypes as D
-from .._ir.core import PRIMITIVES, Eqn, Literal, Program, TileType, Var, nested_blocks
+from .._ir.core import PRIMITIVES, Combine, Eqn, Literal, Program, TileType, Var, nested_blocks
 
 LOG2E, LN2 = 1 / math.log(2), math.log(2)
 
@@ -34,6 +34,8 @@ LOG2E, LN2 = 1 / math.log(2), math.log(2)
 def relax_numerics(program: Program) -> Program:
     for block in nested_blocks(program.body):
         block.eqns = [new for eqn in block.eqns for new in _relaxed(eqn)]
+        for combine in (v for eqn in block.eqns for v in eqn.params.values() if isinstance(v, Combine)):
+            combine.body.eqns = [new for eqn in combine.body.eqns for new in _relaxed(eqn)]  # (tl.reduce's function)
     return program
 
 

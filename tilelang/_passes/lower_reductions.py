@@ -301,7 +301,8 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
             t = hardware[b]
             upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
             partner = tuple(
-                _from_lane(lw, x, 1 << t) if t < 5 else _exchange(lw, layout, x, b, upper, held) for x in total
+                _from_lane(lw, x, 1 << t) if t < 5 else _exchange(lw, layout, x, t, upper, held, bits.start, b)
+                for x in total
             )
             low, high = (select(upper, partner, total), select(upper, total, partner)) if ordered else (partner, total)
             below = above = every_slot(partner)
@@ -315,22 +316,39 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     return scan, total
 
 
-def _exchange(lw, layout, value, bit, upper, held):
-    """The slots of ``value`` (the register bits ``held`` of ``layout``) from the elements
-    whose padded index differs in ``bit`` (held by another warp: ``upper`` says whether this
-    thread's elements have it set), through shared memory. The partner's index is this
-    one's plus one offset per thread, not a per-slot xor: the addresses stay one base
-    register plus constants (per-slot addresses hoisted out of a loop took 64 registers in
-    a row cumsum)."""
+def _exchange(lw, layout, value, t, upper, held, low, b):
+    """The totals ``value`` (in the slots of the register bits ``held``) of the threads whose
+    thread id differs in bit ``t`` (another warp; ``upper``: this thread's bit is 1), through
+    shared memory. The buffer holds one total per run still distinct at bit ``b`` of the
+    axis: indexed by the held slots and the thread bits other than the replicated ones and
+    those of the axis's bits ``low..b-1`` (their threads hold the same totals by now: one of
+    them writes, all read). The partner's index is this one's plus one offset per thread,
+    not a per-slot xor: the addresses stay one base register plus constants (per-slot
+    addresses hoisted out of a loop took 64 registers in a row cumsum)."""
     if isinstance(value, Imm):  # (the same in every element: a tile folded to a constant)
         return value
-    buf = lw.buffer(value.dtype, _padded_size(layout))
-    index = lw.pick(_padded_flat(lw, layout), [(j, layout.reg.index(h)) for j, h in enumerate(held)], 1 << len(held))
-    lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
+    distinct = [tt for tt, lb in layout.hardware() if lb is not None and not low <= lb < b]
+    settled = sum(1 << tt for tt, _ in layout.hardware() if tt not in distinct)
+
+    def thread_part():
+        index = Imm(0, i32)
+        for k, tt in enumerate(distinct):
+            bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(tt, i32)), Imm(1, i32))
+            index = lw.op(i32, "or", index, lw.op(i32, "shl", bit, Imm(len(held) + k, i32)))
+        return index
+
+    at = lw.cached(("exchange", tuple(distinct), len(held)), thread_part)
+    at = lw.op(
+        i32, "add", at, lw.op(i32, "slot", attr=SlotMap.of_bits([(j, j) for j in range(len(held))]), n=1 << len(held))
+    )
+    buf = lw.buffer(value.dtype, 1 << (len(held) + len(distinct)))
+    writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
+    lw.stmts.append(SharedStore(buf, at, value, writer))
     lw.barrier()
-    dst = lw.reg(value.dtype, slots(index), "w")
-    offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
-    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
+    dst = lw.reg(value.dtype, slots(at), "w")
+    step = 1 << (len(held) + distinct.index(t))
+    offset = lw.op(i32, "select", upper, Imm(-step, i32), Imm(step, i32))
+    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", at, offset)))
     lw.release(buf)
     return dst
 
