@@ -200,6 +200,18 @@ def test_the_cost_estimate_counts_the_combine_functions_float_ops():
     assert estimate_cost(program, (3,), arguments).flops == 3 * 64 * 3  # a1*a2, b1*a2, + b2 an element
 
 
+def test_fast_math_relaxes_the_combine_functions_math_too():
+    @tl.tile_kernel(fast_math=True)
+    def softmax_merge(m, s, out, N: tl.Constant):
+        mt, st_ = tl.load(m, index=(0,), shape=(N,)), tl.load(s, index=(0,), shape=(N,))
+        _, total = tl.reduce((mt, st_), 0, lambda m1, s1, m2, s2: online(m1, s1, m2, s2, tl))
+        tl.store(out, tl.reshape(total, (1,)), index=(0,))
+
+    e = tl.explain(softmax_merge, "f32[:]", "f32[:]", "f32[:]", N=64, backend="cpu")
+    combine = e["fast_math"][e["fast_math"].index("combine={") :]
+    assert " exp2 " in combine and " exp " not in combine, combine
+
+
 def _reads_outside(a, b):  # (a tile of the kernel, through a global)
     return a + OUTSIDE[0]
 
