@@ -220,7 +220,7 @@ def test_jobs_run_in_processes_of_their_own(tmp_path):
 def test_every_kind_of_op_is_drawn():
     seen = set()
 
-    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=500, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @seed(0)
     @given(programs.programs(max_ops=10))
     def run(program):
