@@ -3,7 +3,8 @@ rows in float32 and bfloat16, each against torch and a Triton kernel written her
 style of Triton's tutorials (one program per row, the whole row in one block, the
 tutorial's num_warps rule), also over rows of 4095 elements (not 16-byte aligned: tilelang
 runs its kernel for any array, Triton its code for strides not divisible by 16); a per-row
-cross-entropy and a row cumsum against torch.
+cross-entropy and a row cumsum against torch; a linear recurrence along rows (a scan of
+(a, x) pairs by a combine function) against Triton's tl.associative_scan.
 """
 
 from __future__ import annotations
@@ -66,6 +67,21 @@ def row_cumsum(x, out, BLOCK: tl.Constant):
         t = tl.load(x, index=(i, k), shape=(1, BLOCK))
         tl.store(out, tl.cumsum(t, axis=1) + carry, index=(i, k))
         carry += tl.sum(t, axis=1, keepdims=True)
+
+
+def _compose(a1, x1, a2, x2):  # h -> a1*h + x1, then h -> a2*h + x2
+    return a1 * a2, x1 * a2 + x2
+
+
+@tl.tile_kernel
+def recurrence_rows(a, x, h, BLOCK: tl.Constant):
+    """h[i, t] = a[i, t] * h[i, t-1] + x[i, t] along each row (one block a row): a scan of the
+    composed maps (examples/linear_recurrence.py carries the state across chunks)."""
+    i = tl.block_id(0)
+    at = tl.load(a, index=(i, 0), shape=(1, BLOCK), padding=1.0)
+    xt = tl.load(x, index=(i, 0), shape=(1, BLOCK))
+    _, ht = tl.associative_scan((at, xt), 1, _compose)
+    tl.store(h, ht, index=(i, 0))
 
 
 @tl.tile_kernel
@@ -134,7 +150,20 @@ def triton_kernels(triton):
         e = tt.exp(x - tt.max(x, axis=0))
         tt.store(Y + row * stride + cols, (e / tt.sum(e, axis=0)).to(Y.dtype.element_ty), mask=cols < N)
 
-    return layernorm_k, rmsnorm_k, softmax_k
+    @triton.jit
+    def compose_k(a1, x1, a2, x2):
+        return a1 * a2, x1 * a2 + x2
+
+    @triton.jit
+    def recurrence_k(A, X, H, stride, N, BLOCK: tt.constexpr):
+        row = tt.program_id(0)
+        cols = tt.arange(0, BLOCK)
+        a = tt.load(A + row * stride + cols, mask=cols < N, other=1.0)
+        x = tt.load(X + row * stride + cols, mask=cols < N, other=0.0)
+        _, h = tt.associative_scan((a, x), 0, compose_k)
+        tt.store(H + row * stride + cols, h, mask=cols < N)
+
+    return layernorm_k, rmsnorm_k, softmax_k, recurrence_k
 
 
 def _warps(block):
@@ -158,6 +187,7 @@ def bench_rows(torch, time_ms, report, found, quick=False):
     for kind, m, n, dt in cases:
         _row_case(torch, time_ms, report, tk, kind, m, n, getattr(torch, dt))
     _cross_entropy_case(torch, time_ms, report, quick)
+    _recurrence_case(torch, time_ms, report, tk, quick)
     m, n = (1024, 32768) if quick else (8192, 32768)
     x = torch.randn(m, n, device="cuda")
     out = torch.full_like(x, float("nan"))
@@ -168,6 +198,26 @@ def bench_rows(torch, time_ms, report, found, quick=False):
     case, nbytes = f"cumsum rows {m}x{n} f32", 2 * 4 * m * n
     report(case, "tilelang", time_ms(lambda: row_cumsum[m](x, out, BLOCK=4096), torch), nbytes, ok)
     report(case, "torch", time_ms(lambda: torch.cumsum(x, dim=1, out=out), torch), nbytes)
+
+
+def _recurrence_case(torch, time_ms, report, tk, quick):
+    """A linear recurrence along rows (tl.associative_scan of (a, x) pairs), against Triton's
+    tl.associative_scan of the same combine; checked against a float64 loop over the columns."""
+    m, n = (1024, 4096) if quick else (8192, 4096)
+    a, x = torch.rand(m, n, device="cuda") * 0.2 + 0.8, torch.randn(m, n, device="cuda")
+    h = torch.full_like(x, float("nan"))
+    recurrence_rows[m](a, x, h, BLOCK=n)
+    want, state = torch.empty_like(x, dtype=torch.float64), torch.zeros(m, device="cuda", dtype=torch.float64)
+    for t in range(n):
+        state = a[:, t].double() * state + x[:, t].double()
+        want[:, t] = state
+    err = ((h.double() - want).abs() / (want.abs() + 1)).max().item()
+    ok = "ok" if err < 1e-5 else f"WRONG (err {err:.1e})"
+    case, nbytes = f"linear recurrence rows {m}x{n} f32", 3 * 4 * m * n
+    report(case, "tilelang", time_ms(lambda: recurrence_rows[m](a, x, h, BLOCK=n), torch), nbytes, ok)
+    if tk:
+        theirs = lambda: tk[3][(m,)](a, x, h, n, n, BLOCK=n, num_warps=_warps(n))  # noqa: E731
+        report(case, "triton", time_ms(theirs, torch), nbytes)
 
 
 def _cross_entropy_case(torch, time_ms, report, quick):
