@@ -233,7 +233,8 @@ def test_every_kind_of_op_is_drawn():
 
 MARKERS = {
     "binary": " * ", "unary": "abs(", "math": "tl.exp", "where": "tl.where(", "astype": ".astype(",
-    "reduce": "tl.argmax(", "scan": "tl.cumsum(", "combine": "tl.associative_scan(", "shape": ".reshape(", "dot": "tl.dot(", "load": "offset=(",
+    "reduce": "tl.argmax(", "scan": "tl.cumsum(", "combine": "tl.associative_scan(", "shape": ".reshape(",
+    "dot": "tl.dot(", "load": "offset=(",
     "gather": "tl.gather(", "scatter": "tl.scatter(", "atomic": "tl.atomic_", "loop": "tl.range(",
     "reload": "tl.load(out", "store": "tl.store(", "matmul loop": "tl.dot(a", "arange": " = tl.arange(",
     "fast_math": "fast_math=True",

@@ -37,7 +37,7 @@ from ._frontend.coercion import (
     full_shape,
     promoted_operands,
 )
-from ._frontend.combine import associative_scan, reduce
+from ._frontend.combine import associative_scan, reduce, sort
 from ._frontend.loops import range
 from ._frontend.tracing import (
     Array,
@@ -64,7 +64,8 @@ __all__ = [
     "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
-    "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram", "reduce", "associative_scan",
+    "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
+    "reduce", "associative_scan", "sort",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "dot",
 ]  # fmt: skip
 

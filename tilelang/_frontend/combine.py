@@ -1,4 +1,5 @@
-"""``tl.reduce`` and ``tl.associative_scan``: reductions and scans by a combine function.
+"""``tl.reduce`` and ``tl.associative_scan``, reductions and scans by a combine function, and
+``tl.sort``: operations along an axis of one tile or a tuple of tiles of one shape.
 
 The combine function is traced once, on 0-d tiles of the inputs' dtypes, into a
 :class:`~tilelang._ir.core.Combine` block; it may use elementwise operations only (no
@@ -136,6 +137,22 @@ def associative_scan(input, axis, combine_fn, reverse=False):
     combine = _traced(combine_fn, [x.type.dtype for x in xs], "associative_scan")
     ax = axis_index(axis, xs[0].type.ndim, "associative_scan")
     outs = bind(PRIMITIVES["associative_scan"], xs, "associative_scan", axis=ax, combine=combine, reverse=bool(reverse))
+    return tuple(outs) if many else outs[0]
+
+
+def sort(input, axis=-1, descending=False):
+    """Sort ``input`` along ``axis``: a tile, or a tuple of tiles broadcast to one shape, sorted
+    by the first (the others move with it). Stable: equal keys keep their order (so the
+    result is one permutation on every backend); NaN sorts as the largest value (last, or
+    first when ``descending``). Returns a tile, or a tuple for a tuple input. Example, the
+    top 8 scores of each row of a (16, 64) tile and where they were::
+
+        scores, at = tl.sort((x, tl.arange(0, 64)), axis=1, descending=True)
+        best = tl.where(tl.arange(0, 64)[None, :] < 8, scores, 0.0)
+    """
+    xs, many = _inputs(input, "sort")
+    ax = axis_index(axis, xs[0].type.ndim, "sort")
+    outs = bind(PRIMITIVES["sort"], xs, "sort", axis=ax, descending=bool(descending))
     return tuple(outs) if many else outs[0]
 
 

@@ -383,6 +383,24 @@ primitive("associative_scan", multiple_results=True).rules.update(
     type=_combined_type("associative_scan", True), interpret=_scan_interpret
 )
 
+
+def _sort_type(*xs, axis, descending):
+    if {x.shape for x in xs} != {xs[0].shape} or not 0 <= axis < xs[0].ndim:
+        raise TileValueError(f"sort: the tiles must share one shape with axis {axis}, got {', '.join(map(str, xs))}")
+    return [x.strong() for x in xs]
+
+
+def _sort_interpret(ctx, *xs, axis, descending):
+    """A stable sort by the first tile (NaN the largest): equal keys keep their order."""
+    key = xs[0].astype(np.float64 if _is_float(xs[0]) else np.uint64 if xs[0].dtype.kind == "u" else np.int64)
+    if descending:  # (by the keys' dense ranks negated: stable, NaN first)
+        key = -np.unique(key, return_inverse=True)[1].reshape(key.shape).astype(np.int64)
+    order = np.argsort(key, axis=axis, kind="stable")
+    return [np.take_along_axis(x, order, axis) for x in xs]
+
+
+primitive("sort", multiple_results=True).rules.update(type=_sort_type, interpret=_sort_interpret)
+
 histogram = primitive("histogram")
 
 

@@ -120,7 +120,7 @@ _rules(
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin", "reduce",
     layout=lambda a, eqn: sliced(a.known(eqn.inputs[0]), eqn.params["axis"]),
 )  # fmt: skip
-_rules("associative_scan", layout=lambda a, eqn: a.known(eqn.inputs[0]), wants=_output_layout)
+_rules("associative_scan", "sort", layout=lambda a, eqn: a.known(eqn.inputs[0]), wants=_output_layout)
 _rules("reduce", wants=lambda layouts, eqn, i: layouts[eqn.inputs[0]] if i else None)  # (the tiles combine together)
 
 
@@ -215,6 +215,9 @@ class _Assigner:
         self.backward(body)
 
 
+_ALONG = ("reshape", "broadcast", "cumsum", "cumprod", "associative_scan", "sort")  # (results: the inputs' layout)
+
+
 def _vector_itemsizes(program: Program) -> tuple[dict, set]:
     """Per tile value, the itemsize that sizes its vectors: the narrowest array loaded or
     stored by the values it is computed elementwise with (so a bfloat16 row computed in
@@ -236,7 +239,7 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
     def walk(block: Block):
         for eqn in block.eqns:
             name = eqn.prim.name
-            if name in ELEMENTWISE or name in ("reshape", "broadcast", "cumsum", "cumprod", "associative_scan"):
+            if name in ELEMENTWISE or name in _ALONG:
                 for x in eqn.inputs:
                     if isinstance(x, Var) and x.type.shape:
                         join(x, eqn.outputs[0])

@@ -353,6 +353,84 @@ def _exchange(lw, layout, value, t, upper, held, low, b):
     return dst
 
 
+def lower_sort(lw, eqn, *xs, axis, descending):
+    """A bitonic sorting network over the axis's index bits: for each stage ``k`` and bit ``j
+    < k``, every element meets the one whose index differs in bit ``j`` (another slot, a
+    shuffle, or shared memory for a warp bit) and keeps the one that sorts first or last,
+    as its bits ``j`` and ``k`` say. Each element carries its first index, so equal keys
+    compare by it (a stable sort: one permutation on every backend), and where the axis has
+    phantom slots a flag that sorts them after every real element."""
+    layout = lw.layout(eqn.outputs[0])
+    bits, hardware = layout.dim_bits(axis), {b: t for t, b in layout.hardware() if b is not None}
+    here = lw.coord(layout, axis)
+    phantoms = layout.shape[axis] != layout.padded[axis]
+    # (equal integer keys alone are the same bits: their order shows nowhere, no index to carry)
+    indexed = len(xs) > 1 or xs[0].type.dtype.is_float
+    values = (*(lw.regs(x, layout) for x in xs), *([here] if indexed else []))
+    values += (lw.valid(layout, dims=[axis]),) if phantoms else ()
+
+    def bit(j):
+        return lw.op(b1, "ne", lw.op(i32, "and", here, Imm(1 << j, i32)), Imm(0, i32))
+
+    for k in range(1, len(bits) + 1):
+        for j in reversed(range(k)):
+            b, upper = bits.start + j, bit(j)
+            if b in layout.reg:
+                i = layout.reg.index(b)
+                keep = [(r, r) for r in range(len(layout.reg)) if r != i]
+                halves = [
+                    (lw.pick(v, keep, layout.num_regs), lw.pick(v, keep, layout.num_regs, 1 << i)) for v in values
+                ]
+                partner = tuple(lw.op(v.dtype, "select", upper, low, high) for v, (low, high) in zip(values, halves))
+            elif hardware[b] < 5:
+                partner = tuple(_from_lane(lw, v, 1 << hardware[b]) for v in values)
+            else:
+                partner = tuple(_across_warps(lw, layout, v, b, upper) for v in values)
+            want_first = lw.op(b1, "eq", upper, bit(k))  # (bit k past the axis: 0, the last stage ascends)
+            take = lw.op(b1, "eq", _sorts_before(lw, values, partner, descending, indexed, phantoms), want_first)
+            values = tuple(lw.op(v.dtype, "select", take, v, p) for v, p in zip(values, partner))
+    lw.values.update(zip(eqn.outputs, values))
+
+
+def _sorts_before(lw, a, b, descending, indexed, phantoms):
+    """Whether element ``a`` (key, payloads[, first index][, real]) sorts before ``b``: by key,
+    NaN the largest; equal keys by first index; phantoms after every real element."""
+    ka, kb = a[0], b[0]
+    d = ka.dtype
+    first = lw.op(b1, "gt" if descending else "lt", ka, kb)
+    tie = lw.op(b1, "eq", ka, kb)
+    if d.is_float:
+        nan_a, nan_b = lw.op(b1, "ne", ka, ka), lw.op(b1, "ne", kb, kb)
+        nan_first = lw.land(nan_a, lw.op(b1, "eq", nan_b, Imm(False, b1)))  # NaN the largest
+        nan_last = lw.land(nan_b, lw.op(b1, "eq", nan_a, Imm(False, b1)))
+        first = lw.op(b1, "lor", first, nan_first if descending else nan_last)
+        tie = lw.op(b1, "lor", tie, lw.land(nan_a, nan_b))
+    ia, ib = a[len(a) - phantoms - 1], b[len(b) - phantoms - 1]
+    before = lw.op(b1, "lor", first, lw.land(tie, lw.op(b1, "lt", ia, ib))) if indexed else first
+    if not phantoms:
+        return before
+    real_a, real_b = a[-1], b[-1]
+    only_a = lw.land(real_a, lw.op(b1, "eq", real_b, Imm(False, b1)))
+    return lw.op(b1, "lor", only_a, lw.land(lw.op(b1, "eq", real_a, real_b), before))
+
+
+def _across_warps(lw, layout, value, bit, upper):
+    """Each element's ``value`` from the element whose padded index differs in ``bit`` (held
+    by another warp: ``upper`` says whether this element has it set), through shared memory
+    at the padded index plus one offset per thread."""
+    if isinstance(value, Imm):
+        return value
+    buf = lw.buffer(value.dtype, _padded_size(layout))
+    index = _padded_flat(lw, layout)
+    lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
+    lw.barrier()
+    dst = lw.reg(value.dtype, layout.num_regs, "w")
+    offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
+    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
+    lw.release(buf)
+    return dst
+
+
 def _from_lane(lw, value, xor: int):
     """``value`` of the lane ``lane ^ xor``: a shuffle, or the value itself where it is an
     immediate (every lane holds it; the backends shuffle registers)."""

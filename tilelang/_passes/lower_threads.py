@@ -44,6 +44,7 @@ from .lower_reductions import (
     lower_histogram,
     lower_reduce,
     lower_scan,
+    lower_sort,
 )
 from .lower_wgmma import stage_invariant_operands
 
@@ -350,6 +351,7 @@ rule("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "argmax", "argmin"
 rule("cumsum", "cumprod")(lower_scan)
 rule("reduce")(lower_combined_reduce)
 rule("associative_scan")(lower_combined_scan)
+rule("sort")(lower_sort)
 rule("histogram")(lower_histogram)
 
 
