@@ -4,7 +4,7 @@
 multiples of the tiles, loads through ``index=`` and ``offset=`` windows with padding, a
 random DAG of ops (elementwise math and comparisons, ``where``, ``astype``, broadcasting
 of rows and columns, reductions, arg-reductions and scans, also by combine functions,
-shape ops, small dots, gathers, scatters and atomics), optionally a ``tl.range`` loop with loop-carried tiles,
+sorts, shape ops, small dots, gathers, scatters and atomics), optionally a ``tl.range`` loop with loop-carried tiles,
 over every dtype, and stores into output arrays that sit inside guard margins. A
 :class:`Program` is the kernel's source plus ``SPEC``, the description of its arguments;
 :mod:`tilelang.testing.fuzz` writes it to a file, runs it on several backends and
@@ -339,8 +339,13 @@ class _Builder:
         x = self.recent(lambda v: v.shape != ())
         if x is None:
             return None
-        fn, name = self.pick(COMBINE_FUNCTIONS), self.name()
-        if self.draw(st.booleans()):
+        fn, name, kind = self.pick(COMBINE_FUNCTIONS), self.name(), self.pick(["reduce", "scan", "sort"])
+        if kind == "sort":  # (a permutation of the elements: the value facts hold)
+            axis, descending = self.draw(st.integers(0, len(x.shape) - 1)), self.draw(st.booleans())
+            return self.define(
+                replace(x, name=name), f"tl.sort({x.name}, {axis}{', descending=True' if descending else ''})"
+            )
+        if kind == "reduce":
             axis, keep = self._axis(x), self.draw(st.booleans())
             axes = range(len(x.shape)) if axis is None else [axis % len(x.shape)]
             shape = tuple(1 if k in axes else s for k, s in enumerate(x.shape) if keep or k not in axes)
