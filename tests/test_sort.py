@@ -4,6 +4,8 @@ permutation on every backend), along either axis of tiles whose sizes are not po
 (phantom slots must sort after every real element), across lanes and warps.
 """
 
+import re
+
 import numpy as np
 import pytest
 from _blocks import padded_blocks
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 import tilelang as tl
 from tilelang import testing as tlt
 
-TILES = st.sampled_from([(1, 6), (4, 4), (5, 3), (7, 9), (3, 40), (64, 2), (2, 130), (1, 1000)])
+TILES = st.sampled_from([(1, 6), (4, 4), (5, 3), (7, 9), (3, 40), (64, 2), (2, 130), (1, 300)])
 
 
 def sort_kernel(x, out, where, AXIS: tl.Constant, DESC: tl.Constant, PAYLOAD: tl.Constant, TILE: tl.Constant):
@@ -51,8 +53,7 @@ def stable_order(keys, axis, descending):
 def test_sort_is_numpys_stable_sort(data, d, axis, descending, payload, tile, threads):
     shape = data.draw(tlt.shapes(tile), label="shape")
     few = data.draw(tlt.arrays(d, (5,)), label="values")  # (ties everywhere; NaN and ±0 among floats)
-    x = few[data.draw(st.lists(st.integers(0, 4), min_size=int(np.prod(shape)), max_size=int(np.prod(shape))))]
-    x = x.reshape(shape)
+    x = few[np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed")).integers(0, 5, shape)]
     blocks = padded_blocks(x, tile, np.zeros((), d.np))  # (the load's padding: zeros join each tile)
     order = stable_order(blocks, 2 + axis, descending)
     gm, gn = blocks.shape[:2]
@@ -80,11 +81,14 @@ def test_sort_is_numpys_stable_sort(data, d, axis, descending, payload, tile, th
 
 
 @pytest.mark.parametrize("n, threads", [(1024, 128), (4096, 256)])
-def test_a_row_sort_compiles_without_local_memory_where_it_fits(n, threads):
-    """A bitonic network's 55 steps over 1024 float32 keys carrying their indices: shuffles
-    for the lane bits, shared memory for the warp bits, no local memory; at 4096 (78 steps, 16
-    keys and 16 indices a thread at 256 threads) ptxas spills: a known limit."""
+def test_a_row_sort_compiles_without_local_memory(n, threads):
+    """A bitonic network over 1024 (4096) float32 keys carrying their indices, 55 (78) steps:
+    shuffles for the lane bits, shared memory for the warp bits, no local memory. Each
+    step's direction is a constant per register slot or one bit of the thread id: as a
+    compare of the element's coordinate per slot, those predicates, computed once and kept,
+    took 148 registers at 1024 and spilled at 4096 (76 and 130 now)."""
     kernel = tl.tile_kernel(num_threads=threads)(sort_kernel)
     e = tl.explain(kernel, "f32[:, :]", "f32[:, :]", "i32[:, :]", AXIS=1, DESC=False, PAYLOAD=True, TILE=(1, n))
     assert "shfl.sync.bfly.b32" in e["ptx"] and "bar.sync" in e["ptx"]
-    assert ("spills 0 bytes stored / 0 bytes loaded" in e["resources"]) == (n == 1024), e["resources"]
+    assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
+    assert int(re.search(r"registers per thread (\d+)", e["resources"])[1]) <= (96 if n == 1024 else 160)

@@ -369,8 +369,15 @@ def lower_sort(lw, eqn, *xs, axis, descending):
     values = (*(lw.regs(x, layout) for x in xs), *([here] if indexed else []))
     values += (lw.valid(layout, dims=[axis]),) if phantoms else ()
 
-    def bit(j):
-        return lw.op(b1, "ne", lw.op(i32, "and", here, Imm(1 << j, i32)), Imm(0, i32))
+    def bit(j):  # whether this element's index has bit j: a constant per slot or one per thread
+        if j >= len(bits):
+            return Imm(False, b1)
+        b = bits.start + j
+        if b in layout.reg:
+            at = lw.op(i32, "slot", attr=SlotMap.of_bits([(layout.reg.index(b), 0)]), n=layout.num_regs)
+        else:
+            at = lw.op(i32, "and", lw.tid, Imm(1 << hardware[b], i32))
+        return lw.op(b1, "ne", at, Imm(0, i32))
 
     for k in range(1, len(bits) + 1):
         for j in reversed(range(k)):
