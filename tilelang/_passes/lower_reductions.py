@@ -300,10 +300,10 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         else:
             t = hardware[b]
             upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
-            partner = tuple(
-                _from_lane(lw, x, 1 << t) if t < 5 else _exchange(lw, layout, x, t, upper, held, bits.start, b)
-                for x in total
-            )
+            if t < 5:
+                partner = tuple(_from_lane(lw, x, 1 << t) for x in total)
+            else:
+                partner = _exchange(lw, layout, total, t, upper, held, bits.start, b)
             low, high = (select(upper, partner, total), select(upper, total, partner)) if ordered else (partner, total)
             below = above = every_slot(partner)
         if reverse:
@@ -316,17 +316,16 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     return scan, total
 
 
-def _exchange(lw, layout, value, t, upper, held, low, b):
-    """The totals ``value`` (in the slots of the register bits ``held``) of the threads whose
-    thread id differs in bit ``t`` (another warp; ``upper``: this thread's bit is 1), through
-    shared memory. The buffer holds one total per run still distinct at bit ``b`` of the
-    axis: indexed by the held slots and the thread bits other than the replicated ones and
-    those of the axis's bits ``low..b-1`` (their threads hold the same totals by now: one of
-    them writes, all read). The partner's index is this one's plus one offset per thread,
-    not a per-slot xor: the addresses stay one base register plus constants (per-slot
-    addresses hoisted out of a loop took 64 registers in a row cumsum)."""
-    if isinstance(value, Imm):  # (the same in every element: a tile folded to a constant)
-        return value
+def _exchange(lw, layout, values, t, upper, held, low, b):
+    """The totals ``values`` (a tuple; in the slots of the register bits ``held``) of the
+    threads whose thread id differs in bit ``t`` (another warp; ``upper``: this thread's bit
+    is 1), through shared memory, all behind one barrier. The buffers hold one total per run
+    still distinct at bit ``b`` of the axis: indexed by the held slots and the thread bits
+    other than the replicated ones and those of the axis's bits ``low..b-1`` (their threads
+    hold the same totals by now: one of them writes, all read). The partner's index is this
+    one's plus one offset per thread, not a per-slot xor: the addresses stay one base
+    register plus constants (per-slot addresses hoisted out of a loop took 64 registers in
+    a row cumsum)."""
     distinct = [tt for tt, lb in layout.hardware() if lb is not None and not low <= lb < b]
     settled = sum(1 << tt for tt, _ in layout.hardware() if tt not in distinct)
 
@@ -337,20 +336,29 @@ def _exchange(lw, layout, value, t, upper, held, low, b):
             index = lw.op(i32, "or", index, lw.op(i32, "shl", bit, Imm(len(held) + k, i32)))
         return index
 
-    at = lw.cached(("exchange", tuple(distinct), len(held)), thread_part)
-    at = lw.op(
-        i32, "add", at, lw.op(i32, "slot", attr=SlotMap.of_bits([(j, j) for j in range(len(held))]), n=1 << len(held))
-    )
-    buf = lw.buffer(value.dtype, 1 << (len(held) + len(distinct)))
-    writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
-    lw.stmts.append(SharedStore(buf, at, value, writer))
-    lw.barrier()
-    dst = lw.reg(value.dtype, slots(at), "w")
+    slot = lw.op(i32, "slot", attr=SlotMap.of_bits([(j, j) for j in range(len(held))]), n=1 << len(held))
+    at = lw.op(i32, "add", lw.cached(("exchange", tuple(distinct), len(held)), thread_part), slot)
     step = 1 << (len(held) + distinct.index(t))
-    offset = lw.op(i32, "select", upper, Imm(-step, i32), Imm(step, i32))
-    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", at, offset)))
-    lw.release(buf)
-    return dst
+    read = lw.op(i32, "add", at, lw.op(i32, "select", upper, Imm(-step, i32), Imm(step, i32)))
+    writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
+    return _through_buffers(lw, values, 1 << (len(held) + len(distinct)), at, writer, read)
+
+
+def _through_buffers(lw, values, size, at, writer, read):
+    """``values`` (a tuple of operands) written at ``at`` by the ``writer`` threads, one
+    barrier, and read back at ``read``: a buffer per operand (an immediate, the same in every
+    element, stays as it is)."""
+    bufs = {i: lw.buffer(v.dtype, size) for i, v in enumerate(values) if not isinstance(v, Imm)}
+    for i, buf in bufs.items():
+        lw.stmts.append(SharedStore(buf, at, values[i], writer))
+    if bufs:
+        lw.barrier()
+    out = list(values)
+    for i, buf in bufs.items():
+        out[i] = lw.reg(values[i].dtype, max(slots(read), slots(values[i])), "w")
+        lw.stmts.append(SharedLoad(out[i], buf, read))
+    lw.release(*bufs.values())
+    return tuple(out)
 
 
 def lower_sort(lw, eqn, *xs, axis, descending):
@@ -392,7 +400,7 @@ def lower_sort(lw, eqn, *xs, axis, descending):
             elif hardware[b] < 5:
                 partner = tuple(_from_lane(lw, v, 1 << hardware[b]) for v in values)
             else:
-                partner = tuple(_across_warps(lw, layout, v, b, upper) for v in values)
+                partner = _across_warps(lw, layout, values, b, upper)
             want_first = lw.op(b1, "eq", upper, bit(k))  # (bit k past the axis: 0, the last stage ascends)
             take = lw.op(b1, "eq", _sorts_before(lw, values, partner, descending, indexed, phantoms), want_first)
             values = tuple(lw.op(v.dtype, "select", take, v, p) for v, p in zip(values, partner))
@@ -421,21 +429,13 @@ def _sorts_before(lw, a, b, descending, indexed, phantoms):
     return lw.op(b1, "lor", only_a, lw.land(lw.op(b1, "eq", real_a, real_b), before))
 
 
-def _across_warps(lw, layout, value, bit, upper):
-    """Each element's ``value`` from the element whose padded index differs in ``bit`` (held
-    by another warp: ``upper`` says whether this element has it set), through shared memory
-    at the padded index plus one offset per thread."""
-    if isinstance(value, Imm):
-        return value
-    buf = lw.buffer(value.dtype, _padded_size(layout))
+def _across_warps(lw, layout, values, bit, upper):
+    """Each element's ``values`` (a tuple) from the element whose padded index differs in
+    ``bit`` (held by another warp: ``upper`` says whether this element has it set), through
+    shared memory at the padded index plus one offset per thread, behind one barrier."""
     index = _padded_flat(lw, layout)
-    lw.stmts.append(SharedStore(buf, index, value, lw.owner(layout)))
-    lw.barrier()
-    dst = lw.reg(value.dtype, layout.num_regs, "w")
-    offset = lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32))
-    lw.stmts.append(SharedLoad(dst, buf, lw.op(i32, "add", index, offset)))
-    lw.release(buf)
-    return dst
+    read = lw.op(i32, "add", index, lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32)))
+    return _through_buffers(lw, values, _padded_size(layout), index, lw.owner(layout), read)
 
 
 def _from_lane(lw, value, xor: int):
