@@ -212,6 +212,25 @@ def test_fast_math_relaxes_the_combine_functions_math_too():
     assert " exp2 " in combine and " exp " not in combine, combine
 
 
+@tl.tile_kernel(num_threads=256)
+def every_copy(m, s, out, N: tl.Constant):
+    mt, st_ = tl.load(m, index=(0,), shape=(N,)), tl.load(s, index=(0,), shape=(N,))
+    _, total = tl.reduce((mt, st_), 0, lambda m1, s1, m2, s2: online(m1, s1, m2, s2, tl))
+    tl.store(out, tl.zeros((N,), tl.float32) + total, index=(0,))  # (each element from its own thread's copy)
+
+
+def test_every_thread_holds_the_same_bits_of_a_commuting_reduction():
+    """The online-softmax merge commutes in exact arithmetic, not in rounded (on the GPU
+    ``s1*e1 + s2*e2`` contracts to an fma of either product): lanes combine in one order."""
+    rng = np.random.default_rng(3)
+    m, s = rng.uniform(-5, 5, 1000).astype(np.float32), rng.uniform(0.5, 1, 1000).astype(np.float32)
+    want = np.sum(s * np.exp(m.astype(np.float64) - m.max()))
+    out = np.zeros(1000, np.float32)
+    for backend in tlt.default_backends():
+        every_copy[1](m, s, out, N=1000, backend=backend)
+        assert np.all(out == out[0]) and abs(out[0] - want) <= 1e-5 * want, (backend, np.unique(out))
+
+
 def _reads_outside(a, b):  # (a tile of the kernel, through a global)
     return a + OUTSIDE[0]
 

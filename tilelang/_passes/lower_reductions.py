@@ -38,6 +38,8 @@ class _Reducer:
     first index on ties and treat NaN as the extreme, as NumPy does. Phantom slots start
     as the identity."""
 
+    in_order = False  # (its ops commute in rounded arithmetic too)
+
     def __init__(self, lw, name, dtype):
         self.lw, self.name, self.dtype = lw, name, dtype
         self.arg = name in ("argmax", "argmin")
@@ -79,7 +81,11 @@ class _Commuting(_Reducer):
     """A combine function that commutes (``Combine.commutes``), so the tree may take its
     operands in any order. It has no identity element: where the axis has phantom slots,
     a last component says whether a partial holds any real element, and a combine with an
-    empty side keeps the other."""
+    empty side keeps the other. Lanes combine in one order (``in_order``): a function that
+    commutes in exact arithmetic may not in rounded (``s1*e1 + s2*e2`` contracts to an fma
+    of either product), and every lane must hold the same bits of the result."""
+
+    in_order = True
 
     def __init__(self, lw, combine, phantoms):
         self.lw, self.combine_fn, self.phantoms = lw, combine, phantoms
@@ -137,6 +143,12 @@ def lower_reduce(lw, eqn, *xs, axis, combine=None):
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
     for t in lane_bits:
         others = tuple(_from_lane(lw, a, 1 << t) for a in partial)
+        if red.in_order:  # the lower lane's partial on the left in both lanes
+            upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
+            partial, others = (
+                tuple(lw.op(x.dtype, "select", upper, y, x) for x, y in zip(partial, others)),
+                tuple(lw.op(x.dtype, "select", upper, x, y) for x, y in zip(partial, others)),
+            )
         partial = red.combine(partial, others)
 
     # 3. across warps: through shared memory, every thread combining all partials
@@ -322,7 +334,8 @@ def _exchange(lw, layout, values, t, upper, held, low, b):
     is 1), through shared memory, all behind one barrier. The buffers hold one total per run
     still distinct at bit ``b`` of the axis: indexed by the held slots and the thread bits
     other than the replicated ones and those of the axis's bits ``low..b-1`` (their threads
-    hold the same totals by now: one of them writes, all read). The partner's index is this
+    hold the same totals by now, to the bit: each combined the lower run on the left, or by
+    a builtin sum or product, which commute exactly; one of them writes, all read). The partner's index is this
     one's plus one offset per thread, not a per-slot xor: the addresses stay one base
     register plus constants (per-slot addresses hoisted out of a loop took 64 registers in
     a row cumsum)."""
@@ -420,7 +433,8 @@ def _sorts_before(lw, a, b, descending, indexed, phantoms):
         nan_last = lw.land(nan_b, lw.op(b1, "eq", nan_a, Imm(False, b1)))
         first = lw.op(b1, "lor", first, nan_first if descending else nan_last)
         tie = lw.op(b1, "lor", tie, lw.land(nan_a, nan_b))
-    ia, ib = a[len(a) - phantoms - 1], b[len(b) - phantoms - 1]
+    at = len(a) - (2 if phantoms else 1)  # (the first index: last but the flag)
+    ia, ib = a[at], b[at]
     before = lw.op(b1, "lor", first, lw.land(tie, lw.op(b1, "lt", ia, ib))) if indexed else first
     if not phantoms:
         return before
