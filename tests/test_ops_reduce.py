@@ -163,7 +163,7 @@ def test_16bit_float_sums_accumulate_in_float32(op, d):
         kernel, kwargs = reduce_kernel, dict(OP="sum", AXIS=1, KEEP=True, DT=None, PAD=0, TILE=(1, 64))
     else:
         expected = np.cumsum(x.astype(np.float32), axis=1).astype(d.np)
-        kernel, kwargs = scan_kernel, dict(OP="cumsum", AXIS=1, DT=None, PAD=0, TILE=(1, 64))
+        kernel, kwargs = SCAN_KERNELS[None], dict(OP="cumsum", AXIS=1, DT=None, PAD=0, TILE=(1, 64))
     out = np.zeros(expected.shape, d.np)
     tlt.check_kernel(kernel, (1, 1), args=(x, out), reference=lambda x, out: expected, rtol=0, atol=0, **kwargs)
 
@@ -218,12 +218,16 @@ def test_arg_reductions_pick_the_first_of_ties_and_nan(op):
 SCANS = {"cumsum": (tl.cumsum, np.cumsum), "cumprod": (tl.cumprod, np.cumprod)}
 
 
-@tl.tile_kernel
 def scan_kernel(x, out, OP: tl.Constant, AXIS: tl.Constant, DT: tl.Constant, PAD: tl.Constant, TILE: tl.Constant):
     i, j = tl.block_id(0), tl.block_id(1)
     t = tl.load(x, index=(i, j), shape=TILE, padding=PAD)
     r = SCANS[OP][0](t, axis=AXIS) if DT is None else SCANS[OP][0](t, axis=AXIS, dtype=DT)
     tl.store(out, r, index=(i, j))
+
+
+# the default threads (32 for these tiles) and 256: the axis across warps (the butterfly's
+# exchanges through shared memory), elements replicated
+SCAN_KERNELS = {t: tl.tile_kernel(num_threads=t)(scan_kernel) for t in (None, 256)}
 
 
 @pytest.mark.parametrize("op", sorted(SCANS))
@@ -233,8 +237,11 @@ def scan_kernel(x, out, OP: tl.Constant, AXIS: tl.Constant, DT: tl.Constant, PAD
     axis=st.sampled_from([0, 1, -1, -2]),
     dt=st.sampled_from([None, None, tl.int64, tl.float32]),
     tile=TILES,
+    threads=st.sampled_from([None, 256]),
 )
-def test_scans(op, data, d, axis, dt, tile):
+def test_scans(op, data, d, axis, dt, tile, threads):
+    if op == "cumsum" and data.draw(st.booleans(), label="long"):  # (products of hundreds of factors overflow)
+        tile = data.draw(st.sampled_from([(2, 300), (500, 1)]), label="long tile")
     shape = data.draw(tlt.shapes(tile), label="shape")
     result = accumulator(d) if dt is None else dt
     if d.kind == "f" or result.kind == "f":  # keep float products and sums well inside the range
@@ -266,7 +273,7 @@ def test_scans(op, data, d, axis, dt, tile):
     grid = (gm, gn)
     kwargs = dict(OP=op, AXIS=axis, DT=dt, PAD=pad, TILE=tile)
     tlt.check_kernel(
-        scan_kernel, grid, args=(x, out), reference=lambda x, out: expected, rtol=rtol, atol=atol, **kwargs
+        SCAN_KERNELS[threads], grid, args=(x, out), reference=lambda x, out: expected, rtol=rtol, atol=atol, **kwargs
     )
 
 
