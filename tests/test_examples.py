@@ -17,6 +17,7 @@ NAMES = [
     "dropout",
     "compaction",
     "linear_recurrence",
+    "moe_routing",
 ]
 
 
