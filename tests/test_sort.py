@@ -35,7 +35,9 @@ KERNELS = {t: tl.tile_kernel(num_threads=t)(sort_kernel) for t in (None, 128, 51
 
 def stable_order(keys, axis, descending):
     """NumPy's stable argsort; descending by the keys' ranks negated (NaN the largest: first)."""
-    wide = keys.astype(np.float64 if keys.dtype.kind not in "biu" else np.int64)
+    wide = keys.astype(
+        np.float64 if keys.dtype.kind not in "biu" else np.uint64 if keys.dtype.kind == "u" else np.int64
+    )
     if descending:
         wide = -np.unique(wide, return_inverse=True)[1].reshape(wide.shape)
     return np.argsort(wide, axis=axis, kind="stable")

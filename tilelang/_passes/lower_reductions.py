@@ -8,6 +8,7 @@ shuffles, a warp bit through shared memory.
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
@@ -295,7 +296,52 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     def every_slot(x):  # the totals ``x`` in every slot of the layout
         return tuple(lw.pick(v, [(layout.reg.index(h), j) for j, h in enumerate(held)], n) for v in x)
 
-    for b in bits:
+    def fold_warps(group, scan, total):
+        """The consecutive warp bits ``group`` of the axis at once, as Triton's scan does: each
+        group of warps' totals to shared memory, one barrier, and every thread folds the runs'
+        totals in order (its prefix: those of the runs below its own; ``reverse``: above)."""
+        ts, low, count = [hardware[b] for b in group], bits.start, 1 << len(group)
+        distinct = [tt for tt, lb in layout.hardware() if lb is not None and not low <= lb <= group[-1]]
+        settled = sum(1 << tt for tt, _ in layout.hardware() if tt not in distinct and tt not in ts)
+        size = 1 << (len(held) + len(distinct))
+
+        run = lw.cached(("warp run", tuple(ts)), lambda: _tid_bits(lw, ts, 0))  # this thread's run
+        inner = _run_index(lw, held, distinct)
+        at = lw.op(i32, "add", inner, lw.op(i32, "mul", run, Imm(size, i32)))
+        writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
+        reads = [lw.op(i32, "add", inner, Imm(r * size, i32)) for r in range(count)]
+        totals = _through_buffers(lw, total, size * count, at, writer, *reads)
+        if padded:  # whether run r holds a real element, per held slot
+            k0, coords = group[0] - low, held_slots(coord, layout.reg)
+            first = lw.op(i32, "and", coords, Imm(-(1 << (k0 + len(group))), i32))
+            filled = [
+                lw.op(b1, "lt", lw.op(i32, "or", first, Imm(r << k0, i32)), Imm(layout.shape[axis], i32))
+                for r in range(count)
+            ]
+        acc = has = before = before_has = None
+        for r in reversed(range(count)) if reverse else range(count):
+            real = filled[r] if padded else Imm(True, b1)
+            if acc is None:
+                acc, has = totals[r], real
+            else:
+                both = combine(acc, totals[r])
+                acc = select(real, select(has, both, totals[r]), acc) if padded else both
+                has = lw.op(b1, "lor", has, real)
+            here = lw.op(b1, "eq", run, Imm(r - 1 if reverse else r + 1, i32))  # the run next past r is this one
+            before = acc if before is None else select(here, acc, before)
+            before_has = lw.land(here, has) if before_has is None else lw.op(b1, "select", here, has, before_has)
+        scan = select(every_slot((before_has,))[0], combine(every_slot(before), scan), scan)
+        return scan, acc
+
+    position = 0
+    while position < len(bits):
+        b = bits[position]
+        group = list(itertools.takewhile(lambda c: c not in layout.reg and hardware[c] >= 5, bits[position:]))
+        if len(group) > 1:
+            scan, total = fold_warps(group, scan, total)
+            position += len(group)
+            continue
+        position += 1
         k = b - bits.start
         filled = None  # whether the upper run holds a real element, per slot
         if padded:
@@ -331,47 +377,58 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
 def _exchange(lw, layout, values, t, upper, held, low, b):
     """The totals ``values`` (a tuple; in the slots of the register bits ``held``) of the
     threads whose thread id differs in bit ``t`` (another warp; ``upper``: this thread's bit
-    is 1), through shared memory, all behind one barrier. The buffers hold one total per run
-    still distinct at bit ``b`` of the axis: indexed by the held slots and the thread bits
-    other than the replicated ones and those of the axis's bits ``low..b-1`` (their threads
-    hold the same totals by now, to the bit: each combined the lower run on the left, or by
-    a builtin sum or product, which commute exactly; one of them writes, all read). The partner's index is this
-    one's plus one offset per thread, not a per-slot xor: the addresses stay one base
-    register plus constants (per-slot addresses hoisted out of a loop took 64 registers in
-    a row cumsum)."""
+    is 1), through shared memory, all behind one barrier: for a warp bit between register
+    bits of the axis (a group of consecutive ones is folded in one pass). The buffers hold
+    one total per run still distinct at bit ``b`` of the axis (``_run_index``): the threads
+    that differ only in replicated bits or the axis's bits ``low..b-1`` hold the same totals
+    by now, to the bit (each combined the lower run on the left, or by a builtin sum or
+    product, which commute exactly): one of them writes, all read. The partner's index is
+    this one's plus one offset per thread, not a per-slot xor (per-slot addresses hoisted
+    out of a loop took 64 registers in a row cumsum)."""
     distinct = [tt for tt, lb in layout.hardware() if lb is not None and not low <= lb < b]
     settled = sum(1 << tt for tt, _ in layout.hardware() if tt not in distinct)
-
-    def thread_part():
-        index = Imm(0, i32)
-        for k, tt in enumerate(distinct):
-            bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(tt, i32)), Imm(1, i32))
-            index = lw.op(i32, "or", index, lw.op(i32, "shl", bit, Imm(len(held) + k, i32)))
-        return index
-
-    slot = lw.op(i32, "slot", attr=SlotMap.of_bits([(j, j) for j in range(len(held))]), n=1 << len(held))
-    at = lw.op(i32, "add", lw.cached(("exchange", tuple(distinct), len(held)), thread_part), slot)
+    at = _run_index(lw, held, distinct)
     step = 1 << (len(held) + distinct.index(t))
     read = lw.op(i32, "add", at, lw.op(i32, "select", upper, Imm(-step, i32), Imm(step, i32)))
     writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
-    return _through_buffers(lw, values, 1 << (len(held) + len(distinct)), at, writer, read)
+    return _through_buffers(lw, values, 1 << (len(held) + len(distinct)), at, writer, read)[0]
 
 
-def _through_buffers(lw, values, size, at, writer, read):
+def _run_index(lw, held, distinct):
+    """Each held slot's place in a buffer of one total per distinct run: the slot's number
+    (of the register bits ``held``), then this thread's bits ``distinct`` above it; one
+    base register plus constants."""
+    thread = lw.cached(("exchange", tuple(distinct), len(held)), lambda: _tid_bits(lw, distinct, len(held)))
+    slot = lw.op(i32, "slot", attr=SlotMap.of_bits([(j, j) for j in range(len(held))]), n=1 << len(held))
+    return lw.op(i32, "add", thread, slot)
+
+
+def _tid_bits(lw, bits, shift):
+    """The thread-id bits ``bits`` gathered into one number, from its bit ``shift`` up."""
+    out = Imm(0, i32)
+    for k, t in enumerate(bits):
+        bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
+        out = lw.op(i32, "or", out, lw.op(i32, "shl", bit, Imm(shift + k, i32)))
+    return out
+
+
+def _through_buffers(lw, values, size, at, writer, *reads):
     """``values`` (a tuple of operands) written at ``at`` by the ``writer`` threads, one
-    barrier, and read back at ``read``: a buffer per operand (an immediate, the same in every
-    element, stays as it is)."""
+    barrier, and read back at each of ``reads``: a buffer per operand (an immediate, the same
+    in every element, stays as it is). One tuple per read."""
     bufs = {i: lw.buffer(v.dtype, size) for i, v in enumerate(values) if not isinstance(v, Imm)}
     for i, buf in bufs.items():
         lw.stmts.append(SharedStore(buf, at, values[i], writer))
     if bufs:
         lw.barrier()
-    out = list(values)
-    for i, buf in bufs.items():
-        out[i] = lw.reg(values[i].dtype, max(slots(read), slots(values[i])), "w")
-        lw.stmts.append(SharedLoad(out[i], buf, read))
+    out = []
+    for read in reads:
+        out.append(list(values))
+        for i, buf in bufs.items():
+            out[-1][i] = lw.reg(values[i].dtype, max(slots(read), slots(values[i])), "w")
+            lw.stmts.append(SharedLoad(out[-1][i], buf, read))
     lw.release(*bufs.values())
-    return tuple(out)
+    return [tuple(o) for o in out]
 
 
 def lower_sort(lw, eqn, *xs, axis, descending):
@@ -449,7 +506,7 @@ def _across_warps(lw, layout, values, bit, upper):
     shared memory at the padded index plus one offset per thread, behind one barrier."""
     index = _padded_flat(lw, layout)
     read = lw.op(i32, "add", index, lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32)))
-    return _through_buffers(lw, values, _padded_size(layout), index, lw.owner(layout), read)
+    return _through_buffers(lw, values, _padded_size(layout), index, lw.owner(layout), read)[0]
 
 
 def _from_lane(lw, value, xor: int):
