@@ -231,6 +231,19 @@ def test_every_thread_holds_the_same_bits_of_a_commuting_reduction():
         assert np.all(out == out[0]) and abs(out[0] - want) <= 1e-5 * want, (backend, np.unique(out))
 
 
+@tl.tile_kernel(num_threads=32)
+def zero_d_mask(x, out):
+    first = tl.reduce(tl.load(x, index=(0,), shape=(8,)), None, lambda a, b: a)
+    tl.store(out, tl.gather(x, 3, mask=first)[None], index=(0,))
+
+
+def test_a_reduction_to_0d_is_0d_in_the_interpreter():
+    """Found by the fuzzer: the interpreter gave a (1,) array (np.ascontiguousarray), which a
+    gather's 0-d mask then indexed as 1-d and failed."""
+    x, out = np.array([True, False, False, True, False, False, False, False]), np.zeros(1, bool)
+    tlt.check_kernel(zero_d_mask, (1,), args=(x, out), reference=lambda x, out: np.array([True]))
+
+
 def _reads_outside(a, b):  # (a tile of the kernel, through a global)
     return a + OUTSIDE[0]
 

@@ -361,7 +361,7 @@ def _reduce_interpret(ctx, *xs, axis, combine):
         even = xs[0].shape[-1] // 2 * 2
         out = _combined(ctx, combine, [x[..., 0:even:2] for x in xs], [x[..., 1:even:2] for x in xs])
         xs = [np.concatenate([o, x[..., even:]], axis=-1) for o, x in zip(out, xs)]
-    return [np.ascontiguousarray(x[..., 0]) for x in xs]
+    return [np.array(x[..., 0]) for x in xs]  # (ascontiguousarray would make a 0-d result 1-d)
 
 
 def _scan_interpret(ctx, *xs, axis, combine, reverse):
