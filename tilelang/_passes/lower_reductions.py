@@ -337,6 +337,7 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     while position < len(bits):
         b = bits[position]
         group = list(itertools.takewhile(lambda c: c not in layout.reg and hardware[c] >= 5, bits[position:]))
+        group = group[:3]  # (at most 8 groups a pass: each thread reads and folds every group's totals)
         if len(group) > 1:
             scan, total = fold_warps(group, scan, total)
             position += len(group)
