@@ -134,7 +134,7 @@ def test_exchanges_on_one_element_form_a_chain(d, n):
         cell, old = np.zeros(1, d.np), np.full(n, 7, d.np)
         exchange_chain_kernel[tl.cdiv(n, 16)](cell, vals, old, BN=16, backend=backend)
         seen = sorted(np.concatenate([old, cell]).astype(np.float64))
-        assert seen == sorted(np.concatenate([vals, [0]]).astype(np.float64)), backend
+        assert seen == sorted(np.concatenate([vals, np.zeros(1, d.np)]).astype(np.float64)), backend
 
 
 @tl.tile_kernel

@@ -369,7 +369,12 @@ def check_add_against_torch(rows, n, dtype, device):
     dx2, dw2 = torch.autograd.grad(y2, (h2, w), dy)
     assert torch.equal(y, y2) and torch.equal(dw, dw2)  # (the same kernels' arithmetic on the same h)
     info = torch.finfo(dtype)
-    torch.testing.assert_close(dx, (dx2.double() + dh.double()).to(dtype), rtol=2 * info.eps, atol=info.eps)
+    # dx adds dh to rms_norm's gradient in float32 and rounds once; dx2 was rounded to the dtype
+    # first, half an ulp of |dx2| that a cancelling dh leaves in a small sum (float16 on the H100:
+    # 7 ulps of a 0.28 result)
+    ref = dx2.double() + dh.double()
+    bound = info.eps * dx2.double().abs() + 2 * info.eps * ref.abs() + info.eps
+    assert ((dx.double() - ref).abs() <= bound).all(), ((dx.double() - ref).abs() - bound).max()
 
 
 @settings(max_examples=12, deadline=None)
