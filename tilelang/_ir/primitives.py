@@ -336,12 +336,15 @@ for _n, _f in SCAN.items():
 # combine function a traced block (core.Combine) applied to pairs of element groups
 
 
+def _along_axis(name, xs, axis):
+    """The tiles of an operation along ``axis`` share one shape that has it."""
+    if {x.shape for x in xs} != {xs[0].shape} or not 0 <= axis < xs[0].ndim:
+        raise TileValueError(f"{name}: the tiles must share one shape with axis {axis}, got {', '.join(map(str, xs))}")
+
+
 def _combined_type(name, keep_axis):
     def rule(*xs, axis, combine, reverse=False):
-        if {x.shape for x in xs} != {xs[0].shape} or not 0 <= axis < xs[0].ndim:
-            raise TileValueError(
-                f"{name}: the tiles must share one shape with axis {axis}, got {', '.join(map(str, xs))}"
-            )
+        _along_axis(name, xs, axis)
         shape = xs[0].shape if keep_axis else xs[0].shape[:axis] + xs[0].shape[axis + 1 :]
         return [TileType(shape, x.dtype) for x in xs]
 
@@ -385,8 +388,7 @@ primitive("associative_scan", multiple_results=True).rules.update(
 
 
 def _sort_type(*xs, axis, descending):
-    if {x.shape for x in xs} != {xs[0].shape} or not 0 <= axis < xs[0].ndim:
-        raise TileValueError(f"sort: the tiles must share one shape with axis {axis}, got {', '.join(map(str, xs))}")
+    _along_axis("sort", xs, axis)
     return [x.strong() for x in xs]
 
 

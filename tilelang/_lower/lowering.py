@@ -162,10 +162,9 @@ class Lowering:
 
     def elementwise(self, name, dtype, operands, attr=None):
         """The elementwise primitive ``name``'s result (of ``dtype``) on ``operands``: one op
-        (``where`` is ``select``),
-        but float ``//`` and ``%`` as NumPy computes them (npy_divmod), from the exact
-        remainder ``fmod``: ``a - floor(a/b)*b`` would round (``1.6e8 % 3.0`` must be 1).
-        16-bit floats compute in float32 and round once at the end."""
+        (``where`` is ``select``), but float ``//`` and ``%`` as NumPy computes them
+        (npy_divmod), from the exact remainder ``fmod``: ``a - floor(a/b)*b`` would round
+        (``1.6e8 % 3.0`` must be 1). 16-bit floats compute in float32 and round once at the end."""
         if name not in ("floordiv", "mod") or not dtype.is_float:
             return self.op(dtype, "select" if name == "where" else name, *operands, attr=attr)
         a, b = operands
@@ -258,7 +257,10 @@ class Lowering:
 
     def owner(self, layout: Layout):
         """True in the one thread of each group that holds the same (replicated) elements."""
-        mask = sum(1 << t for t in layout.replicated_bits())
+        return self.leader(sum(1 << t for t in layout.replicated_bits()))
+
+    def leader(self, mask: int):
+        """True in the one thread of each group of threads whose ids differ in ``mask`` only."""
         if not mask:
             return Imm(True, b1)
         return self.cached(

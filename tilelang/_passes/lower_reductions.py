@@ -70,7 +70,7 @@ class _Reducer:
                 "select",
                 both,
                 lw.op(b1, "lt", ib, ia),
-                lw.op(b1, "lor", nan_b, lw.land(lw.op(b1, "eq", nan_a, Imm(False, b1)), take)),
+                lw.op(b1, "lor", nan_b, lw.land(_not(lw, nan_a), take)),
             )
         return (lw.op(self.dtype, "select", take, vb, va), lw.op(i32, "select", take, ib, ia))
 
@@ -105,10 +105,7 @@ class _Commuting(_Reducer):
             return _applied(lw, self.combine_fn, a, b)
         (*a, real_a), (*b, real_b) = a, b
         both = _applied(lw, self.combine_fn, a, b)
-        out = tuple(
-            lw.op(x.dtype, "select", real_b, lw.op(x.dtype, "select", real_a, c, y), x) for c, x, y in zip(both, a, b)
-        )
-        return (*out, lw.op(b1, "lor", real_a, real_b))
+        return (*_select(lw, real_b, _select(lw, real_a, both, b), a), lw.op(b1, "lor", real_a, real_b))
 
     def results(self, partial):
         return list(partial[: len(partial) - self.phantoms])
@@ -145,11 +142,7 @@ def lower_reduce(lw, eqn, *xs, axis, combine=None):
     for t in lane_bits:
         others = tuple(_from_lane(lw, a, 1 << t) for a in partial)
         if red.in_order:  # the lower lane's partial on the left in both lanes
-            upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
-            partial, others = (
-                tuple(lw.op(x.dtype, "select", upper, y, x) for x, y in zip(partial, others)),
-                tuple(lw.op(x.dtype, "select", upper, x, y) for x, y in zip(partial, others)),
-            )
+            partial, others = _in_order(lw, _tid_bit(lw, t), partial, others)
         partial = red.combine(partial, others)
 
     # 3. across warps: through shared memory, every thread combining all partials
@@ -157,12 +150,8 @@ def lower_reduce(lw, eqn, *xs, axis, combine=None):
     if warp_bits:
         groups, size = 1 << len(warp_bits), _padded_size(out_layout)
         bufs = [lw.buffer(a.dtype, groups * size) for a in red.identity()]
-        group = Imm(0, i32)
-        for j, t in enumerate(warp_bits):
-            bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
-            group = lw.op(i32, "or", group, lw.op(i32, "shl", bit, Imm(j, i32)))
-        writer_mask = sum(1 << t for t in src.replicated_bits() + lane_bits)
-        writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(writer_mask, i32)), Imm(0, i32))
+        group = _tid_bits(lw, warp_bits, 0)
+        writer = lw.leader(sum(1 << t for t in src.replicated_bits() + lane_bits))
         index = _padded_flat(lw, out_layout)
         at = lw.op(i32, "add", lw.op(i32, "mul", group, Imm(size, i32)), index)
         for buf, a in zip(bufs, partial):
@@ -287,9 +276,6 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     padded = (exact or reverse) and layout.shape[axis] != layout.padded[axis]
     coord = lw.coord(layout, axis) if padded else None
 
-    def select(cond, a, b):
-        return tuple(lw.op(x.dtype, "select", cond, x, y) for x, y in zip(a, b))
-
     def held_slots(x, of, const=0):  # ``x`` (its slots: the register bits ``of``) in ``held``'s slots
         return lw.pick(x, [(j, of.index(h)) for j, h in enumerate(held)], 1 << len(held), const)
 
@@ -301,14 +287,12 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         group of warps' totals to shared memory, one barrier, and every thread folds the runs'
         totals in order (its prefix: those of the runs below its own; ``reverse``: above)."""
         ts, low, count = [hardware[b] for b in group], bits.start, 1 << len(group)
-        distinct = [tt for tt, lb in layout.hardware() if lb is not None and not low <= lb <= group[-1]]
-        settled = sum(1 << tt for tt, _ in layout.hardware() if tt not in distinct and tt not in ts)
+        distinct, writer = _distinct_runs(lw, layout, low, group[-1], ts)
         size = 1 << (len(held) + len(distinct))
 
         run = lw.cached(("warp run", tuple(ts)), lambda: _tid_bits(lw, ts, 0))  # this thread's run
         inner = _run_index(lw, held, distinct)
         at = lw.op(i32, "add", inner, lw.op(i32, "mul", run, Imm(size, i32)))
-        writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
         reads = [lw.op(i32, "add", inner, Imm(r * size, i32)) for r in range(count)]
         totals = _through_buffers(lw, total, size * count, at, writer, *reads)
         if padded:  # whether run r holds a real element, per held slot
@@ -325,12 +309,12 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
                 acc, has = totals[r], real
             else:
                 both = combine(acc, totals[r])
-                acc = select(real, select(has, both, totals[r]), acc) if padded else both
+                acc = _select(lw, real, _select(lw, has, both, totals[r]), acc) if padded else both
                 has = lw.op(b1, "lor", has, real)
             here = lw.op(b1, "eq", run, Imm(r - 1 if reverse else r + 1, i32))  # the run next past r is this one
-            before = acc if before is None else select(here, acc, before)
+            before = acc if before is None else _select(lw, here, acc, before)
             before_has = lw.land(here, has) if before_has is None else lw.op(b1, "select", here, has, before_has)
-        scan = select(every_slot((before_has,))[0], combine(every_slot(before), scan), scan)
+        scan = _select(lw, every_slot((before_has,))[0], combine(every_slot(before), scan), scan)
         return scan, acc
 
     position = 0
@@ -348,9 +332,8 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         if padded:
             start = lw.op(i32, "or", lw.op(i32, "and", coord, Imm(-(2 << k), i32)), Imm(1 << k, i32))
             filled = lw.op(b1, "lt", start, Imm(layout.shape[axis], i32))
+        upper = _index_bit(lw, layout, b)
         if b in layout.reg:
-            slot_bit = lw.op(i32, "slot", attr=SlotMap.of_bits([(layout.reg.index(b), 0)]), n=n)
-            upper = lw.op(b1, "ne", slot_bit, Imm(0, i32))
             j, before = held.index(b), list(held)
             del held[j]
             low, high = (tuple(held_slots(x, before, c) for x in total) for c in (0, 1 << j))
@@ -358,20 +341,19 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
             above = tuple(lw.pick(x, [(layout.reg.index(h), before.index(h)) for h in held], n, 1 << j) for x in total)
         else:
             t = hardware[b]
-            upper = lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
             if t < 5:
                 partner = tuple(_from_lane(lw, x, 1 << t) for x in total)
             else:
                 partner = _exchange(lw, layout, total, t, upper, held, bits.start, b)
-            low, high = (select(upper, partner, total), select(upper, total, partner)) if ordered else (partner, total)
+            low, high = _in_order(lw, upper, total, partner) if ordered else (partner, total)
             below = above = every_slot(partner)
         if reverse:
-            take = lw.land(lw.op(b1, "eq", upper, Imm(False, b1)), *([filled] if padded else []))
-            scan = select(take, combine(above, scan), scan)
+            take = lw.land(_not(lw, upper), *([filled] if padded else []))
+            scan = _select(lw, take, combine(above, scan), scan)
         else:
-            scan = select(upper, combine(below, scan), scan)
+            scan = _select(lw, upper, combine(below, scan), scan)
         combined = combine(high, low) if reverse else combine(low, high)
-        total = select(held_slots(filled, layout.reg), combined, low) if padded else combined
+        total = _select(lw, held_slots(filled, layout.reg), combined, low) if padded else combined
     return scan, total
 
 
@@ -386,13 +368,18 @@ def _exchange(lw, layout, values, t, upper, held, low, b):
     product, which commute exactly): one of them writes, all read. The partner's index is
     this one's plus one offset per thread, not a per-slot xor (per-slot addresses hoisted
     out of a loop took 64 registers in a row cumsum)."""
-    distinct = [tt for tt, lb in layout.hardware() if lb is not None and not low <= lb < b]
-    settled = sum(1 << tt for tt, _ in layout.hardware() if tt not in distinct)
+    distinct, writer = _distinct_runs(lw, layout, low, b - 1)
     at = _run_index(lw, held, distinct)
-    step = 1 << (len(held) + distinct.index(t))
-    read = lw.op(i32, "add", at, lw.op(i32, "select", upper, Imm(-step, i32), Imm(step, i32)))
-    writer = lw.op(b1, "eq", lw.op(i32, "and", lw.tid, Imm(settled, i32)), Imm(0, i32))
+    read = _toward_partner(lw, at, upper, 1 << (len(held) + distinct.index(t)))
     return _through_buffers(lw, values, 1 << (len(held) + len(distinct)), at, writer, read)[0]
+
+
+def _distinct_runs(lw, layout, low, top, group=()):
+    """The thread-id bits whose threads hold distinct totals once the axis's index bits
+    ``low..top`` are combined (all but the replicated bits and those of ``low..top``), and
+    the one writer among the threads that differ only in the others (``group``'s excepted)."""
+    distinct = [t for t, lb in layout.hardware() if lb is not None and not low <= lb <= top]
+    return distinct, lw.leader(sum(1 << t for t, _ in layout.hardware() if t not in distinct and t not in group))
 
 
 def _run_index(lw, held, distinct):
@@ -411,6 +398,40 @@ def _tid_bits(lw, bits, shift):
         bit = lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t, i32)), Imm(1, i32))
         out = lw.op(i32, "or", out, lw.op(i32, "shl", bit, Imm(shift + k, i32)))
     return out
+
+
+def _tid_bit(lw, t):
+    """Whether this thread's id has bit ``t``."""
+    return lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
+
+
+def _index_bit(lw, layout, b):
+    """Whether each element's padded index has bit ``b`` of ``layout``: a constant per slot
+    (a register bit) or one per thread (a lane or warp bit)."""
+    if b in layout.reg:
+        slot = lw.op(i32, "slot", attr=SlotMap.of_bits([(layout.reg.index(b), 0)]), n=layout.num_regs)
+        return lw.op(b1, "ne", slot, Imm(0, i32))
+    return _tid_bit(lw, next(t for t, lb in layout.hardware() if lb == b))
+
+
+def _select(lw, cond, a, b):
+    """The tuple of operands ``a`` where ``cond``, else ``b``."""
+    return tuple(lw.op(x.dtype, "select", cond, x, y) for x, y in zip(a, b))
+
+
+def _in_order(lw, upper, mine, partner):
+    """(the lower one's, the upper one's) of this thread's and its partner's tuples, as
+    ``upper`` says this thread is: the same pair, in the same order, in both threads."""
+    return _select(lw, upper, partner, mine), _select(lw, upper, mine, partner)
+
+
+def _not(lw, x):
+    return lw.op(b1, "eq", x, Imm(False, b1))
+
+
+def _toward_partner(lw, index, upper, step):
+    """``index`` less ``step`` where ``upper``, else plus: the partner's across one bit."""
+    return lw.op(i32, "add", index, lw.op(i32, "select", upper, Imm(-step, i32), Imm(step, i32)))
 
 
 def _through_buffers(lw, values, size, at, writer, *reads):
@@ -448,15 +469,8 @@ def lower_sort(lw, eqn, *xs, axis, descending):
     values = (*(lw.regs(x, layout) for x in xs), *([here] if indexed else []))
     values += (lw.valid(layout, dims=[axis]),) if phantoms else ()
 
-    def bit(j):  # whether this element's index has bit j: a constant per slot or one per thread
-        if j >= len(bits):
-            return Imm(False, b1)
-        b = bits.start + j
-        if b in layout.reg:
-            at = lw.op(i32, "slot", attr=SlotMap.of_bits([(layout.reg.index(b), 0)]), n=layout.num_regs)
-        else:
-            at = lw.op(i32, "and", lw.tid, Imm(1 << hardware[b], i32))
-        return lw.op(b1, "ne", at, Imm(0, i32))
+    def bit(j):  # whether this element's index has bit j (a constant per slot or one per thread)
+        return _index_bit(lw, layout, bits.start + j) if j < len(bits) else Imm(False, b1)
 
     for k in range(1, len(bits) + 1):
         for j in reversed(range(k)):
@@ -467,14 +481,14 @@ def lower_sort(lw, eqn, *xs, axis, descending):
                 halves = [
                     (lw.pick(v, keep, layout.num_regs), lw.pick(v, keep, layout.num_regs, 1 << i)) for v in values
                 ]
-                partner = tuple(lw.op(v.dtype, "select", upper, low, high) for v, (low, high) in zip(values, halves))
+                partner = _select(lw, upper, *zip(*halves))
             elif hardware[b] < 5:
                 partner = tuple(_from_lane(lw, v, 1 << hardware[b]) for v in values)
             else:
                 partner = _across_warps(lw, layout, values, b, upper)
             want_first = lw.op(b1, "eq", upper, bit(k))  # (bit k past the axis: 0, the last stage ascends)
             take = lw.op(b1, "eq", _sorts_before(lw, values, partner, descending, indexed, phantoms), want_first)
-            values = tuple(lw.op(v.dtype, "select", take, v, p) for v, p in zip(values, partner))
+            values = _select(lw, take, values, partner)
     lw.values.update(zip(eqn.outputs, values))
 
 
@@ -487,8 +501,7 @@ def _sorts_before(lw, a, b, descending, indexed, phantoms):
     tie = lw.op(b1, "eq", ka, kb)
     if d.is_float:
         nan_a, nan_b = lw.op(b1, "ne", ka, ka), lw.op(b1, "ne", kb, kb)
-        nan_first = lw.land(nan_a, lw.op(b1, "eq", nan_b, Imm(False, b1)))  # NaN the largest
-        nan_last = lw.land(nan_b, lw.op(b1, "eq", nan_a, Imm(False, b1)))
+        nan_first, nan_last = lw.land(nan_a, _not(lw, nan_b)), lw.land(nan_b, _not(lw, nan_a))  # NaN the largest
         first = lw.op(b1, "lor", first, nan_first if descending else nan_last)
         tie = lw.op(b1, "lor", tie, lw.land(nan_a, nan_b))
     at = len(a) - (2 if phantoms else 1)  # (the first index: last but the flag)
@@ -497,7 +510,7 @@ def _sorts_before(lw, a, b, descending, indexed, phantoms):
     if not phantoms:
         return before
     real_a, real_b = a[-1], b[-1]
-    only_a = lw.land(real_a, lw.op(b1, "eq", real_b, Imm(False, b1)))
+    only_a = lw.land(real_a, _not(lw, real_b))
     return lw.op(b1, "lor", only_a, lw.land(lw.op(b1, "eq", real_a, real_b), before))
 
 
@@ -506,7 +519,7 @@ def _across_warps(lw, layout, values, bit, upper):
     ``bit`` (held by another warp: ``upper`` says whether this element has it set), through
     shared memory at the padded index plus one offset per thread, behind one barrier."""
     index = _padded_flat(lw, layout)
-    read = lw.op(i32, "add", index, lw.op(i32, "select", upper, Imm(-(1 << bit), i32), Imm(1 << bit, i32)))
+    read = _toward_partner(lw, index, upper, 1 << bit)
     return _through_buffers(lw, values, _padded_size(layout), index, lw.owner(layout), read)[0]
 
 
