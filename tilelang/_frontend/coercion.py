@@ -101,3 +101,16 @@ def full_shape(atom, shape):
     if isinstance(atom, Literal) or atom.type.shape == ():
         return bind1(P.full, [atom], "broadcast", shape=shape, dtype=atom.type.dtype).var if shape else atom
     return broadcast_atom(atom, shape)
+
+
+def weak_as(atom, dtype, op):
+    """``atom`` as ``dtype`` where it is a weak scalar (a Python number, a runtime float) whose
+    kind does not rise above the dtype's (0.5 does not become an int: the caller refuses it):
+    a literal converted now, a runtime float from its double."""
+    if not atom.type.weak or _dt.CATEGORY[atom.type.dtype.kind] > _dt.CATEGORY[dtype.kind]:
+        return atom
+    if isinstance(atom, Literal):
+        return literal(atom.value.item(), dtype)
+    if atom.type.dtype is dtype:
+        return atom
+    return bind1(P.convert, [double_of(atom) or atom], op, dtype=dtype).var

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import inspect
 
-from .. import dtypes
 from .._ir import primitives as P
-from .._ir.core import PRIMITIVES, Block, Combine, Literal, TileType, Var
+from .._ir.core import PRIMITIVES, Block, Combine, TileType, Var
 from ..errors import TileShapeError, TileTypeError, TileValueError
-from .coercion import as_tile, axis_index, broadcast_shapes, full_shape
-from .tracing import Tile, TraceScope, as_atom, bind, bind1, double_of, literal, located
+from .coercion import as_tile, axis_index, broadcast_shapes, full_shape, weak_as
+from .tracing import Tile, TraceScope, as_atom, bind, bind1, located
 
 _SCALAR_OPS = set(P.ELEMENTWISE) | {"full"}
 
@@ -36,12 +35,7 @@ def _inputs(input, op) -> list:
 def _result(out, dtype, i, op):
     """The combine function's ``i``-th result as an atom of ``dtype`` (a weak scalar converted,
     as a loop-carried value's: a float into an integer is refused, not truncated)."""
-    atom = as_atom(out, f"{op}: the combine function's result {i}")
-    higher = dtypes.CATEGORY[atom.type.dtype.kind] > dtypes.CATEGORY[dtype.kind]
-    if atom.type.weak and atom.type.dtype is not dtype and not higher:
-        if isinstance(atom, Literal):
-            return literal(atom.value.item(), dtype)
-        atom = bind1(P.convert, [double_of(atom) or atom], op, dtype=dtype).var
+    atom = weak_as(as_atom(out, f"{op}: the combine function's result {i}"), dtype, op)
     if atom.type.shape != () or atom.type.dtype is not dtype:
         raise located(
             TileTypeError(

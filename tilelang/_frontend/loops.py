@@ -33,6 +33,7 @@ from .._ir import primitives as P
 from .._ir.core import Block, Literal, TileType, Var
 from ..errors import SourceLoc, TileSyntaxError, TileTypeError, user_location
 from .captures import EMPTY, read_cell
+from .coercion import weak_as
 from .tracing import (
     Tile,
     TraceScope,
@@ -42,7 +43,6 @@ from .tracing import (
     bind1,
     check_in_scope,
     current_block,
-    double_of,
     literal,
     located,
 )
@@ -184,12 +184,8 @@ def _carried_result(name, param, out):
     atom = as_atom(out, f"loop-carried `{name}`")
     check_in_scope(atom)
     want = param.type
-    higher = dtypes.CATEGORY[atom.type.dtype.kind] > dtypes.CATEGORY[want.dtype.kind]  # (0.5 into an int: not)
-    if atom.type.weak and not higher:  # a weak scalar takes the carried tile's dtype (a runtime float: from its double)
-        if isinstance(atom, Literal):
-            atom = literal(atom.value.item(), want.dtype)
-        elif atom.type.dtype is not want.dtype and atom.type.shape == want.shape:
-            atom = bind1(P.convert, [double_of(atom) or atom], "astype", dtype=want.dtype).var
+    if isinstance(atom, Literal) or atom.type.shape == want.shape:  # a weak scalar takes the carried tile's dtype
+        atom = weak_as(atom, want.dtype, "astype")
     if atom.type.shape != want.shape or atom.type.dtype is not want.dtype:
         raise located(
             TileTypeError(
