@@ -4,9 +4,10 @@
 multiples of the tiles, loads through ``index=`` and ``offset=`` windows with padding, a
 random DAG of ops (elementwise math and comparisons, ``where``, ``astype``, broadcasting
 of rows and columns, reductions, arg-reductions and scans, also by combine functions,
-sorts, shape ops, small dots, gathers, scatters and atomics), optionally a ``tl.range`` loop with loop-carried tiles,
-over every dtype, and stores into output arrays that sit inside guard margins. A
-:class:`Program` is the kernel's source plus ``SPEC``, the description of its arguments;
+sorts, shape ops, small dots, gathers, scatters and atomics), optionally a ``tl.range``
+loop with loop-carried tiles, over every dtype, and stores into output arrays that sit
+inside guard margins. A :class:`Program` is the kernel's source plus ``SPEC``, the
+description of its arguments;
 :mod:`tilelang.testing.fuzz` writes it to a file, runs it on several backends and
 compares. Every value's numeric facts (:mod:`tilelang.testing.values`) keep the programs
 to what every backend must compute alike, and say how far float results may differ.
@@ -78,6 +79,12 @@ def _broadcast(a, b):
             return None
         out.append(max(x, y))
     return tuple(out)
+
+
+def _reduced(shape, axis, keep):
+    """The axes a reduction over ``axis`` (all if None) takes, and its result's shape."""
+    axes = range(len(shape)) if axis is None else [axis % len(shape)]
+    return axes, tuple(1 if k in axes else s for k, s in enumerate(shape) if keep or k not in axes)
 
 
 def _tl(d) -> str:
@@ -322,9 +329,8 @@ class _Builder:
         if x is None:
             return None
         op, axis, keep = self.pick(REDUCTIONS), self._axis(x), self.draw(st.booleans())
-        axes = range(len(x.shape)) if axis is None else [axis % len(x.shape)]
+        axes, shape = _reduced(x.shape, axis, keep)
         n = math.prod(x.shape[k] for k in axes)
-        shape = tuple(1 if k in axes else s for k, s in enumerate(x.shape) if keep or k not in axes)
         args = (f", axis={axis}" if axis is not None else "") + (", keepdims=True" if keep else "")
         return self.define(V.reduce(op, x, n, shape, self.name()), f"tl.{op}({x.name}{args})")
 
@@ -347,8 +353,7 @@ class _Builder:
             )
         if kind == "reduce":
             axis, keep = self._axis(x), self.draw(st.booleans())
-            axes = range(len(x.shape)) if axis is None else [axis % len(x.shape)]
-            shape = tuple(1 if k in axes else s for k, s in enumerate(x.shape) if keep or k not in axes)
+            shape = _reduced(x.shape, axis, keep)[1]
             expr = f"tl.reduce({x.name}, {axis}, {fn}{', keepdims=True' if keep else ''})"
         else:
             axis, reverse, shape = self.draw(st.integers(0, len(x.shape) - 1)), self.draw(st.booleans()), x.shape
