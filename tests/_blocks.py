@@ -20,6 +20,14 @@ def padded_blocks(x, tile, pad):
     return xp.reshape(gm, bm, gn, bn).transpose(0, 2, 1, 3)
 
 
+def from_blocks(blocks, shape=None):
+    """The inverse of :func:`padded_blocks`: per-block tiles (GM, GN, R, C) side by side, cut to
+    ``shape`` where given (as a kernel stores them into an array of that shape)."""
+    gm, gn, r, c = blocks.shape
+    whole = blocks.transpose(0, 2, 1, 3).reshape(gm * r, gn * c)
+    return whole if shape is None else whole[: shape[0], : shape[1]]
+
+
 @tl.tile_kernel
 def tiled_matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, PRECISION: tl.Constant = "ieee"):
     """``c = a @ b`` in (BM, BN) blocks, accumulated in float32 over BK-wide slices of k."""

@@ -13,7 +13,7 @@ identity. Each is written once and run on tiles (traced, ``ns`` = tl) and on Num
 
 import numpy as np
 import pytest
-from _blocks import padded_blocks
+from _blocks import from_blocks, padded_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -98,12 +98,6 @@ def fold(fn, xs, axis, kind):
     return [np.moveaxis(r, -1, axis) for r in results]
 
 
-def assemble(blocks, shape):
-    """Per-block results (GM, GN, R, C) as the kernel stores them into an array of ``shape``."""
-    gm, gn, r, c = blocks.shape
-    return blocks.transpose(0, 2, 1, 3).reshape(gm * r, gn * c)[: shape[0], : shape[1]]
-
-
 @pytest.mark.parametrize("kind", ["reduce", "scan", "reverse"])
 @pytest.mark.parametrize("op", sorted(COMBINES))
 @given(data=st.data(), axis=st.sampled_from([0, 1]), tile=TILES, threads=st.sampled_from(sorted(KERNELS, key=str)))
@@ -127,7 +121,7 @@ def test_combines_in_order_and_without_phantoms(kind, op, data, axis, tile, thre
     results = fold(COMBINES[op], blocks[: 2 if op in PAIRS else 1], 2 + axis, kind)
     gm, gn = blocks[0].shape[:2]
     out_shape = shape if kind != "reduce" else ((gm, shape[1]) if axis == 0 else (shape[0], gn))
-    expected = [assemble(r, out_shape) for r in results]
+    expected = [from_blocks(r, out_shape) for r in results]
     outputs = [np.zeros(out_shape, d.np), np.zeros(out_shape, np.int32 if op == "last_max" else d.np)]
     rtol = atol = None
     if op in ROUNDED and d.kind == "f":  # sequential against a tree: each op rounds once, a few per element

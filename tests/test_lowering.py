@@ -28,7 +28,7 @@ import re
 import ml_dtypes  # noqa: F401 - registers the bfloat16 NumPy dtype
 import numpy as np
 import pytest
-from _blocks import padded_blocks, paths
+from _blocks import from_blocks, padded_blocks, paths
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -93,12 +93,6 @@ def assert_warps_meet_alike(kernel, make_args, cross, **constants):
 
 def grid_of(shape, tile):
     return tuple(tl.cdiv(s, t) for s, t in zip(shape, tile))
-
-
-def unblock(xb):
-    """The inverse of :func:`padded_blocks` (without cutting the padding)."""
-    gm, gn, bm, bn = xb.shape
-    return xb.transpose(0, 2, 1, 3).reshape(gm * bm, gn * bn)
 
 
 def view(base: np.ndarray, how: str) -> np.ndarray:
@@ -381,10 +375,10 @@ def test_cumsum_cumprod_along_both_axes(num_threads, tile, axis, seed, data):
         ax = 2 if axis == 0 else 3
         m, n = shape
         cut = (slice(None), slice(n)) if axis == 0 else (slice(m), slice(None))
-        return (unblock(np.cumsum(xb, axis=ax, dtype=np.int32))[:m, :n],
-                unblock(np.cumprod(xb, axis=ax, dtype=np.int32))[:m, :n],
-                unblock(np.sum(xb, axis=ax, dtype=np.int32, keepdims=True))[cut],
-                unblock(np.prod(xb, axis=ax, dtype=np.int32, keepdims=True))[cut])  # fmt: skip
+        return (from_blocks(np.cumsum(xb, axis=ax, dtype=np.int32))[:m, :n],
+                from_blocks(np.cumprod(xb, axis=ax, dtype=np.int32))[:m, :n],
+                from_blocks(np.sum(xb, axis=ax, dtype=np.int32, keepdims=True))[cut],
+                from_blocks(np.prod(xb, axis=ax, dtype=np.int32, keepdims=True))[cut])  # fmt: skip
 
     consts = dict(AXIS=axis, BM=tile[0], BN=tile[1])
     check(kernel, grid, make, reference, ("out_s", "out_p", "out_sum", "out_prod"), **consts)
@@ -457,7 +451,7 @@ def test_transpose_and_broadcast_to(seed, shape, how):
 
     def reference(x, *_):
         col_max = padded_blocks(x, (6, 20), 0).max(axis=2, keepdims=True)  # (GM, GN, 1, BN)
-        b = unblock(np.broadcast_to(col_max, (gm, gn, 6, 20)))[: shape[0], : shape[1]]
+        b = from_blocks(np.broadcast_to(col_max, (gm, gn, 6, 20)), shape)
         return x.T, b * 2 + shape[0] - x
 
     check(transpose_kernel, (gm, gn), make, reference, ("out_t", "out_b"), BM=6, BN=20)

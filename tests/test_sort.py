@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 import pytest
-from _blocks import padded_blocks
+from _blocks import from_blocks, padded_blocks
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -59,11 +59,10 @@ def test_sort_is_numpys_stable_sort(data, d, axis, descending, payload, tile, th
     blocks = padded_blocks(x, tile, np.zeros((), d.np))  # (the load's padding: zeros join each tile)
     order = stable_order(blocks, 2 + axis, descending)
     gm, gn = blocks.shape[:2]
-
-    def assemble(b):
-        return b.transpose(0, 2, 1, 3).reshape(gm * tile[0], gn * tile[1])[: shape[0], : shape[1]]
-
-    expected = [assemble(np.take_along_axis(blocks, order, 2 + axis)), assemble(order.astype(np.int32))]
+    expected = [
+        from_blocks(np.take_along_axis(blocks, order, 2 + axis), shape),
+        from_blocks(order.astype(np.int32), shape),
+    ]
     out, where = np.zeros(shape, d.np), np.full(shape, -1, np.int32)
     if not payload:
         expected[1] = where
