@@ -47,12 +47,19 @@ SOFTMAX["fast_math"] = tl.tile_kernel(softmax_rows, fast_math=True)
 
 
 @tl.tile_kernel(num_threads=256)  # (a sweep on the H200: 256 threads, 4 blocks an SM, TILE 4096 among the fastest)
-def total(x, out, n, TILE: tl.Constant):
-    """Each block sums a strided share of the tiles, then adds its total atomically."""
+def total(x, parts, done, out, n, TILE: tl.Constant, PARTS: tl.Constant):
+    """Each block sums a strided share of the tiles and stores its total; the last block to
+    finish adds the totals (in block order: the same bits every run) and re-arms the counter.
+    One launch, as torch's and CuPy's sums (an atomic add into ``out`` needs it zeroed first)."""
+    b = tl.block_id(0)
     acc = tl.zeros((TILE,), tl.float32)
-    for k in tl.range(tl.block_id(0), tl.cdiv(n, TILE), tl.num_blocks(0)):
+    for k in tl.range(b, tl.cdiv(n, TILE), tl.num_blocks(0)):
         acc += tl.load(x, index=(k,), shape=(TILE,))
-    tl.atomic_add(out, 0, tl.sum(acc))
+    tl.scatter(parts, b, tl.sum(acc))
+    last = tl.atomic_add(done, 0, 1, sem="acq_rel") == tl.num_blocks(0) - 1
+    for _ in tl.range(0, tl.where(last, 1, 0)):  # the last block only
+        tl.scatter(out, 0, tl.sum(tl.load(parts, index=(0,), shape=(PARTS,))))
+        tl.scatter(done, 0, 0)
 
 
 # ------------------------------------------------------------------------ timing
@@ -160,12 +167,13 @@ def main():
     # sum of 2^28 fp32
     n = 1 << (24 if opts.quick else 28)
     x = torch.rand(n, device=dev)
-    acc = torch.zeros(1, device=dev)
     blocks = 4 * torch.cuda.get_device_properties(0).multi_processor_count
+    parts, acc = torch.empty(blocks, device=dev), torch.empty(1, device=dev)
+    done = torch.zeros(1, device=dev, dtype=torch.int32)  # (zeroed once: the last block re-arms it)
+    parts_tile = 1 << (blocks - 1).bit_length()
 
     def run_sum():
-        acc.zero_()
-        total[blocks](x, acc, n, TILE=4096)
+        total[blocks](x, parts, done, acc, n, TILE=4096, PARTS=parts_tile)
 
     run_sum()
     want = x.double().sum().item()

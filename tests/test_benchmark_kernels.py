@@ -5,6 +5,7 @@ import axes
 import numpy as np
 import pytest
 import rows
+import run
 
 from tilelang.testing import default_backends
 
@@ -19,6 +20,24 @@ def test_middle_axis_argmax_takes_the_first_of_ties(backend):
     out = np.full((3, 70), -1, np.int64)
     axes.middle_argmax[3, 2](x, out, BB=16, BC=64, backend=backend)
     np.testing.assert_array_equal(out, x.argmax(axis=1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sum_in_one_launch_rearms_its_counter(backend):
+    """run.py's sum: the last block to finish adds the blocks' totals in block order and sets
+    the counter back to 0, so a second launch (7 blocks over 12 tiles, the last one partial)
+    gives the same bits."""
+    x = np.random.default_rng(5).random(12 * 256 - 100).astype(np.float32)
+    parts, out, done = np.full(7, np.nan, np.float32), np.full(1, np.nan, np.float32), np.zeros(1, np.int32)
+    results = []
+    for _ in range(2):
+        run.total[7](x, parts, done, out, x.size, TILE=256, PARTS=8, backend=backend)
+        results.append(out[0])
+        assert done[0] == 0
+    want = [x[k * 256 : (k + 1) * 256].sum(dtype=np.float64) for k in range(12)]
+    np.testing.assert_allclose(parts, [sum(want[b::7]) for b in range(7)], rtol=1e-6)
+    assert results[0] == results[1]
+    np.testing.assert_allclose(results[0], x.sum(dtype=np.float64), rtol=1e-6)  # float32 sums of ~3000 terms in [0, 1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
