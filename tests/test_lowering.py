@@ -502,26 +502,27 @@ def reshape_kernel(num_threads):
     return regroup
 
 
-# 4x8 -> 8x4 keeps the padded numbering (no data moves); 3x8 -> 6x4 changes it (through shared memory)
-@pytest.mark.parametrize("tile, moves", [((4, 8), False), ((3, 8), True)])
+# 4x8 -> 8x4 keeps the padded numbering (no data moves), and so does 3x8 -> 6x4 (rows of a power of two
+# split: (4, 8) and (8, 4) padded); 3x8 -> 8x3 changes it (through shared memory)
+@pytest.mark.parametrize("tile, group, moves", [((4, 8), 4, False), ((3, 8), 4, False), ((3, 8), 3, True)])
 @examples(25)
 @given(seed=SEEDS, m=st.integers(1, 14), n=st.integers(1, 8))
-def test_reshape_keeping_and_changing_the_padded_numbering(tile, moves, seed, m, n):
+def test_reshape_keeping_and_changing_the_padded_numbering(tile, group, moves, seed, m, n):
     kernel = reshape_kernel(32)
     bm, bn = tile
-    rows = bm * bn // 4
+    rows = bm * bn // group
     rng = np.random.default_rng(seed)
     x = _ints(rng, (m, n), -99, 99, np.int32)
     gm = tl.cdiv(m, bm)
 
     def make():
-        return x.copy(), np.zeros((gm * rows, 4), np.int32), np.zeros((gm * rows, 1), np.int32)
+        return x.copy(), np.zeros((gm * rows, group), np.int32), np.zeros((gm * rows, 1), np.int32)
 
     def reference(x, *_):
-        g = padded_blocks(x, tile, -1).reshape(gm * rows, 4)
+        g = padded_blocks(x, tile, -1).reshape(gm * rows, group)
         return g, g.sum(axis=1, keepdims=True)
 
-    consts = dict(BM=bm, BN=bn, G=4)
+    consts = dict(BM=bm, BN=bn, G=group)
     assert ("shared" in paths(thread_ir(kernel, make, **consts))) == moves
     check(kernel, gm, make, reference, ("out", "sums"), **consts)
 

@@ -1,5 +1,6 @@
-"""Shape ops (reshape, transpose/permute/.T, expand_dims and t[None, :], broadcast_to) and
-tile creation (zeros, full, arange) against NumPy, over every dtype and non-power-of-two shapes."""
+"""Shape ops (reshape, transpose/permute/.T, expand_dims and t[None, :], broadcast_to, flip,
+join/split/interleave, ravel) and tile creation (zeros, full, arange) against NumPy, over every
+dtype and non-power-of-two shapes."""
 
 import numpy as np
 import pytest
@@ -233,6 +234,149 @@ def test_broadcast_to(data, d, source, tile):
     )
 
 
+# ------------------------------------------------ flip, join, split, interleave
+
+
+@tl.tile_kernel
+def flip_kernel(x, out, AXIS: tl.Constant, BM: tl.Constant, REST: tl.Constant):
+    """Block i flips its BM rows (padded with zeros past the end) along AXIS and stores them back."""
+    i = tl.block_id(0)
+    start = (i * BM,) + (0,) * len(REST)
+    t = tl.load(x, offset=start, shape=(BM, *REST))
+    tl.store(out, tl.flip(t, AXIS) if AXIS != "default" else tl.flip(t), offset=start)
+
+
+@given(
+    data=st.data(),
+    d=tlt.dtypes(),
+    bm=st.integers(1, 9),
+    rest=st.lists(st.integers(1, 40), min_size=0, max_size=2),
+)
+def test_flip(data, d, bm, rest):
+    ndim = 1 + len(rest)
+    axis = data.draw(
+        st.one_of(
+            st.integers(-ndim, ndim - 1),
+            st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True).map(tuple),
+            st.just(None),
+            st.just("default"),
+        ),
+        label="axis",
+    )
+    m = data.draw(st.integers(1, 3 * bm), label="rows")
+    x = data.draw(tlt.arrays(d, (m, *rest)), label="x")
+    g = tl.cdiv(m, bm)
+
+    def reference(x, out):
+        padded = np.zeros((g * bm, *rest), d.np)
+        padded[:m] = x
+        blocks = padded.reshape(g, bm, *rest)
+        axes = (ndim - 1,) if axis == "default" else range(ndim) if axis is None else np.atleast_1d(axis) % ndim
+        flipped = np.flip(blocks, tuple(1 + a for a in axes))
+        return flipped.reshape(g * bm, *rest)[:m]
+
+    out = np.zeros_like(x)
+    tlt.check_kernel(flip_kernel, g, args=(x, out), reference=reference, AXIS=axis, BM=bm, REST=tuple(rest))
+
+
+@tl.tile_kernel
+def pairs_kernel(x, y, z, joined, first, second, woven, SHAPE: tl.Constant, OTHER: tl.Constant):
+    """join(x, y) (y a tile of x's shape, a row broadcast over it, or a scalar), split of the
+    pairs z, interleave of x and y; every result stored."""
+    zeros = (0,) * len(SHAPE)
+    a = tl.load(x, offset=zeros, shape=SHAPE)
+    if OTHER == "tile":
+        b = tl.load(y, offset=zeros, shape=SHAPE)
+    elif OTHER == "row":
+        b = tl.load(y, offset=(0,), shape=SHAPE[-1:])
+    else:
+        b = tl.full((), 3, x.dtype)
+    tl.store(joined, tl.join(a, b), offset=zeros + (0,))
+    p, q = tl.split(tl.load(z, offset=zeros + (0,), shape=SHAPE + (2,)))
+    tl.store(first, p, offset=zeros)
+    tl.store(second, q, offset=zeros)
+    tl.store(woven, tl.interleave(a, b), offset=zeros)
+
+
+@given(data=st.data(), d=tlt.dtypes(), other=st.sampled_from(["tile", "row", "scalar"]))
+def test_join_split_interleave(data, d, other):
+    shape = data.draw(st.sampled_from([(1,), (5,), (2, 3), (7, 40), (3, 1, 6), (1, 33)]), label="shape")
+    x = data.draw(tlt.arrays(d, shape), label="x")
+    y = data.draw(tlt.arrays(d, shape if other == "tile" else shape[-1:]), label="y")
+    z = data.draw(tlt.arrays(d, shape + (2,)), label="z")
+    outs = (
+        np.zeros(shape + (2,), d.np),
+        np.zeros(shape, d.np),
+        np.zeros(shape, d.np),
+        np.zeros(shape[:-1] + (2 * shape[-1],), d.np),
+    )
+
+    def reference(x, y, z, *_):
+        b = np.broadcast_to(y if other != "scalar" else np.array(3).astype(d.np), shape)
+        pairs = np.stack([x, b], axis=-1)
+        return pairs, z[..., 0], z[..., 1], pairs.reshape(outs[3].shape)
+
+    tlt.check_kernel(
+        pairs_kernel,
+        1,
+        args=(x, y, z, *outs),
+        reference=reference,
+        outputs=("joined", "first", "second", "woven"),
+        SHAPE=shape,
+        OTHER=other,
+    )
+
+
+@tl.tile_kernel
+def joined_scalars_kernel(out, v):
+    tl.store(out, tl.join(v, 2.5) * 2, index=(0,))
+
+
+@pytest.mark.parametrize("backend", tlt.default_backends())
+def test_join_of_two_scalars_is_a_tile_of_two(backend):
+    out = np.zeros(2, np.float32)
+    joined_scalars_kernel[1](out, 1.25, backend=backend)
+    np.testing.assert_array_equal(out, [2.5, 5.0])
+
+
+@tl.tile_kernel
+def rotary_kernel(x, cos, sin, out, M: tl.Constant, D: tl.Constant):
+    """Rotary embedding of interleaved pairs, the docstring's example of tl.split."""
+    t = tl.load(x, index=(0, 0), shape=(M, D)).astype(tl.float32)
+    c = tl.load(cos, index=(0, 0), shape=(M, D // 2))
+    s = tl.load(sin, index=(0, 0), shape=(M, D // 2))
+    even, odd = tl.split(t.reshape((M, D // 2, 2)))
+    tl.store(out, tl.join(even * c - odd * s, even * s + odd * c).reshape((M, D)).astype(out.dtype), index=(0, 0))
+
+
+@pytest.mark.parametrize("m, d", [(4, 64), (3, 20)])  # (20: a non-power-of-two row; misaligned rows of cos)
+def test_rotary_embedding_with_split_and_join(m, d):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, d)).astype(np.float32)
+    angle = rng.uniform(0, 6, (m, d // 2)).astype(np.float32)
+    cos, sin = np.cos(angle), np.sin(angle)
+
+    def reference(x, cos, sin, out):
+        even, odd = x[:, 0::2].astype(np.float64), x[:, 1::2].astype(np.float64)
+        return np.stack([even * cos - odd * sin, even * sin + odd * cos], axis=-1).reshape(m, d)
+
+    tlt.check_kernel(rotary_kernel, 1, args=(x, cos, sin, np.zeros_like(x)), reference=reference, M=m, D=d)
+    if d == 64:  # the pairs are split and joined in registers: only cos and sin, loaded 4 to a thread, are converted
+        assert tl.explain(rotary_kernel, x, cos, sin, x, M=m, D=d)["layouts"].count("convert_layout") == 2
+
+
+@tl.tile_kernel
+def ravel_kernel(x, out, SHAPE: tl.Constant):
+    tl.store(out, tl.ravel(tl.load(x, offset=(0, 0), shape=SHAPE)), index=(0,))
+
+
+@given(d=tlt.dtypes(), shape=st.tuples(SMALL, SMALL))
+def test_ravel(d, shape):
+    x = np.arange(np.prod(shape)).reshape(shape).astype(d.np)
+    out = np.zeros(x.size, d.np)
+    tlt.check_kernel(ravel_kernel, 1, args=(x, out), reference=lambda x, out: x.ravel(), SHAPE=shape)
+
+
 # -------------------------------------------------------------- shape errors
 
 
@@ -261,6 +405,12 @@ def bad_shape_kernel(x, out, WHAT: tl.Constant):
         t = tl.expand_dims(t, 3)
     elif WHAT == "broadcast_mismatch":
         t = t + tl.load(x, offset=(0, 0), shape=(4, 5))
+    elif WHAT == "split_not_pairs":
+        t, _ = tl.split(t)
+    elif WHAT == "flip_axis":
+        t = tl.flip(t, 2)
+    elif WHAT == "join_shapes":
+        t = tl.join(t, tl.load(x, offset=(0, 0), shape=(4, 5)))[..., 0]
     tl.store(out, t, offset=(0, 0))
 
 
@@ -278,6 +428,9 @@ def bad_shape_kernel(x, out, WHAT: tl.Constant):
         ("two_ellipses", tl.TileSyntaxError),
         ("expand_axis", tl.TileValueError),
         ("broadcast_mismatch", tl.TileShapeError),
+        ("split_not_pairs", tl.TileShapeError),
+        ("flip_axis", tl.TileValueError),
+        ("join_shapes", tl.TileShapeError),
     ],
 )
 def test_shape_errors(what, error):

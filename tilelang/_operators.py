@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 
 from ._frontend.coercion import elementwise_op
+from ._frontend.shapes import _getitem
 from ._frontend.tracing import Array, Tile, located
 from .errors import TileTypeError
-from .language import __all__, _getitem, abs, astype, dot, reshape, transpose
+from .language import __all__, abs, astype, dot, reshape, transpose
 
 # ------------------------------------------------------- Tile operators
 

@@ -39,6 +39,18 @@ from ._frontend.coercion import (
 )
 from ._frontend.combine import associative_scan, reduce, sort
 from ._frontend.loops import range
+from ._frontend.shapes import (
+    broadcast_to,
+    expand_dims,
+    flip,
+    interleave,
+    join,
+    permute,
+    ravel,
+    reshape,
+    split,
+    transpose,
+)
 from ._frontend.tracing import (
     Array,
     Tile,
@@ -56,7 +68,7 @@ from ._frontend.tracing import (
 from ._ir import primitives as P
 from ._ir.core import PRIMITIVES, Literal, TileType
 from .dtypes import float32, int64
-from .errors import TileShapeError, TileSyntaxError, TileTypeError, TileValueError
+from .errors import TileShapeError, TileTypeError, TileValueError
 
 __all__ = [
     "Constant", "range", "block_id", "num_blocks", "cdiv",
@@ -66,7 +78,8 @@ __all__ = [
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reduce", "associative_scan", "sort",
-    "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "dot",
+    "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel", "flip", "join", "split", "interleave",
+    "dot",
 ]  # fmt: skip
 
 
@@ -627,91 +640,6 @@ def histogram(x, num_bins: int, mask=None) -> Tile:
     num_bins = int(num_bins)
     inputs = [t.var] if mask is None else [t.var, full_shape(_bool_mask(mask, "histogram"), t.shape)]
     return bind1(PRIMITIVES["histogram"], inputs, "histogram", num_bins=num_bins, masked=mask is not None)
-
-
-# --------------------------------------------------------------- shape ops
-
-
-def reshape(x, shape) -> Tile:
-    """Row-major reshape to a static shape (one entry may be -1): ``tl.reshape(t, (16, -1))``."""
-    t = as_tile(x)
-    dims = [static_int(s, "reshape shape") for s in (shape if isinstance(shape, (tuple, list)) else (shape,))]
-    if dims.count(-1) > 1:
-        raise located(TileValueError(f"reshape: only one -1 is allowed, got {dims}"))
-    if dims.count(-1) == 1:
-        known = 1
-        for d in dims:
-            known *= d if d != -1 else 1
-        dims[dims.index(-1)] = t.type.size // builtins.max(known, 1)
-    shape = static_shape(dims, "reshape shape") if dims else ()
-    if shape == t.shape:
-        return t
-    return bind1(P.reshape, [t], "reshape", shape=shape)
-
-
-def permute(x, axes) -> Tile:
-    """Reorder axes: ``tl.permute(t, (2, 0, 1))``; result axis ``i`` is input axis ``axes[i]``."""
-    t = as_tile(x)
-    if not isinstance(axes, (tuple, list)):
-        raise located(TileTypeError(f"permute: axes must be a tuple of ints, got {type(axes).__name__}"))
-    perm = tuple(axis_index(a, t.ndim, "permute") for a in axes)
-    if len(perm) != t.ndim or sorted(perm) != list(builtins.range(t.ndim)):
-        raise located(TileValueError(f"permute: {list(axes)} is not a permutation of {t.ndim} axes"))
-    return t if perm == tuple(builtins.range(t.ndim)) else bind1(P.transpose, [t], "permute", perm=perm)
-
-
-def transpose(x, *axes) -> Tile:
-    """Reverse the axes (``t.T`` for 2-d tiles), or reorder them as :func:`permute` with ``axes``."""
-    t = as_tile(x)
-    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        axes = axes[0]
-    return permute(t, axes or tuple(reversed(builtins.range(t.ndim))))
-
-
-def expand_dims(x, axis) -> Tile:
-    """Insert a size-1 axis at ``axis`` (also ``t[None, :]``): ``tl.expand_dims(t, 0)``."""
-    t = as_tile(x)
-    ax = axis_index(axis, t.ndim + 1, "expand_dims")
-    return reshape(t, t.shape[:ax] + (1,) + t.shape[ax:])
-
-
-def broadcast_to(x, shape) -> Tile:
-    """Broadcast ``x`` to ``shape`` with NumPy's rules: ``tl.broadcast_to(row[None, :], (64, 128))``."""
-    t = as_tile(x)
-    shape = static_shape(shape, "broadcast_to shape")
-    if broadcast_shapes(t.shape, shape) != shape:
-        raise located(TileShapeError(f"cannot broadcast {t.type} to shape {list(shape)}"))
-    if t.shape == ():
-        return bind1(P.full, [t], "broadcast_to", shape=shape, dtype=t.dtype)
-    return Tile(broadcast_atom(t.var, shape))
-
-
-def _getitem(t: Tile, key):
-    """``t[None, :]``, ``t[..., None]``: only new axes, full slices and an ellipsis."""
-    key = key if isinstance(key, tuple) else (key,)
-    if builtins.sum(k is Ellipsis for k in key) > 1:
-        raise located(TileSyntaxError("only one ... is allowed in a tile index"))
-    real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    shape, dims = [], iter(t.shape)
-    for k in key:
-        if k is None:
-            shape.append(1)
-        elif k is Ellipsis:
-            shape.extend(next(dims) for _ in builtins.range(t.ndim - real))
-        elif isinstance(k, slice) and k == slice(None):
-            d = next(dims, None)
-            if d is None:
-                raise located(TileShapeError(f"too many indices for a {t.ndim}-d tile"))
-            shape.append(d)
-        else:
-            raise located(
-                TileSyntaxError(
-                    "tiles are indexed only with None, : and ... (to add axes); "
-                    "select elements with tl.where or read them from memory with tl.load/tl.gather"
-                )
-            )
-    shape.extend(dims)
-    return reshape(t, tuple(shape))
 
 
 # --------------------------------------------------------------------- dot

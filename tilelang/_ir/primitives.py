@@ -459,6 +459,39 @@ def _broadcast_type(x, *, shape):
 
 broadcast.rules.update(type=_broadcast_type, interpret=lambda ctx, x, *, shape: [np.broadcast_to(x, shape).copy()])
 
+flip = primitive("flip")
+
+
+def _flip_type(x, *, axes):
+    if not all(0 <= a < x.ndim for a in axes):
+        raise TileValueError(f"flip: axes {list(axes)} are out of range for {x}")
+    return [x.strong()]
+
+
+flip.rules.update(type=_flip_type, interpret=lambda ctx, x, *, axes: [np.ascontiguousarray(np.flip(x, axes))])
+
+join = primitive("join")
+
+
+def _join_type(a, b):
+    if a.shape != b.shape or a.dtype is not b.dtype or not a.shape:
+        raise TileTypeError(f"join: two tiles of one shape and dtype, got {a} and {b}")
+    return [TileType((*a.shape, 2), a.dtype)]
+
+
+join.rules.update(type=_join_type, interpret=lambda ctx, a, b: [np.stack([a, b], axis=-1)])
+
+
+def _split_type(x):
+    if not x.shape or x.shape[-1] != 2:
+        raise TileShapeError(f"split: the last axis must have size 2, got {x}")
+    return [TileType(x.shape[:-1], x.dtype)] * 2
+
+
+primitive("split", multiple_results=True).rules.update(
+    type=_split_type, interpret=lambda ctx, x: [x[..., 0].copy(), x[..., 1].copy()]
+)
+
 # -------------------------------------------------------------------------- memory
 
 

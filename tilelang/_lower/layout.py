@@ -170,14 +170,25 @@ def sliced(layout: Layout, axis: int) -> Layout:
 
 
 def reshaped(layout: Layout, shape) -> Layout | None:
-    """``layout`` for ``shape`` when the padded flat numbering is unchanged (only size-1
-    axes added or removed, or all dims powers of two); else None."""
+    """``layout`` for ``shape`` when the padded flat numbering is unchanged, else None: size-1
+    axes added or removed, and axes merged or split where every part but the highest is a
+    power of two (``(M, 13, 2)`` and ``(M, 26)`` number their elements alike, padded to
+    ``(M, 16, 2)`` and ``(M, 32)``; ``(M, 13, 3)`` and ``(M, 39)`` do not)."""
     old = [s for s in layout.shape if s != 1]
     new = [s for s in shape if s != 1]
-    same_padding = old == new or (
-        all(pow2_ceil(s) == s for s in layout.shape) and all(pow2_ceil(s) == s for s in shape)
-    )
-    if not same_padding:
+    while old and new:  # (from the lowest bits: a power of two split off the larger is the other's axis)
+        a, b = old[-1], new[-1]
+        if a == b:
+            old.pop(), new.pop()
+        elif a < b and b % a == 0 and pow2_ceil(a) == a:
+            old.pop()
+            new[-1] = b // a
+        elif b < a and a % b == 0 and pow2_ceil(b) == b:
+            new.pop()
+            old[-1] = a // b
+        else:
+            return None
+    if old or new:
         return None
     return Layout(tuple(shape), layout.reg, layout.lane, layout.warp)
 
@@ -342,6 +353,35 @@ def unbroadcast(layout: Layout, shape) -> Layout:
 
     reg = tuple(project(b) for b in layout.reg if project(b) is not None)
     return Layout(tuple(shape), reg, tuple(map(project, layout.lane)), tuple(map(project, layout.warp)))
+
+
+def joined(layout: Layout) -> Layout:
+    """The layout of ``join(a, b)`` (shape ``(*s, 2)``) for operands in ``layout``: the new
+    axis is index bit 0, on the lowest register bit, so each thread holds both operands'
+    elements where it held each, and joining moves no data."""
+
+    def up(b):
+        return None if b is None else b + 1
+
+    return Layout(
+        (*layout.shape, 2), (0, *map(up, layout.reg)), tuple(map(up, layout.lane)), tuple(map(up, layout.warp))
+    )
+
+
+def pair_in_registers(layout: Layout) -> Layout:
+    """``layout`` with index bit 0 (a last axis of size 2) on a register bit, so each thread
+    holds both elements of every pair it holds (what ``split`` takes apart): unchanged when
+    it is, else exchanged with the index bit of the lowest register bit, or (no registers)
+    its thread bit made a replication."""
+    if 0 in layout.reg:
+        return layout
+    other = layout.reg[0] if layout.reg else None
+
+    def swap(b):
+        return other if b == 0 else b
+
+    reg = (0, *layout.reg[1:])
+    return Layout(layout.shape, reg, tuple(map(swap, layout.lane)), tuple(map(swap, layout.warp)))
 
 
 def _dim_start(shape, d) -> int:

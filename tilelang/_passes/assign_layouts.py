@@ -30,8 +30,10 @@ from .._lower.layout import (
     Layout,
     WgmmaLayout,
     blocked,
+    joined,
     matmul_result,
     padded_size,
+    pair_in_registers,
     reshaped,
     scalar_layout,
     sliced,
@@ -112,6 +114,11 @@ _rules("broadcast", wants=lambda layouts, eqn, i: unbroadcast(layouts[eqn.output
 _rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped(
     layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))  # fmt: skip
 _rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
+_rules("flip", layout=_first_known, wants=_output_layout)
+_rules("join", layout=lambda a, eqn: joined(a.known(eqn.inputs[0])), wants=lambda layouts, eqn, i: sliced(
+    layouts[eqn.outputs[0]], len(eqn.outputs[0].type.shape) - 1))  # fmt: skip
+_rules("split", layout=lambda a, eqn: sliced(pair_in_registers(a.known(eqn.inputs[0])), eqn.inputs[0].type.ndim - 1),
+       wants=lambda layouts, eqn, i: pair_in_registers(layouts[eqn.inputs[0]]))  # fmt: skip
 _rules("gather", "atomic", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]))
 _rules("gather", "atomic", "scatter", wants=_indexed_wants)
 _rules("histogram", layout=lambda a, eqn: a.default(eqn.outputs[0]), wants=lambda layouts, eqn, i: (
@@ -215,7 +222,17 @@ class _Assigner:
         self.backward(body)
 
 
-_ALONG = ("reshape", "broadcast", "cumsum", "cumprod", "associative_scan", "sort")  # (results: the inputs' layout)
+_ALONG = (
+    "reshape",
+    "broadcast",
+    "cumsum",
+    "cumprod",
+    "associative_scan",
+    "sort",
+    "flip",
+    "join",
+    "split",
+)  # (results: the inputs' layout)
 
 
 def _vector_itemsizes(program: Program) -> tuple[dict, set]:

@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var, uses
 from .._ir.primitives import COMPARE, ELEMENTWISE
-from .._lower.layout import blocked, reshaped, same_threads, scalar_layout
+from .._lower.layout import blocked, log2, reshaped, same_threads, scalar_layout, sliced
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.ranges import loop_index_range
 from .._lower.thread_ir import (
@@ -30,6 +30,7 @@ from .._lower.thread_ir import (
     ScalarParam,
     SharedLoad,
     SharedStore,
+    SlotMap,
     Store,
     ThreadProgram,
     array_reg,
@@ -164,6 +165,39 @@ def _lower_transpose(lw, eqn, x, *, perm):
         return src
 
     output(lw, eqn, lw.through_shared(x, layout, source_coords))
+
+
+@rule("flip")
+def _lower_flip(lw, eqn, x, *, axes):
+    def source_coords(coords):  # (a phantom's negative coordinate is never read: through_shared masks it)
+        n = x.type.shape
+        return [lw.op(i32, "sub", Imm(n[d] - 1, i32), c) if d in axes else c for d, c in enumerate(coords)]
+
+    output(lw, eqn, lw.through_shared(x, lw.layout(eqn.outputs[0]), source_coords))
+
+
+@rule("join")
+def _lower_join(lw, eqn, a, b):
+    """Slot ``r`` of the result is ``a``'s or ``b``'s (as bit ``i`` of ``r``, the register
+    bit of the new axis) slot ``r`` without that bit: registers renamed, no data moved."""
+    layout = lw.layout(eqn.outputs[0])
+    operand = sliced(layout, len(layout.shape) - 1)
+    i, n = layout.reg.index(0), layout.num_regs
+    pairs = [(j, j - (j > i)) for j in range(log2(n)) if j != i]
+    a, b = (lw.pick(lw.regs(x, operand), pairs, n) for x in (a, b))
+    second = lw.op(b1, "ne", lw.op(i32, "slot", attr=SlotMap.of_bits([(i, 0)]), n=n), Imm(0, i32))
+    output(lw, eqn, lw.op(a.dtype, "select", second, b, a))
+
+
+@rule("split")
+def _lower_split(lw, eqn, x):
+    """Each result is the slots of ``x`` with the pair's register bit 0 or 1 (``x`` holds both
+    elements of its pairs: insert_conversions made sure)."""
+    layout = lw.layout(x)
+    i, n = layout.reg.index(0), layout.num_regs
+    pairs = [(j, j + (j >= i)) for j in range(log2(n) - 1)]
+    for k, out in enumerate(eqn.outputs):
+        lw.values[out] = lw.pick(lw.values[x], pairs, n // 2, const=k << i)
 
 
 @rule("broadcast")

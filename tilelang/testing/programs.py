@@ -362,8 +362,22 @@ class _Builder:
 
     def op_shape(self):
         x = self.recent()
-        kind = self.pick(["reshape", "transpose", "expand", "broadcast"])
+        kind = self.pick(["reshape", "transpose", "expand", "broadcast", "flip", "join", "split"])
         name = self.name()
+        if kind == "flip" and x.shape:
+            axis = self.pick([None, -1, *range(len(x.shape))])
+            return self.define(replace(x, name=name), f"tl.flip({x.name}, {axis})")
+        if kind == "join" and 0 < len(x.shape) < 3:
+            y = self.recent(lambda v: v.shape == x.shape and v.dtype is x.dtype) or x
+            pair = replace(x, name=name, lo=min(x.lo, y.lo), hi=max(x.hi, y.hi), nan=x.nan or y.nan,
+                           integral=x.integral and y.integral, err=max(x.err, y.err))  # fmt: skip
+            if self.draw(st.booleans()):
+                return self.define(replace(pair, shape=(*x.shape, 2)), f"tl.join({x.name}, {y.name})")
+            shape = (*x.shape[:-1], 2 * x.shape[-1])
+            return self.define(replace(pair, shape=shape), f"tl.interleave({x.name}, {y.name})")
+        if kind == "split" and x.shape and x.shape[-1] % 2 == 0:
+            pairs, half = (*x.shape[:-1], x.shape[-1] // 2, 2), self.draw(st.integers(0, 1))
+            return self.define(replace(x, name=name, shape=pairs[:-1]), f"tl.split({x.name}.reshape({pairs}))[{half}]")
         if kind == "transpose" and len(x.shape) >= 2:
             axes = list(range(len(x.shape)))
             if len(axes) == 2 or self.draw(st.booleans()):
