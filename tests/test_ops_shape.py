@@ -279,6 +279,62 @@ def test_flip(data, d, bm, rest):
     tlt.check_kernel(flip_kernel, g, args=(x, out), reference=reference, AXIS=axis, BM=bm, REST=tuple(rest))
 
 
+def _index_key(spec):
+    """A tile index from its hashable description (a Constant): ("s", start, stop, step) a
+    slice, ("i", k) an integer, ("n",) None, ("e",) an ellipsis."""
+    parts = {"s": lambda *b: slice(*b), "i": lambda k: k, "n": lambda: None, "e": lambda: Ellipsis}
+    return tuple(parts[kind](*rest) for kind, *rest in spec)
+
+
+@tl.tile_kernel
+def index_kernel(x, out, SHAPE: tl.Constant, KEY: tl.Constant):
+    t = tl.load(x, offset=(0,) * len(SHAPE), shape=SHAPE)
+    r = t[_index_key(KEY)]
+    tl.store(out, r.reshape((1,)) if r.ndim == 0 else r, offset=(0,) * max(r.ndim, 1))
+
+
+def _index_specs(ndim):
+    bound = st.one_of(st.none(), st.integers(-25, 25))
+    axis = st.one_of(
+        st.tuples(st.just("s"), bound, bound, st.one_of(st.none(), st.sampled_from([1, 2, 3, -1, -2, 5]))),
+        st.tuples(st.just("i"), st.integers(-6, 5)),
+    )
+    extra = st.lists(st.sampled_from([("n",), ("e",)]), max_size=2)
+    return st.tuples(st.lists(axis, min_size=0, max_size=ndim), extra, st.randoms()).map(
+        lambda p: _mixed(p[0], p[1], p[2])
+    )
+
+
+def _mixed(axes, extra, rng):
+    spec = list(axes)
+    if ("e",) in extra:
+        spec.insert(rng.randint(0, len(spec)), ("e",))
+    if ("n",) in extra:
+        spec.insert(rng.randint(0, len(spec)), ("n",))
+    return tuple(spec)
+
+
+@given(data=st.data(), d=tlt.dtypes(), shape=st.lists(st.integers(1, 20), min_size=1, max_size=3).map(tuple))
+def test_static_indexing_and_slicing(data, d, shape):
+    """Integers, slices of any step (``t[::-1]`` a flip, ``t[1::3]`` a stride, ``t[2:5]`` a crop),
+    new axes and an ellipsis, as NumPy indexes."""
+    spec = data.draw(_index_specs(len(shape)), label="key")
+    x = data.draw(tlt.arrays(d, shape), label="x")
+    try:
+        want = x[_index_key(spec)]
+    except IndexError:  # (an integer out of range)
+        want = None
+    if want is None or want.size == 0:
+        error = tl.TileShapeError
+        with pytest.raises(error):
+            index_kernel[1](x, np.zeros(1, d.np), SHAPE=shape, KEY=spec, backend="interpret")
+        return
+    out = np.zeros(want.shape or (1,), d.np)
+    tlt.check_kernel(
+        index_kernel, 1, args=(x, out), reference=lambda x, out: want.reshape(out.shape), SHAPE=shape, KEY=spec
+    )
+
+
 @tl.tile_kernel
 def pairs_kernel(x, y, z, joined, first, second, woven, SHAPE: tl.Constant, OTHER: tl.Constant):
     """join(x, y) (y a tile of x's shape, a row broadcast over it, or a scalar), split of the
@@ -393,10 +449,16 @@ def bad_shape_kernel(x, out, WHAT: tl.Constant):
         t = tl.broadcast_to(t, (4, 7))
     elif WHAT == "broadcast_fewer_dims":
         t = tl.broadcast_to(t, (6,))
-    elif WHAT == "int_index":
-        t = t[0]
-    elif WHAT == "slice_index":
-        t = t[1:, :]
+    elif WHAT == "runtime_index":
+        t = t[tl.block_id(0)]
+    elif WHAT == "float_index":
+        t = t[1.5:]
+    elif WHAT == "index_range":
+        t = t[4]
+    elif WHAT == "empty_slice":
+        t = t[:, 3:3]
+    elif WHAT == "zero_step":
+        t = t[::0]
     elif WHAT == "too_many":
         t = t[:, :, :]
     elif WHAT == "two_ellipses":
@@ -422,8 +484,11 @@ def bad_shape_kernel(x, out, WHAT: tl.Constant):
         ("permute_axis", tl.TileValueError),
         ("broadcast", tl.TileShapeError),
         ("broadcast_fewer_dims", tl.TileShapeError),
-        ("int_index", tl.TileSyntaxError),
-        ("slice_index", tl.TileSyntaxError),
+        ("runtime_index", tl.TileSyntaxError),
+        ("float_index", tl.TileTypeError),
+        ("index_range", tl.TileShapeError),
+        ("empty_slice", tl.TileShapeError),
+        ("zero_step", tl.TileValueError),
         ("too_many", tl.TileShapeError),
         ("two_ellipses", tl.TileSyntaxError),
         ("expand_axis", tl.TileValueError),

@@ -1,8 +1,9 @@
-"""Shape operations of the tile language: reshape, permute and transpose, new axes,
-broadcasting, flips, and pairs joined into (or split from) a last axis of size 2.
+"""Shape operations of the tile language: reshape, permute and transpose, indexing (new
+axes, static slices and integers: ``t[None, :]``, ``t[2:5]``, ``t[::-1]``), broadcasting,
+flips, and pairs joined into (or split from) a last axis of size 2.
 
 Reshapes, new axes and broadcasts of a value move no data where its layout allows;
-``flip`` and ``permute`` move elements between threads (through shared memory);
+slices, flips and ``permute`` move elements between threads (through shared memory);
 ``join`` and ``split`` keep a pair's two elements in one thread's registers, so
 ``tl.split(tl.join(a, b))`` and a join of two values computed alike move nothing.
 """
@@ -10,6 +11,8 @@ Reshapes, new axes and broadcasts of a value move no data where its layout allow
 from __future__ import annotations
 
 import builtins
+
+import numpy as np
 
 from .._ir import primitives as P
 from .._ir.core import PRIMITIVES
@@ -73,31 +76,64 @@ def broadcast_to(x, shape) -> Tile:
 
 
 def _getitem(t: Tile, key):
-    """``t[None, :]``, ``t[..., None]``: only new axes, full slices and an ellipsis."""
+    """``t[None, :]``, ``t[..., None]``, ``t[2:5]``, ``t[:, ::-1]``, ``t[0]``: new axes, static
+    slices (any step) and integers, and one ellipsis. Python's rules (negative indices count
+    from the end, slices clip to the axis); an integer drops its axis."""
     key = key if isinstance(key, tuple) else (key,)
     if builtins.sum(k is Ellipsis for k in key) > 1:
         raise located(TileSyntaxError("only one ... is allowed in a tile index"))
     real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
-    shape, dims = [], iter(t.shape)
+    if real > t.ndim:
+        raise located(TileShapeError(f"too many indices for a {t.ndim}-d tile"))
+    full = []  # the key with the ellipsis (or the missing trailing axes) as full slices
     for k in key:
+        full.extend([builtins.slice(None)] * (t.ndim - real) if k is Ellipsis else [k])
+    if not any(k is Ellipsis for k in key):  # (not `in`: a tile compares elementwise)
+        full.extend([builtins.slice(None)] * (t.ndim - real))
+    picks, kept = [], []  # per input axis the range of its elements taken; the result's shape
+    for k in full:
         if k is None:
-            shape.append(1)
-        elif k is Ellipsis:
-            shape.extend(next(dims) for _ in builtins.range(t.ndim - real))
-        elif isinstance(k, slice) and k == slice(None):
-            d = next(dims, None)
-            if d is None:
-                raise located(TileShapeError(f"too many indices for a {t.ndim}-d tile"))
-            shape.append(d)
-        else:
-            raise located(
-                TileSyntaxError(
-                    "tiles are indexed only with None, : and ... (to add axes); "
-                    "select elements with tl.where or read them from memory with tl.load/tl.gather"
-                )
+            kept.append(1)
+        elif isinstance(k, builtins.slice):
+            picks.append(_slice_range(k, t.shape[len(picks)]))
+            kept.append(len(picks[-1]))
+        else:  # (an integer: its axis dropped)
+            picks.append(_index_range(k, t.shape[len(picks)]))
+    if any(p != builtins.range(n) for p, n in zip(picks, t.shape)):
+        starts, steps = tuple(p.start for p in picks), tuple(p.step if len(p) > 1 else 1 for p in picks)
+        t = bind1(PRIMITIVES["slice"], [t], "index", starts=starts, steps=steps, shape=tuple(map(len, picks)))
+    return reshape(t, tuple(kept))
+
+
+def _slice_range(k: builtins.slice, n: int) -> builtins.range:
+    start, stop, step = (_static_index(v, "slice bound") for v in (k.start, k.stop, k.step))
+    if step == 0:
+        raise located(TileValueError("a tile slice's step cannot be 0"))
+    taken = builtins.range(*builtins.slice(start, stop, step).indices(n))
+    if not taken:
+        bounds = ":".join("" if v is None else str(v) for v in (start, stop, step))
+        raise located(TileShapeError(f"the slice {bounds} of an axis of {n} is empty (tiles have no empty axes)"))
+    return taken
+
+
+def _index_range(k, n: int) -> builtins.range:
+    i = _static_index(k, "index")
+    if not -n <= i < n:
+        raise located(TileShapeError(f"index {i} is out of range for an axis of {n}"))
+    return builtins.range(i % n, i % n + 1)
+
+
+def _static_index(value, what):
+    if value is None or isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return None if value is None else int(value)
+    if isinstance(value, Tile):
+        raise located(
+            TileSyntaxError(
+                f"a tile's {what} must be a Python int (static): select elements with tl.where, or read them "
+                "from memory with tl.load/tl.gather"
             )
-    shape.extend(dims)
-    return reshape(t, tuple(shape))
+        )
+    raise located(TileTypeError(f"a tile's {what} must be an int, got {type(value).__name__}"))
 
 
 def ravel(x) -> Tile:
@@ -108,8 +144,8 @@ def ravel(x) -> Tile:
 def flip(x, axis=-1) -> Tile:
     """Reverse the order of the elements along ``axis`` (an int or a tuple of ints; None:
     every axis, as ``np.flip``). The default, the last axis, is Triton's. Any length, not only
-    powers of two; elements move between threads through shared memory. Example, each row
-    of a (16, 64) tile read right to left::
+    powers of two (it is ``x[..., ::-1]``); elements move between threads through shared
+    memory. Example, each row of a (16, 64) tile read right to left::
 
         backwards = tl.flip(t, axis=1)
     """
@@ -120,8 +156,9 @@ def flip(x, axis=-1) -> Tile:
         axes = builtins.range(t.ndim)
     else:
         axes = [axis_index(a, t.ndim, "flip") for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
-    axes = tuple(sorted({a for a in axes if t.shape[a] > 1}))
-    return bind1(PRIMITIVES["flip"], [t], "flip", axes=axes) if axes else t
+    return _getitem(
+        t, tuple(builtins.slice(None, None, -1) if d in axes else builtins.slice(None) for d in builtins.range(t.ndim))
+    )
 
 
 def join(a, b) -> Tile:

@@ -459,16 +459,24 @@ def _broadcast_type(x, *, shape):
 
 broadcast.rules.update(type=_broadcast_type, interpret=lambda ctx, x, *, shape: [np.broadcast_to(x, shape).copy()])
 
-flip = primitive("flip")
+slice_ = primitive("slice")
 
 
-def _flip_type(x, *, axes):
-    if not all(0 <= a < x.ndim for a in axes):
-        raise TileValueError(f"flip: axes {list(axes)} are out of range for {x}")
-    return [x.strong()]
+def _slice_type(x, *, starts, steps, shape):
+    """Element ``c`` of the result is ``x[starts + steps * c]`` (per axis; a step may be negative)."""
+    if not len(starts) == len(steps) == len(shape) == x.ndim:
+        raise TileShapeError(f"slice: {x} needs a start, step and size per axis")
+    for n, start, step, size in zip(x.shape, starts, steps, shape):
+        if size < 1 or step == 0 or not (0 <= start < n and 0 <= start + step * (size - 1) < n):
+            raise TileShapeError(f"slice: {size} elements from {start} in steps of {step} do not fit {x}")
+    return [TileType(tuple(shape), x.dtype)]
 
 
-flip.rules.update(type=_flip_type, interpret=lambda ctx, x, *, axes: [np.ascontiguousarray(np.flip(x, axes))])
+def _slice_interpret(ctx, x, *, starts, steps, shape):
+    return [x[np.ix_(*(start + step * np.arange(size) for start, step, size in zip(starts, steps, shape)))]]
+
+
+slice_.rules.update(type=_slice_type, interpret=_slice_interpret)
 
 join = primitive("join")
 

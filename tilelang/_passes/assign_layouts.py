@@ -101,6 +101,12 @@ def _reshape_layout(a, eqn):
     return None if src is None else reshaped(src, eqn.outputs[0].type.shape) or a.default(eqn.outputs[0])
 
 
+def _slice_layout(a, eqn):
+    """A flip keeps its input's layout; a crop or a stride takes the default of its shape."""
+    x, out = eqn.inputs[0], eqn.outputs[0]
+    return a.known(x) if x.type.shape == out.type.shape else a.default(out)
+
+
 def _indexed_wants(layouts, eqn, i):
     """Indices, values and mask of a gather, scatter or atomic: in one layout (a gather's or
     atomic's result's, else the first tile's)."""
@@ -114,7 +120,7 @@ _rules("broadcast", wants=lambda layouts, eqn, i: unbroadcast(layouts[eqn.output
 _rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped(
     layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))  # fmt: skip
 _rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
-_rules("flip", layout=_first_known, wants=_output_layout)
+_rules("slice", layout=_slice_layout, wants=_output_layout)
 _rules("join", layout=lambda a, eqn: joined(a.known(eqn.inputs[0])), wants=lambda layouts, eqn, i: sliced(
     layouts[eqn.outputs[0]], len(eqn.outputs[0].type.shape) - 1))  # fmt: skip
 _rules("split", layout=lambda a, eqn: sliced(pair_in_registers(a.known(eqn.inputs[0])), eqn.inputs[0].type.ndim - 1),

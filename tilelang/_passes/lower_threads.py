@@ -167,11 +167,11 @@ def _lower_transpose(lw, eqn, x, *, perm):
     output(lw, eqn, lw.through_shared(x, layout, source_coords))
 
 
-@rule("flip")
-def _lower_flip(lw, eqn, x, *, axes):
-    def source_coords(coords):  # (a phantom's negative coordinate is never read: through_shared masks it)
-        n = x.type.shape
-        return [lw.op(i32, "sub", Imm(n[d] - 1, i32), c) if d in axes else c for d, c in enumerate(coords)]
+@rule("slice")
+def _lower_slice(lw, eqn, x, *, starts, steps, shape):
+    def source_coords(coords):  # (a phantom's coordinate, past the end, is never read: through_shared masks it)
+        return [lw.op(i32, "add", Imm(start, i32), lw.op(i32, "mul", Imm(step, i32), c)) if (start, step) != (0, 1)
+                else c for start, step, c in zip(starts, steps, coords)]  # fmt: skip
 
     output(lw, eqn, lw.through_shared(x, lw.layout(eqn.outputs[0]), source_coords))
 

@@ -362,8 +362,20 @@ class _Builder:
 
     def op_shape(self):
         x = self.recent()
-        kind = self.pick(["reshape", "transpose", "expand", "broadcast", "flip", "join", "split"])
+        kind = self.pick(["reshape", "transpose", "expand", "broadcast", "flip", "join", "split", "index"])
         name = self.name()
+        if kind == "index" and x.shape:  # (a static slice or integer per axis: a crop, a stride, a flip)
+            parts, shape = [], []
+            for n in x.shape:
+                step = self.pick([1, 1, 2, 3, -1, -2])
+                start = self.draw(st.integers(0, n - 1))
+                taken = range(start, n if step > 0 else -1, step)
+                if self.draw(st.integers(0, 3)) == 0:
+                    parts.append(str(start))
+                    continue
+                parts.append(f"{start}::{step}")
+                shape.append(len(taken))
+            return self.define(replace(x, name=name, shape=tuple(shape)), f"{x.name}[{', '.join(parts)}]")
         if kind == "flip" and x.shape:
             axis = self.pick([None, -1, *range(len(x.shape))])
             return self.define(replace(x, name=name), f"tl.flip({x.name}, {axis})")
