@@ -1,9 +1,8 @@
 """Mixture-of-experts routing: for each token, a softmax over its router logits, the top K
-experts and their weights renormalized to sum to 1, in one kernel. ``tl.sort`` orders each
-row's probabilities (descending) with the expert ids moving along; storing the sorted tile
-into K-wide outputs keeps its first K columns (a store drops what falls past the array's
-edge). The sort is stable, so equal probabilities keep the lower expert id first, as
-NumPy's stable argsort and ``torch.topk`` on distinct values.
+experts and their weights renormalized to sum to 1, in one kernel. ``tl.topk`` keeps each
+row's K largest probabilities (a stable sort, descending, cut to K columns) with the expert
+ids moving along, so equal probabilities keep the lower expert id first, as NumPy's stable
+argsort and ``torch.topk`` on distinct values.
 
 Run: python examples/moe_routing.py [--explain]
 """
@@ -21,9 +20,8 @@ def route(logits, weights, experts, K: tl.Constant, E: tl.Constant, ROWS: tl.Con
     t = tl.load(logits, index=(i, 0), shape=(ROWS, E), padding=float("-inf")).astype(tl.float32)
     p = tl.exp(t - tl.max(t, axis=1, keepdims=True))
     p = p / tl.sum(p, axis=1, keepdims=True)
-    top, ids = tl.sort((p, tl.arange(0, E)[None, :]), axis=1, descending=True)
-    kept = tl.where(tl.arange(0, E)[None, :] < K, top, 0.0)
-    tl.store(weights, kept / tl.sum(kept, axis=1, keepdims=True), offset=(i * ROWS, 0))
+    top, ids = tl.topk((p, tl.arange(0, E)[None, :]), K, axis=1)
+    tl.store(weights, top / tl.sum(top, axis=1, keepdims=True), offset=(i * ROWS, 0))
     tl.store(experts, ids, offset=(i * ROWS, 0))
 
 

@@ -513,6 +513,9 @@ def creation_kernel(out, WHAT: tl.Constant, VALUE: tl.Constant, DT: tl.Constant,
         t = tl.zeros((BM, BN), DT) if DT is not None else tl.zeros((BM, BN))
     elif WHAT == "full":
         t = tl.full((BM, BN), VALUE, DT)
+    elif WHAT == "like":  # (of an int8 tile: the dtype given, or out's)
+        like = tl.zeros((BM, BN), tl.int8)
+        t = tl.full_like(like, VALUE, DT or out.dtype) if VALUE != 0 else tl.zeros_like(like, DT or out.dtype)
     else:  # full from a 0-d tile
         t = tl.full((BM, BN), tl.reshape(tl.full((1,), VALUE, DT), ()))
     tl.store(out, t, index=(i, j))
@@ -520,13 +523,13 @@ def creation_kernel(out, WHAT: tl.Constant, VALUE: tl.Constant, DT: tl.Constant,
 
 @given(
     data=st.data(),
-    what=st.sampled_from(["zeros", "full", "full_tile"]),
+    what=st.sampled_from(["zeros", "full", "full_tile", "like"]),
     d=st.one_of(st.none(), tlt.dtypes()),
     tile=st.tuples(SMALL, SMALL),
 )
 def test_zeros_and_full(data, what, d, tile):
     shape = data.draw(tlt.shapes(tile, max_tiles=2), label="shape")
-    if what != "zeros":
+    if what not in ("zeros", "like"):
         d = d or tl.float32
     if d is None or d.kind == "f":
         value = data.draw(st.sampled_from([0.0, -2.5, 1e30, float("inf"), float("nan"), 3]), label="value")

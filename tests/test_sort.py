@@ -1,5 +1,5 @@
-"""tl.sort against NumPy's stable sort: keys drawn from few values (ties everywhere), NaN
-among floats, with and without a payload (where each element came from: the sort is one
+"""tl.sort (and tl.topk, a sort cut short) against NumPy's stable sort: keys drawn from few
+values (ties everywhere), NaN among floats, with and without a payload (where each element came from: the sort is one
 permutation on every backend), along either axis of tiles whose sizes are not powers of two
 (phantom slots must sort after every real element), across lanes and warps.
 """
@@ -93,3 +93,37 @@ def test_a_row_sort_compiles_without_local_memory(n, threads):
     assert "shfl.sync.bfly.b32" in e["ptx"] and "bar.sync" in e["ptx"]
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
     assert int(re.search(r"registers per thread (\d+)", e["resources"])[1]) <= (96 if n == 1024 else 160)
+
+
+@tl.tile_kernel
+def topk_kernel(x, values, where, diff, K: tl.Constant, LARGEST: tl.Constant, TILE: tl.Constant):
+    i = tl.block_id(0)
+    t = tl.load(x, index=(i, 0), shape=TILE, padding=float("-inf") if LARGEST else float("inf"))
+    top, came = tl.topk((t, tl.arange(0, TILE[1])[None, :]), K, axis=1, largest=LARGEST)
+    tl.store(values, top, index=(i, 0))
+    tl.store(where, came, index=(i, 0))
+    tl.store(diff, tl.topk(t, K, largest=LARGEST) - top, index=(i, 0))  # (a single tile: the same values)
+
+
+@given(data=st.data(), largest=st.booleans(), rows=st.integers(1, 9), n=st.integers(1, 70))
+def test_topk_is_torchs_topk_with_ties_in_order(data, largest, rows, n):
+    """The k largest (smallest) of each row, best first, an earlier element first among equals."""
+    k = data.draw(st.integers(1, n), label="k")
+    x = data.draw(tlt.arrays(tl.float32, (rows, n), min_value=-3, max_value=3), label="x").round()  # (ties)
+    order = stable_order(x, 1, largest)[:, :k]
+    tlt.check_kernel(
+        topk_kernel,
+        tl.cdiv(rows, 4),
+        args=(x, np.zeros((rows, k), np.float32), np.zeros((rows, k), np.int32), np.ones((rows, k), np.float32)),
+        reference=lambda x, *_: (np.take_along_axis(x, order, 1), order.astype(np.int32), np.zeros((rows, k))),
+        outputs=(1, 2, 3),
+        K=k,
+        LARGEST=largest,
+        TILE=(4, n),
+    )
+
+
+def test_topk_k_out_of_range():
+    with pytest.raises(tl.TileValueError, match="k must be an int from 1"):
+        x = np.zeros((4, 5), np.float32)
+        topk_kernel[1](x, x, np.zeros((4, 5), np.int32), x, K=6, LARGEST=True, TILE=(4, 5))

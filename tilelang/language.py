@@ -37,7 +37,7 @@ from ._frontend.coercion import (
     full_shape,
     promoted_operands,
 )
-from ._frontend.combine import associative_scan, reduce, sort
+from ._frontend.combine import associative_scan, reduce, sort, topk
 from ._frontend.loops import range
 from ._frontend.shapes import (
     broadcast_to,
@@ -72,12 +72,12 @@ from .errors import TileShapeError, TileTypeError, TileValueError
 
 __all__ = [
     "Constant", "range", "block_id", "num_blocks", "cdiv",
-    "zeros", "full", "arange", "load", "store", "gather", "scatter",
+    "zeros", "full", "zeros_like", "full_like", "arange", "load", "store", "gather", "scatter",
     "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
-    "reduce", "associative_scan", "sort",
+    "reduce", "associative_scan", "sort", "topk",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel", "flip", "join", "split", "interleave",
     "dot",
 ]  # fmt: skip
@@ -155,6 +155,18 @@ def zeros(shape, dtype=float32) -> Tile:
     """A tile of zeros: ``acc = tl.zeros((64, 64), tl.float32)``."""
     current_block("zeros")  # (outside a kernel: named as the user wrote it)
     return full(shape, 0, dtype)
+
+
+def zeros_like(x, dtype=None) -> Tile:
+    """Zeros of ``x``'s shape and dtype (or ``dtype``): ``acc = tl.zeros_like(t, tl.float32)``."""
+    t = as_tile(x)
+    return full(t.shape, 0, dtype or t.dtype)
+
+
+def full_like(x, value, dtype=None) -> Tile:
+    """``value`` in a tile of ``x``'s shape and dtype (or ``dtype``): ``tl.full_like(t, -1)``."""
+    t = as_tile(x)
+    return full(t.shape, value, dtype or t.dtype)
 
 
 def arange(start, stop=None) -> Tile:

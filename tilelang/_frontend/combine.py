@@ -150,6 +150,27 @@ def sort(input, axis=-1, descending=False):
     return tuple(outs) if many else outs[0]
 
 
+def topk(input, k, axis=-1, largest=True):
+    """The ``k`` largest elements along ``axis`` (``largest=False``: the smallest), the largest
+    (smallest) first, as ``torch.topk``: :func:`sort` cut to its first ``k``
+    (``tl.sort(input, axis, descending=largest)[..., :k]`` on the last axis). Ties keep their
+    order (the earlier element first); NaN counts as the largest. A tuple input is ranked by
+    its first tile, the others moving along: with an ``arange`` they give the indices.
+    Example, each token's 2 best of 64 experts and their ids::
+
+        weights, experts = tl.topk((probs, tl.arange(0, 64)[None, :]), 2, axis=1)
+    """
+    xs, many = _inputs(input, "topk")
+    ax = axis_index(axis, xs[0].type.ndim, "topk")
+    n = xs[0].type.shape[ax]
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
+        raise located(TileValueError(f"topk: k must be an int from 1 to the axis's {n} (a constant), got {k!r}"))
+    ranked = sort(tuple(xs), ax, descending=largest)
+    cut = tuple(slice(None, k) if d == ax else slice(None) for d in range(xs[0].type.ndim))
+    tops = tuple(t[cut] for t in ranked)
+    return tops if many else tops[0]
+
+
 _COMMUTING = {"add", "mul", "maximum", "minimum", "and", "or", "xor", "eq", "ne"}
 
 
