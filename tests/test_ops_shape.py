@@ -2,6 +2,7 @@
 join/split/interleave, ravel) and tile creation (zeros, full, arange) against NumPy, over every
 dtype and non-power-of-two shapes."""
 
+import _blocks as tlb
 import numpy as np
 import pytest
 from hypothesis import given
@@ -333,6 +334,23 @@ def test_static_indexing_and_slicing(data, d, shape):
     tlt.check_kernel(
         index_kernel, 1, args=(x, out), reference=lambda x, out: want.reshape(out.shape), SHAPE=shape, KEY=spec
     )
+
+
+@pytest.mark.parametrize(
+    "tile, axis, paths",
+    [((4, 64), 1, {"shuffle"}), ((64, 4), None, {"shuffle"}), ((2, 1024), 0, set()), ((64, 64), 0, {"shared"})],
+)  # (paths of float16 layouts: 8 consecutive elements a thread; (2, 1024): 16 a thread, its rows in registers)
+@pytest.mark.parametrize("d", [tl.float16, tl.int64, tl.bool_])
+def test_flip_of_a_power_of_two_axis_stays_in_registers_and_lanes(tile, axis, paths, d):
+    """Reversing a power-of-two axis complements its index bits: register slots renamed, lanes
+    by one shuffle (no shared memory); only warp bits go through shared memory."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(tile) * 50).astype(d.np)
+    flip = np.flip(x, axis)
+    tlt.check_kernel(flip_kernel, 1, args=(x, np.zeros_like(x)), reference=lambda x, out: flip, AXIS=axis,
+                     BM=tile[0], REST=tile[1:])  # fmt: skip
+    program = tl.explain(flip_kernel, x, x, AXIS=axis, BM=tile[0], REST=tile[1:])["thread_ir"]
+    assert d != tl.float16 or tlb.paths(program) == paths
 
 
 @tl.tile_kernel

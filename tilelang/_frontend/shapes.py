@@ -3,7 +3,8 @@ axes, static slices and integers: ``t[None, :]``, ``t[2:5]``, ``t[::-1]``), broa
 flips, and pairs joined into (or split from) a last axis of size 2.
 
 Reshapes, new axes and broadcasts of a value move no data where its layout allows;
-slices, flips and ``permute`` move elements between threads (through shared memory);
+slices and ``permute`` move elements between threads (through shared memory), flips of
+power-of-two axes within a warp by shuffles;
 ``join`` and ``split`` keep a pair's two elements in one thread's registers, so
 ``tl.split(tl.join(a, b))`` and a join of two values computed alike move nothing.
 """
@@ -143,9 +144,10 @@ def ravel(x) -> Tile:
 
 def flip(x, axis=-1) -> Tile:
     """Reverse the order of the elements along ``axis`` (an int or a tuple of ints; None:
-    every axis, as ``np.flip``). The default, the last axis, is Triton's. Any length, not only
-    powers of two (it is ``x[..., ::-1]``); elements move between threads through shared
-    memory. Example, each row of a (16, 64) tile read right to left::
+    every axis, as ``np.flip``). The default, the last axis, is Triton's. Any length (it is
+    ``x[..., ::-1]``). A power-of-two axis held in registers and lanes flips by renaming
+    slots and one shuffle; others go through shared memory. Example, each row of a (16, 64)
+    tile read right to left::
 
         backwards = tl.flip(t, axis=1)
     """

@@ -199,12 +199,13 @@ class Lowering:
             out = f("select", f("eq", b, c(0.0)), quotient, out)
         return out if dtype is t else self.op(dtype, "convert", out, attr=dtype)
 
-    def pick(self, x, pairs, n, const=0):
+    def pick(self, x, pairs, n, const=0, flip=0):
         """``x`` with slot ``r`` taken from slot ``map(r)``, the map sending bit ``a`` of ``r``
-        to bit ``b`` for each ``(a, b)`` in ``pairs`` (plus ``const``), over ``n`` slots."""
-        if slots(x) == n and const == 0 and all(a == b for a, b in pairs) and len(pairs) == log2(n):
+        to bit ``b`` for each ``(a, b)`` in ``pairs`` (plus ``const``, then the bits of ``flip``
+        complemented), over ``n`` slots."""
+        if slots(x) == n and const == flip == 0 and all(a == b for a, b in pairs) and len(pairs) == log2(n):
             return x
-        return self.op(x.dtype, "pick", x, attr=SlotMap.of_bits(pairs, const), n=n)
+        return self.op(x.dtype, "pick", x, attr=SlotMap.of_bits(pairs, const, flip), n=n)
 
     def cached(self, key, make):
         """Thread-invariant values (coordinates, masks) computed once per kernel, in the

@@ -58,14 +58,16 @@ def slots(x) -> int:
 
 @dataclass(frozen=True)
 class SlotMap:
-    """A map of slot numbers: ``map(r) = const + sum(((r >> shift) & mask) << left)`` over
-    ``terms`` — register bits moved, dropped or fixed, as layouts move index bits."""
+    """A map of slot numbers: ``map(r) = (const + sum(((r >> shift) & mask) << left)) ^ flip``
+    over ``terms`` — register bits moved, dropped, fixed or complemented (a flip), as layouts
+    move index bits."""
 
     terms: tuple = ()
     const: int = 0
+    flip: int = 0
 
     @staticmethod
-    def of_bits(pairs, const: int = 0) -> SlotMap:
+    def of_bits(pairs, const: int = 0, flip: int = 0) -> SlotMap:
         """The map sending bit ``a`` of ``r`` to bit ``b`` for each ``(a, b)`` in ``pairs``,
         runs of consecutive bits merged into one term."""
         terms = []
@@ -79,14 +81,15 @@ class SlotMap:
                 terms[-1] = (shift, mask * 2 + 1, left)
             else:
                 terms.append((a, 1, b))
-        return SlotMap(tuple(terms), const)
+        return SlotMap(tuple(terms), const, flip)
 
     def __call__(self, r: int) -> int:
-        return self.const + sum(((r >> shift) & mask) << left for shift, mask, left in self.terms)
+        return (self.const + sum(((r >> shift) & mask) << left for shift, mask, left in self.terms)) ^ self.flip
 
     def __str__(self):
         parts = [f"(r>>{s}&{m})<<{left}" for s, m, left in self.terms] + ([str(self.const)] if self.const else [])
-        return "+".join(parts) or "0"
+        text = "+".join(parts) or "0"
+        return f"({text})^{self.flip}" if self.flip else text
 
 
 @dataclass

@@ -140,7 +140,7 @@ def lower_reduce(lw, eqn, *xs, axis, combine=None):
     # 2. across lanes: butterfly shuffles over the lane bits of the axis
     lane_bits = [t for t, b in src.hardware() if b is not None and b in bits and t < 5]
     for t in lane_bits:
-        others = tuple(_from_lane(lw, a, 1 << t) for a in partial)
+        others = tuple(from_lane(lw, a, 1 << t) for a in partial)
         if red.in_order:  # the lower lane's partial on the left in both lanes
             partial, others = _in_order(lw, _tid_bit(lw, t), partial, others)
         partial = red.combine(partial, others)
@@ -342,7 +342,7 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         else:
             t = hardware[b]
             if t < 5:
-                partner = tuple(_from_lane(lw, x, 1 << t) for x in total)
+                partner = tuple(from_lane(lw, x, 1 << t) for x in total)
             else:
                 partner = _exchange(lw, layout, total, t, upper, held, bits.start, b)
             low, high = _in_order(lw, upper, total, partner) if ordered else (partner, total)
@@ -483,7 +483,7 @@ def lower_sort(lw, eqn, *xs, axis, descending):
                 ]
                 partner = _select(lw, upper, *zip(*halves))
             elif hardware[b] < 5:
-                partner = tuple(_from_lane(lw, v, 1 << hardware[b]) for v in values)
+                partner = tuple(from_lane(lw, v, 1 << hardware[b]) for v in values)
             else:
                 partner = _across_warps(lw, layout, values, b, upper)
             want_first = lw.op(b1, "eq", upper, bit(k))  # (bit k past the axis: 0, the last stage ascends)
@@ -523,7 +523,7 @@ def _across_warps(lw, layout, values, bit, upper):
     return _through_buffers(lw, values, _padded_size(layout), index, lw.owner(layout), read)[0]
 
 
-def _from_lane(lw, value, xor: int):
+def from_lane(lw, value, xor: int):
     """``value`` of the lane ``lane ^ xor``: a shuffle, or the value itself where it is an
     immediate (every lane holds it; the backends shuffle registers)."""
     if isinstance(value, Imm):

@@ -40,6 +40,7 @@ from .._lower.window import Window
 from .lower_dot import folded_transposes, lower_dot
 from .lower_pipeline import plan as plan_pipeline
 from .lower_reductions import (
+    from_lane,
     lower_combined_reduce,
     lower_combined_scan,
     lower_histogram,
@@ -169,11 +170,36 @@ def _lower_transpose(lw, eqn, x, *, perm):
 
 @rule("slice")
 def _lower_slice(lw, eqn, x, *, starts, steps, shape):
+    layout = lw.layout(eqn.outputs[0])
+    flipped = _flipped_bits(lw, x, layout, starts, steps, shape)
+    if flipped is not None and not any(b in flipped for b in layout.warp):  # a flip in registers and lanes
+        value = lw.values[x]
+        regs = sum(1 << i for i, b in enumerate(layout.reg) if b in flipped)
+        lanes = sum(1 << i for i, b in enumerate(layout.lane) if b in flipped)
+        value = lw.pick(value, [(i, i) for i in range(len(layout.reg))], layout.num_regs, flip=regs) if regs else value
+        return output(lw, eqn, from_lane(lw, value, lanes) if lanes else value)
+
     def source_coords(coords):  # (a phantom's coordinate, past the end, is never read: through_shared masks it)
         return [lw.op(i32, "add", Imm(start, i32), lw.op(i32, "mul", Imm(step, i32), c)) if (start, step) != (0, 1)
                 else c for start, step, c in zip(starts, steps, coords)]  # fmt: skip
 
-    output(lw, eqn, lw.through_shared(x, lw.layout(eqn.outputs[0]), source_coords))
+    output(lw, eqn, lw.through_shared(x, layout, source_coords))
+
+
+def _flipped_bits(lw, x, layout, starts, steps, shape):
+    """The index bits a slice complements, where it is a flip of whole axes of power-of-two
+    lengths in ``x``'s own layout (each element then comes from the one whose index differs
+    in those bits: another slot, or another lane), else None."""
+    if lw.layout(x) != layout or shape != x.type.shape:
+        return None
+    flipped = set()
+    for d, (n, start, step) in enumerate(zip(shape, starts, steps)):
+        if (start, step) == (0, 1):
+            continue
+        if (start, step) != (n - 1, -1) or n & (n - 1):
+            return None
+        flipped.update(layout.dim_bits(d))
+    return flipped
 
 
 @rule("join")
