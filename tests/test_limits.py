@@ -1,6 +1,7 @@
 """Clear refusals instead of hangs: supported tile and shared-memory sizes, a zero tl.range
-step checked at launch, and debug mode (``debug=True``): index arithmetic overflow and
-gather/scatter bounds checked as the kernel runs, reported at the user's line.
+step checked at launch, and debug mode (``debug=True``): index arithmetic overflow,
+gather/scatter bounds and ``tl.device_assert`` checked as the kernel runs, reported at the
+user's line (``tl.static_assert`` while tracing).
 
 The CPU tier runs the interpreter and the CPU backend, and builds the CUDA source and PTX;
 the tests marked ``gpu`` run the same checks on a GPU.
@@ -368,6 +369,38 @@ def test_debug_kernels_check_computed_steps_and_cost_nothing_when_off():
     assert "__tl_errors" not in tl.explain(plain, "f32[:]", "f32[:]", T=8, backend="cpu")["thread_ir"]
 
 
+def asserting(x, out, T: tl.Constant):
+    tl.static_assert(T % 8 == 0, "T is a multiple of 8")
+    t = tl.load(x, index=(tl.block_id(0),), shape=(T,))
+    tl.device_assert(t < 100, "an element past 99")
+    tl.store(out, t * 2, index=(tl.block_id(0),))
+
+
+@pytest.mark.parametrize("backend", HOST)
+def test_device_assert_reports_at_its_line_in_debug_mode_and_costs_nothing_else(backend):
+    x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    checked, plain = tl.tile_kernel(asserting, debug=True), tl.tile_kernel(asserting, debug=False)
+    checked[8](x, out, T=8, backend=backend)
+    np.testing.assert_array_equal(out, 2 * x)
+    x[37] = 100
+    err = launch_error(tl.TileCheckError, lambda: checked[8](x, out, T=8, backend=backend))
+    check(
+        err,
+        tl.TileCheckError,
+        r"tl.device_assert failed: an element past 99$",
+        expr='tl.device_assert(t < 100, "an element past 99")',
+    )
+    plain[8](x, out, T=8, backend=backend)  # (not compiled in: no check, no error word)
+    assert out[37] == 200 and "__tl_errors" not in tl.explain(plain, x, out, T=8, backend="cpu")["thread_ir"]
+    err = launch_error(tl.TileValueError, lambda: plain[8](x, out, T=12, backend=backend))
+    check(
+        err,
+        tl.TileValueError,
+        r"static_assert failed: T is a multiple of 8",
+        expr='tl.static_assert(T % 8 == 0, "T is a multiple of 8")',
+    )
+
+
 def test_tilelang_checks_turns_debug_mode_on(monkeypatch):
     monkeypatch.setattr(tl.kernel, "CHECKS", True)
     assert tl.tile_kernel(far_block.fn).debug and not tl.tile_kernel(far_block.fn, debug=False).debug
@@ -375,9 +408,10 @@ def test_tilelang_checks_turns_debug_mode_on(monkeypatch):
 
 def test_debug_checks_build_for_cuda():
     """The CUDA side of debug mode: the checks are atomics on the error word (run on a GPU below)."""
-    e = tl.explain(far_block, "f32[:]", "f32[:]", T=8, backend="cuda")
-    assert "__tl_errors__ptr" in e["llvm_ir"]
-    assert "atom.global.min.s32" in e["ptx"]
+    for kernel in (far_block, tl.tile_kernel(asserting, debug=True)):
+        e = tl.explain(kernel, "f32[:]", "f32[:]", T=8, backend="cuda")
+        assert "__tl_errors__ptr" in e["llvm_ir"]
+        assert "atom.global.min.s32" in e["ptx"]
     e = tl.explain(gather_scatter, "f32[:]", "i32[:]", "f32[:]", T=128, backend="cuda")
     assert "atom.global.min.s32" in e["ptx"]
 
@@ -397,6 +431,10 @@ def test_gpu_debug_checks_report_at_the_users_line():
     err = launch_error(tl.TileCheckError, lambda: gather_scatter[1](X, np.array([0, 64], np.int32), out, T=2,
                                                                     backend="cuda"))  # fmt: skip
     check(err, tl.TileCheckError, r"tl.gather: an index along axis 0", expr="tl.gather(x, idx, mask=idx != -5)")
+    x = np.arange(64, dtype=np.float32)
+    x[37] = 100
+    err = launch_error(tl.TileCheckError, lambda: tl.tile_kernel(asserting, debug=True)[8](x, out, T=8, backend="cuda"))
+    check(err, tl.TileCheckError, r"an element past 99", expr='tl.device_assert(t < 100, "an element past 99")')
 
 
 @pytest.mark.gpu

@@ -78,7 +78,9 @@ __all__ = [
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reduce", "associative_scan", "sort", "topk",
+    "static_assert", "device_assert",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel", "flip", "join", "split", "interleave",
+    "static_assert", "device_assert",
     "dot",
 ]  # fmt: skip
 
@@ -652,6 +654,40 @@ def histogram(x, num_bins: int, mask=None) -> Tile:
     num_bins = int(num_bins)
     inputs = [t.var] if mask is None else [t.var, full_shape(_bool_mask(mask, "histogram"), t.shape)]
     return bind1(PRIMITIVES["histogram"], inputs, "histogram", num_bins=num_bins, masked=mask is not None)
+
+
+# ------------------------------------------------------------------ assertions
+
+
+def static_assert(cond, message: str = "") -> None:
+    """Check a condition on constants while the kernel is traced (shapes, ``tl.Constant``
+    values): a ``TileValueError`` at this line when it is false, before anything compiles.
+    Example: ``tl.static_assert(BLOCK % 16 == 0, "BLOCK must be a multiple of 16")``."""
+    if isinstance(cond, Tile):
+        raise located(
+            TileTypeError("static_assert takes a Python value (a constant); check a tile with tl.device_assert")
+        )
+    if not cond:
+        raise located(TileValueError(f"static_assert failed{': ' + message if message else ''}"))
+
+
+def device_assert(cond, message: str = "") -> None:
+    """Check a condition on the values while the kernel runs, in
+    :ref:`debug mode <debug-mode>` (``debug=True`` or ``TILELANG_CHECKS=1``) on every
+    backend: where any element of ``cond`` (a bool tile or scalar) is False, the launch
+    raises a ``TileCheckError`` at this line with ``message``. Outside debug mode it is
+    not compiled (as Triton's under ``TRITON_DEBUG``), so it costs nothing. Example::
+
+        tl.device_assert((idx >= 0) & (idx < n), "token id out of range")
+    """
+    c = as_tile(cond)
+    if not c.dtype.is_bool:
+        raise located(TileTypeError(f"device_assert: the condition must be a bool tile, got {c.type}"))
+    if not isinstance(message, str):
+        raise located(TileTypeError(f"device_assert: the message is a str, got {type(message).__name__}"))
+    current_block("device_assert")  # (outside a kernel: named as the user wrote it)
+    if checked():
+        bind(P.device_assert, [c], "device_assert", message=message)
 
 
 # --------------------------------------------------------------------- dot

@@ -697,6 +697,19 @@ atomic.rules.update(type=_atomic_type, interpret=_atomic_interpret)
 barrier = primitive("barrier", effect="sync")
 barrier.rules.update(type=lambda: [], interpret=lambda ctx: [])
 
+# ``tl.device_assert`` in a debug-mode trace: runtime_checks.add_checks turns it into a check
+# (no later stage sees it; outside debug mode it is not recorded).
+device_assert = primitive("device_assert", effect="write")
+
+
+def _device_assert_type(cond, *, message):
+    if not cond.dtype.is_bool:
+        raise TileTypeError(f"device_assert: the condition must be a bool tile, got {cond}")
+    return []
+
+
+device_assert.rules.update(type=_device_assert_type, interpret=lambda ctx, cond, *, message: [])
+
 # ----------------------------------------------------------------------------- dot
 
 dot = primitive("dot")

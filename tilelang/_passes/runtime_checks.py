@@ -8,7 +8,8 @@ it (``u8_tile + n`` with ``n=1000``), as tracing refuses such a literal.
 In debug mode (``@tl.tile_kernel(debug=True)`` or ``TILELANG_CHECKS=1``) :func:`add_checks`
 rewrites the tile IR so the kernel checks itself: signed integer arithmetic that feeds an
 index or offset must not overflow, integer conversions feeding one must keep the value,
-gather/scatter/atomic indices must be in bounds, runtime loop steps must not be 0. A
+gather/scatter/atomic indices must be in bounds, runtime loop steps must not be 0, and each
+``tl.device_assert``'s condition must hold. A
 failed check writes its id into a hidden one-element int32 array argument (an atomic
 min, so the first check in program order wins) that :class:`Checked` reads after the
 launch and reports as a :class:`TileCheckError` at the user's line. The checks are plain
@@ -206,6 +207,11 @@ class _Instrument:
         old, block.eqns = block.eqns, []
         with TraceScope(block):
             for eqn in old:
+                if eqn.prim.name == "device_assert":  # (the user's own check)
+                    cond, message = Tile(eqn.inputs[0]), eqn.params["message"]
+                    self.check(block, eqn.loc, f"tl.device_assert failed{': ' + message if message else ''}",
+                               lambda tl, c=cond: c)  # fmt: skip
+                    continue
                 if eqn.prim.name == "range_loop":
                     self.block(eqn.params["body"])
                     if not isinstance(eqn.inputs[2], Literal):
