@@ -108,7 +108,7 @@ def assign_tile(x, out):
     "kernel, expr, error, message",
     [
         (index_tile_runtime, "a[tl.block_id(0)]", tl.TileSyntaxError, r"must be a Python int \(static\).*tl\.where"),
-        (index_tile_empty, "a[3:3]", tl.TileShapeError, r"the slice 3:3: of an axis of 128 is empty"),
+        (index_tile_empty, "a[3:3]", tl.TileShapeError, r"the slice 3:3 of an axis of 128 is empty"),
     ],
     ids=["runtime", "empty"],
 )

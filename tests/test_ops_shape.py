@@ -402,15 +402,20 @@ def test_join_split_interleave(data, d, other):
 
 
 @tl.tile_kernel
-def joined_scalars_kernel(out, v):
-    tl.store(out, tl.join(v, 2.5) * 2, index=(0,))
+def joined_scalars_kernel(out, swapped, v, HOW: tl.Constant):
+    pair = tl.join(v, 2.5) if HOW == "join" else tl.interleave(v, 2.5)
+    tl.store(out, pair * 2, index=(0,))
+    a, b = tl.split(tl.arange(0, 2) * 3 + 1)  # (0-d halves of an open value: the pairs take the default layout)
+    tl.store(swapped, tl.join(b, a), index=(0,))
 
 
 @pytest.mark.parametrize("backend", tlt.default_backends())
-def test_join_of_two_scalars_is_a_tile_of_two(backend):
-    out = np.zeros(2, np.float32)
-    joined_scalars_kernel[1](out, 1.25, backend=backend)
+@pytest.mark.parametrize("how", ["join", "interleave"])
+def test_pairs_of_scalars(backend, how):
+    out, swapped = np.zeros(2, np.float32), np.zeros(2, np.int32)
+    joined_scalars_kernel[1](out, swapped, 1.25, HOW=how, backend=backend)
     np.testing.assert_array_equal(out, [2.5, 5.0])
+    np.testing.assert_array_equal(swapped, [4, 1])
 
 
 @tl.tile_kernel

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+
 from .._ir import primitives as P
 from .._ir.core import PRIMITIVES, Block, Combine, TileType, Var
 from ..errors import TileShapeError, TileTypeError, TileValueError
@@ -163,8 +165,11 @@ def topk(input, k, axis=-1, largest=True):
     xs, many = _inputs(input, "topk")
     ax = axis_index(axis, xs[0].type.ndim, "topk")
     n = xs[0].type.shape[ax]
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
-        raise located(TileValueError(f"topk: k must be an int from 1 to the axis's {n} (a constant), got {k!r}"))
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise located(TileTypeError(f"topk: k must be an int (a constant), got {k!r}"))
+    if not 1 <= k <= n:
+        raise located(TileValueError(f"topk: k must be an int from 1 to the axis's {n}, got {k}"))
+    k = int(k)
     ranked = sort(tuple(xs), ax, descending=largest)
     cut = tuple(slice(None, k) if d == ax else slice(None) for d in range(xs[0].type.ndim))
     tops = tuple(t[cut] for t in ranked)

@@ -112,7 +112,7 @@ def _slice_range(k: builtins.slice, n: int) -> builtins.range:
         raise located(TileValueError("a tile slice's step cannot be 0"))
     taken = builtins.range(*builtins.slice(start, stop, step).indices(n))
     if not taken:
-        bounds = ":".join("" if v is None else str(v) for v in (start, stop, step))
+        bounds = ":".join("" if v is None else str(v) for v in (start, stop, *([step] if step is not None else [])))
         raise located(TileShapeError(f"the slice {bounds} of an axis of {n} is empty (tiles have no empty axes)"))
     return taken
 
@@ -202,4 +202,4 @@ def interleave(a, b) -> Tile:
         tl.store(out, tl.interleave(evens, odds), index=(i,))  # evens, odds: (TILE,) each
     """
     j = join(a, b)
-    return reshape(j, (*j.shape[:-2], 2 * j.shape[-2]))
+    return reshape(j, (*j.shape[:-2], 2 * j.shape[-2])) if j.ndim > 1 else j  # (of two scalars: their join)

@@ -107,6 +107,13 @@ def _slice_layout(a, eqn):
     return a.known(x) if x.type.shape == out.type.shape else a.default(out)
 
 
+def _split_wants(layouts, eqn, i):
+    """The pairs held in registers; none yet where the halves are 0-d (their scalar layout
+    fixed nothing: the pairs are open until a consumer or the default decides)."""
+    given = layouts.get(eqn.inputs[0])
+    return given and pair_in_registers(given)
+
+
 def _indexed_wants(layouts, eqn, i):
     """Indices, values and mask of a gather, scatter or atomic: in one layout (a gather's or
     atomic's result's, else the first tile's)."""
@@ -124,7 +131,7 @@ _rules("slice", layout=_slice_layout, wants=_output_layout)
 _rules("join", layout=lambda a, eqn: joined(a.known(eqn.inputs[0])), wants=lambda layouts, eqn, i: sliced(
     layouts[eqn.outputs[0]], len(eqn.outputs[0].type.shape) - 1))  # fmt: skip
 _rules("split", layout=lambda a, eqn: sliced(pair_in_registers(a.known(eqn.inputs[0])), eqn.inputs[0].type.ndim - 1),
-       wants=lambda layouts, eqn, i: pair_in_registers(layouts[eqn.inputs[0]]))  # fmt: skip
+       wants=_split_wants)  # fmt: skip
 _rules("gather", "atomic", layout=lambda a, eqn: _first_known(a, eqn) or a.default(eqn.outputs[0]))
 _rules("gather", "atomic", "scatter", wants=_indexed_wants)
 _rules("histogram", layout=lambda a, eqn: a.default(eqn.outputs[0]), wants=lambda layouts, eqn, i: (
@@ -235,7 +242,7 @@ _ALONG = (
     "cumprod",
     "associative_scan",
     "sort",
-    "flip",
+    "slice",
     "join",
     "split",
 )  # (results: the inputs' layout)
@@ -264,8 +271,9 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
             name = eqn.prim.name
             if name in ELEMENTWISE or name in _ALONG:
                 for x in eqn.inputs:
-                    if isinstance(x, Var) and x.type.shape:
-                        join(x, eqn.outputs[0])
+                    for out in eqn.outputs:  # (a split's two halves)
+                        if isinstance(x, Var) and x.type.shape:
+                            join(x, out)
             elif name == "reduce":  # (its tiles are combined together: one layout)
                 for x in eqn.inputs:
                     join(x, eqn.inputs[0])
