@@ -18,6 +18,7 @@ NAMES = [
     "compaction",
     "linear_recurrence",
     "moe_routing",
+    "rotary",
 ]
 
 

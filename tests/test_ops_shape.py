@@ -353,6 +353,20 @@ def test_flip_of_a_power_of_two_axis_stays_in_registers_and_lanes(tile, axis, pa
     assert d != tl.float16 or tlb.paths(program) == paths
 
 
+@pytest.mark.parametrize(
+    "key, paths",
+    [((("i", 1), ("s", None, None, None)), set()), ((("s", 0, 1, None), ("s", 256, 512, None)), {"shared"})],
+)  # (float16 (2, 1024): rows in registers, so row 1 stays in each thread; a half row of lanes and warps moves)
+@pytest.mark.parametrize("d", [tl.float16, tl.int32, tl.bool_])
+def test_a_slice_of_an_aligned_run_in_registers_stays_in_each_thread(key, paths, d):
+    x = (np.random.default_rng(1).standard_normal((2, 1024)) * 50).astype(d.np)
+    want = x[_index_key(key)]
+    out = np.zeros(want.shape, d.np)
+    tlt.check_kernel(index_kernel, 1, args=(x, out), reference=lambda x, out: want, SHAPE=(2, 1024), KEY=key)
+    program = tl.explain(index_kernel, x, out, SHAPE=(2, 1024), KEY=key)["thread_ir"]
+    assert d != tl.float16 or tlb.paths(program) == paths
+
+
 @tl.tile_kernel
 def pairs_kernel(x, y, z, joined, first, second, woven, SHAPE: tl.Constant, OTHER: tl.Constant):
     """join(x, y) (y a tile of x's shape, a row broadcast over it, or a scalar), split of the

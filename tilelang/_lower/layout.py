@@ -384,6 +384,36 @@ def pair_in_registers(layout: Layout) -> Layout:
     return Layout(layout.shape, reg, tuple(map(swap, layout.lane)), tuple(map(swap, layout.warp)))
 
 
+def slice_fixed_bits(layout: Layout, starts, steps, shape) -> dict | None:
+    """For a slice of a tile in ``layout`` (per axis a start, step and size: see the ``slice``
+    primitive) that takes on each axis an aligned run of a power-of-two length (or one
+    element), the index bits it fixes and their values; None for any other slice."""
+    fixed = {}
+    for d, (n, start, step, size) in enumerate(zip(layout.shape, starts, steps, shape)):
+        if (start, step, size) == (0, 1, n):
+            continue
+        if size & (size - 1) or start % size or step != 1 and size > 1:
+            return None
+        for k, b in enumerate(layout.dim_bits(d)):
+            if k >= log2(size):
+                fixed[b] = (start >> k) & 1
+    return fixed
+
+
+def selected(layout: Layout, shape, fixed: dict) -> Layout | None:
+    """The layout of the part of ``layout``'s tile (of ``shape``) whose index bits ``fixed``
+    have fixed values, where each thread keeps the elements it held: those bits removed, if
+    every one is a register bit (else None: the part is spread over threads)."""
+    if not all(b in layout.reg for b in fixed):
+        return None
+
+    def move(b):
+        return None if b is None else b - sum(1 for f in fixed if f < b)
+
+    reg = tuple(move(b) for b in layout.reg if b not in fixed)
+    return Layout(tuple(shape), reg, tuple(map(move, layout.lane)), tuple(map(move, layout.warp)))
+
+
 def _dim_start(shape, d) -> int:
     """The lowest index bit of dimension ``d`` of a tile of ``shape``."""
     return sum(log2(pow2_ceil(s)) for s in shape[d + 1 :])

@@ -36,6 +36,8 @@ from .._lower.layout import (
     pair_in_registers,
     reshaped,
     scalar_layout,
+    selected,
+    slice_fixed_bits,
     sliced,
     unbroadcast,
 )
@@ -102,9 +104,13 @@ def _reshape_layout(a, eqn):
 
 
 def _slice_layout(a, eqn):
-    """A flip keeps its input's layout; a crop or a stride takes the default of its shape."""
-    x, out = eqn.inputs[0], eqn.outputs[0]
-    return a.known(x) if x.type.shape == out.type.shape else a.default(out)
+    """A flip keeps its input's layout; an aligned power-of-two run held in each thread's
+    registers keeps what each thread held (``selected``); another slice takes the default."""
+    x, out, p = eqn.inputs[0], eqn.outputs[0], eqn.params
+    if x.type.shape == out.type.shape:
+        return a.known(x)
+    fixed = slice_fixed_bits(a.known(x), p["starts"], p["steps"], p["shape"])
+    return (fixed is not None and selected(a.known(x), p["shape"], fixed)) or a.default(out)
 
 
 def _split_wants(layouts, eqn, i):

@@ -17,7 +17,16 @@ import numpy as np
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var, uses
 from .._ir.primitives import COMPARE, ELEMENTWISE
-from .._lower.layout import blocked, log2, reshaped, same_threads, scalar_layout, sliced
+from .._lower.layout import (
+    blocked,
+    log2,
+    reshaped,
+    same_threads,
+    scalar_layout,
+    selected,
+    slice_fixed_bits,
+    sliced,
+)
 from .._lower.lowering import Lowering, b1, i32, i64, output, rule, scalar_reg_name
 from .._lower.ranges import loop_index_range
 from .._lower.thread_ir import (
@@ -178,6 +187,13 @@ def _lower_slice(lw, eqn, x, *, starts, steps, shape):
         lanes = sum(1 << i for i, b in enumerate(layout.lane) if b in flipped)
         value = lw.pick(value, [(i, i) for i in range(len(layout.reg))], layout.num_regs, flip=regs) if regs else value
         return output(lw, eqn, from_lane(lw, value, lanes) if lanes else value)
+
+    source = lw.layout(x)
+    fixed = slice_fixed_bits(source, starts, steps, shape)
+    if fixed is not None and layout == selected(source, shape, fixed):  # each thread keeps its own elements
+        kept = [i for i, b in enumerate(source.reg) if b not in fixed]
+        const = sum(fixed[b] << i for i, b in enumerate(source.reg) if b in fixed)
+        return output(lw, eqn, lw.pick(lw.values[x], list(enumerate(kept)), layout.num_regs, const=const))
 
     def source_coords(coords):  # (a phantom's coordinate, past the end, is never read: through_shared masks it)
         return [lw.op(i32, "add", Imm(start, i32), lw.op(i32, "mul", Imm(step, i32), c)) if (start, step) != (0, 1)
