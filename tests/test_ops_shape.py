@@ -354,16 +354,23 @@ def test_flip_of_a_power_of_two_axis_stays_in_registers_and_lanes(tile, axis, pa
 
 
 @pytest.mark.parametrize(
-    "key, paths",
-    [((("i", 1), ("s", None, None, None)), set()), ((("s", 0, 1, None), ("s", 256, 512, None)), {"shared"})],
-)  # (float16 (2, 1024): rows in registers, so row 1 stays in each thread; a half row of lanes and warps moves)
+    "shape, key, paths",
+    [
+        ((2, 1024), (("i", 1), ("s", None, None, None)), set()),
+        ((2, 256), (("s", None, None, None), ("s", 128, 256, None)), {"shuffle"}),
+        ((2, 1024), (("s", 0, 1, None), ("s", 256, 512, None)), {"shared"}),
+    ],
+)  # (float16: 8 elements of a row a thread, then lanes, warps (from 1024 elements on), then the rows in registers)
 @pytest.mark.parametrize("d", [tl.float16, tl.int32, tl.bool_])
-def test_a_slice_of_an_aligned_run_in_registers_stays_in_each_thread(key, paths, d):
-    x = (np.random.default_rng(1).standard_normal((2, 1024)) * 50).astype(d.np)
+def test_a_slice_of_an_aligned_run_moves_through_registers_and_lanes(shape, key, paths, d):
+    """A run of a power-of-two length at a multiple of it (or one index): register bits fixed
+    are a pick of slots, lane bits fixed a shuffle from the partner lane; shared memory only
+    where warps hold the run's fixed bits."""
+    x = np.random.default_rng(1).integers(-1, 2, shape).astype(d.np)  # (a third of the bools False)
     want = x[_index_key(key)]
     out = np.zeros(want.shape, d.np)
-    tlt.check_kernel(index_kernel, 1, args=(x, out), reference=lambda x, out: want, SHAPE=(2, 1024), KEY=key)
-    program = tl.explain(index_kernel, x, out, SHAPE=(2, 1024), KEY=key)["thread_ir"]
+    tlt.check_kernel(index_kernel, 1, args=(x, out), reference=lambda x, out: want, SHAPE=shape, KEY=key)
+    program = tl.explain(index_kernel, x, out, SHAPE=shape, KEY=key)["thread_ir"]
     assert d != tl.float16 or tlb.paths(program) == paths
 
 

@@ -402,13 +402,14 @@ def slice_fixed_bits(layout: Layout, starts, steps, shape) -> dict | None:
 
 def selected(layout: Layout, shape, fixed: dict) -> Layout | None:
     """The layout of the part of ``layout``'s tile (of ``shape``) whose index bits ``fixed``
-    have fixed values, where each thread keeps the elements it held: those bits removed, if
-    every one is a register bit (else None: the part is spread over threads)."""
-    if not all(b in layout.reg for b in fixed):
+    have fixed values, with no data through shared memory: those bits removed where they
+    are register bits (each thread keeps the elements it held), made replication where they
+    are lane bits (each lane gets its partner's by a shuffle); None if a warp holds one."""
+    if any(b in layout.warp for b in fixed):
         return None
 
     def move(b):
-        return None if b is None else b - sum(1 for f in fixed if f < b)
+        return None if b is None or b in fixed else b - sum(1 for f in fixed if f < b)
 
     reg = tuple(move(b) for b in layout.reg if b not in fixed)
     return Layout(tuple(shape), reg, tuple(map(move, layout.lane)), tuple(map(move, layout.warp)))

@@ -142,7 +142,7 @@ def lower_reduce(lw, eqn, *xs, axis, combine=None):
     for t in lane_bits:
         others = tuple(from_lane(lw, a, 1 << t) for a in partial)
         if red.in_order:  # the lower lane's partial on the left in both lanes
-            partial, others = _in_order(lw, _tid_bit(lw, t), partial, others)
+            partial, others = _in_order(lw, tid_bit(lw, t), partial, others)
         partial = red.combine(partial, others)
 
     # 3. across warps: through shared memory, every thread combining all partials
@@ -400,7 +400,7 @@ def _tid_bits(lw, bits, shift):
     return out
 
 
-def _tid_bit(lw, t):
+def tid_bit(lw, t):
     """Whether this thread's id has bit ``t``."""
     return lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
 
@@ -411,7 +411,7 @@ def _index_bit(lw, layout, b):
     if b in layout.reg:
         slot = lw.op(i32, "slot", attr=SlotMap.of_bits([(layout.reg.index(b), 0)]), n=layout.num_regs)
         return lw.op(b1, "ne", slot, Imm(0, i32))
-    return _tid_bit(lw, next(t for t, lb in layout.hardware() if lb == b))
+    return tid_bit(lw, next(t for t, lb in layout.hardware() if lb == b))
 
 
 def _select(lw, cond, a, b):

@@ -56,6 +56,7 @@ from .lower_reductions import (
     lower_reduce,
     lower_scan,
     lower_sort,
+    tid_bit,
 )
 from .lower_wgmma import stage_invariant_operands
 
@@ -190,10 +191,15 @@ def _lower_slice(lw, eqn, x, *, starts, steps, shape):
 
     source = lw.layout(x)
     fixed = slice_fixed_bits(source, starts, steps, shape)
-    if fixed is not None and layout == selected(source, shape, fixed):  # each thread keeps its own elements
+    if fixed is not None and layout == selected(source, shape, fixed):  # registers picked, lanes shuffled
         kept = [i for i, b in enumerate(source.reg) if b not in fixed]
         const = sum(fixed[b] << i for i, b in enumerate(source.reg) if b in fixed)
-        return output(lw, eqn, lw.pick(lw.values[x], list(enumerate(kept)), layout.num_regs, const=const))
+        value = lw.pick(lw.values[x], list(enumerate(kept)), layout.num_regs, const=const)
+        for lane, b in enumerate(source.lane):
+            if b in fixed:  # (the lanes whose bit is not the run's take their partner's)
+                here = lw.op(b1, "eq", tid_bit(lw, lane), Imm(bool(fixed[b]), b1))
+                value = lw.op(value.dtype, "select", here, value, from_lane(lw, value, 1 << lane))
+        return output(lw, eqn, value)
 
     def source_coords(coords):  # (a phantom's coordinate, past the end, is never read: through_shared masks it)
         return [lw.op(i32, "add", Imm(start, i32), lw.op(i32, "mul", Imm(step, i32), c)) if (start, step) != (0, 1)
