@@ -376,6 +376,12 @@ def asserting(x, out, T: tl.Constant):
     tl.store(out, t * 2, index=(tl.block_id(0),))
 
 
+ASSERTED, STATIC = (
+    'tl.device_assert(t < 100, "an element past 99")',
+    'tl.static_assert(T % 8 == 0, "T is a multiple of 8")',
+)
+
+
 @pytest.mark.parametrize("backend", HOST)
 def test_device_assert_reports_at_its_line_in_debug_mode_and_costs_nothing_else(backend):
     x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
@@ -384,21 +390,11 @@ def test_device_assert_reports_at_its_line_in_debug_mode_and_costs_nothing_else(
     np.testing.assert_array_equal(out, 2 * x)
     x[37] = 100
     err = launch_error(tl.TileCheckError, lambda: checked[8](x, out, T=8, backend=backend))
-    check(
-        err,
-        tl.TileCheckError,
-        r"tl.device_assert failed: an element past 99$",
-        expr='tl.device_assert(t < 100, "an element past 99")',
-    )
+    check(err, tl.TileCheckError, r"tl.device_assert failed: an element past 99$", expr=ASSERTED)
     plain[8](x, out, T=8, backend=backend)  # (not compiled in: no check, no error word)
     assert out[37] == 200 and "__tl_errors" not in tl.explain(plain, x, out, T=8, backend="cpu")["thread_ir"]
     err = launch_error(tl.TileValueError, lambda: plain[8](x, out, T=12, backend=backend))
-    check(
-        err,
-        tl.TileValueError,
-        r"static_assert failed: T is a multiple of 8",
-        expr='tl.static_assert(T % 8 == 0, "T is a multiple of 8")',
-    )
+    check(err, tl.TileValueError, r"static_assert failed: T is a multiple of 8", expr=STATIC)
 
 
 def test_tilelang_checks_turns_debug_mode_on(monkeypatch):
@@ -434,7 +430,7 @@ def test_gpu_debug_checks_report_at_the_users_line():
     x = np.arange(64, dtype=np.float32)
     x[37] = 100
     err = launch_error(tl.TileCheckError, lambda: tl.tile_kernel(asserting, debug=True)[8](x, out, T=8, backend="cuda"))
-    check(err, tl.TileCheckError, r"an element past 99", expr='tl.device_assert(t < 100, "an element past 99")')
+    check(err, tl.TileCheckError, r"an element past 99", expr=ASSERTED)
 
 
 @pytest.mark.gpu
