@@ -12,16 +12,85 @@ a shuffle, a loop): held longer, the values took registers (a row cumsum went fr
 254). Every statement list is scheduled on its own (a loop body too). Ops stay in their
 original order among themselves and never move past a use of their results, so the
 program computes the same values.
+
+First, a load from an array the kernel never writes is hoisted, with the ops that compute
+its address and mask, above what it does not depend on: the reductions, shuffles and
+barriers before it (no loop is crossed but the short folds of reductions: values held
+through one take its registers). A
+layernorm's weight and bias loads then overlap the row's load and reduction instead of
+waiting behind the reduction's barrier (its "weights first" form, written by hand, ran
+1.3% faster on the H100). Nothing writes such an array while the kernel runs (array
+arguments do not overlap, docs/language.md), so the load reads the same values earlier.
 """
 
 from __future__ import annotations
 
-from .._lower.thread_ir import Load, Loop, Op, ThreadProgram, registers
+from .._lower.thread_ir import (
+    Atomic,
+    Imm,
+    Load,
+    Loop,
+    Op,
+    Reg,
+    SharedLoad,
+    Store,
+    ThreadProgram,
+    registers,
+    walk_statements,
+)
 
 
 def schedule_loads(program: ThreadProgram) -> ThreadProgram:
-    program.body = _schedule(program.body)
+    written = {s.array for s in walk_statements(program.body) if isinstance(s, (Store, Atomic))}
+    program.body = _schedule(_hoisted(program.body, written))
     return program
+
+
+def _hoisted(stmts: list, written: set) -> list:
+    """``stmts`` with each load of an array not in ``written`` moved up, with the ops it reads
+    (directly or through others), to just after the last statement of another kind that
+    defines one of their registers, the last long loop or the last such load (they keep
+    their order), whichever is later."""
+    for s in stmts:
+        if isinstance(s, Loop):
+            s.body = _hoisted(s.body, written)
+    for load in [s for s in stmts if isinstance(s, Load) and s.array not in written]:
+        p = stmts.index(load)
+        need, members = {r for r in registers(load, load.USES) if isinstance(r, Reg)}, {p}
+        for i in range(p - 1, -1, -1):
+            s = stmts[i]
+            if isinstance(s, Op) and s.dst in need:
+                members.add(i)
+                need |= {r for r in s.args if isinstance(r, Reg)}
+        fixed = (i for i in range(p) if i not in members and (_long(stmts[i]) or need & _defs(stmts[i]) or _read_only(
+            stmts[i], written)))  # fmt: skip
+        floor = 1 + max(fixed, default=-1)
+        if all(isinstance(s, (Op, Load)) for s in stmts[floor:p]):
+            continue  # (nothing to overlap: the later scheduling orders these)
+        moved = [i for i in sorted(members) if i >= floor]
+        stmts = (
+            stmts[:floor]
+            + [stmts[i] for i in moved]
+            + [s for i, s in enumerate(stmts[floor:], floor) if i not in members]
+        )
+    return stmts
+
+
+def _long(s) -> bool:
+    """A loop a hoisted load's values would be held through: one with a runtime trip count
+    or memory accesses of its own (a K loop), not a short fold of a reduction's partials."""
+    if not isinstance(s, Loop):
+        return False
+    constant = all(isinstance(x, Imm) for x in (s.start, s.stop, s.step))
+    return not constant or any(not isinstance(t, (Op, SharedLoad)) for t in walk_statements(s.body))
+
+
+def _read_only(s, written: set) -> bool:
+    return isinstance(s, Load) and s.array not in written
+
+
+def _defs(s) -> set:
+    return {r for r in registers(s, s.DEFS) if isinstance(r, Reg)}
 
 
 def _schedule(stmts: list) -> list:
