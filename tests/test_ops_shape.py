@@ -423,6 +423,27 @@ def test_join_split_interleave(data, d, other):
 
 
 @tl.tile_kernel
+def cat_kernel(x, y, out, A: tl.Constant, B: tl.Constant, AXIS: tl.Constant):
+    a = tl.load(x, offset=(0,) * len(A), shape=A)
+    b = tl.load(y, offset=(0,) * len(B), shape=B)
+    tl.store(out, tl.cat(a, b, axis=AXIS), offset=(0,) * len(A))
+
+
+@given(data=st.data(), d=tlt.dtypes(), other=tlt.dtypes(), shape=st.lists(st.integers(1, 9), min_size=1, max_size=3))
+def test_cat(data, d, other, shape):
+    """np.concatenate of two tiles along any axis, lengths not powers of two, dtypes promoted."""
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    second = list(shape)
+    second[axis] = data.draw(st.integers(1, 9), label="length")
+    x = data.draw(tlt.arrays(d, tuple(shape)), label="x")
+    y = data.draw(tlt.arrays(other, tuple(second)), label="y")
+    result = tl.dtypes.promote_strong(d, other)
+    want = np.concatenate([x.astype(result.np), y.astype(result.np)], axis)
+    tlt.check_kernel(cat_kernel, 1, args=(x, y, np.zeros(want.shape, result.np)), reference=lambda *_: want,
+                     A=tuple(shape), B=tuple(second), AXIS=axis)  # fmt: skip
+
+
+@tl.tile_kernel
 def joined_scalars_kernel(out, swapped, v, HOW: tl.Constant):
     pair = tl.join(v, 2.5) if HOW == "join" else tl.interleave(v, 2.5)
     tl.store(out, pair * 2, index=(0,))
@@ -517,6 +538,10 @@ def bad_shape_kernel(x, out, WHAT: tl.Constant):
         t = tl.flip(t, 2)
     elif WHAT == "join_shapes":
         t = tl.join(t, tl.load(x, offset=(0, 0), shape=(4, 5)))[..., 0]
+    elif WHAT == "cat_off_axis":
+        t = tl.cat(t, tl.load(x, offset=(0, 0), shape=(4, 5)), axis=0)[:4, :]
+    elif WHAT == "cat_rank":
+        t = tl.cat(t, tl.load(x, offset=(0,), shape=(6,)))[:4, :]
     tl.store(out, t, offset=(0, 0))
 
 
@@ -540,6 +565,8 @@ def bad_shape_kernel(x, out, WHAT: tl.Constant):
         ("split_not_pairs", tl.TileShapeError),
         ("flip_axis", tl.TileValueError),
         ("join_shapes", tl.TileShapeError),
+        ("cat_off_axis", tl.TileShapeError),
+        ("cat_rank", tl.TileShapeError),
     ],
 )
 def test_shape_errors(what, error):

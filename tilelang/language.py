@@ -41,6 +41,7 @@ from ._frontend.combine import associative_scan, reduce, sort, topk
 from ._frontend.loops import range
 from ._frontend.shapes import (
     broadcast_to,
+    cat,
     expand_dims,
     flip,
     interleave,
@@ -78,8 +79,8 @@ __all__ = [
     "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reduce", "associative_scan", "sort", "topk",
-    "static_assert", "device_assert",
-    "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel", "flip", "join", "split", "interleave",
+    "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel",
+    "flip", "join", "split", "interleave", "cat",
     "static_assert", "device_assert",
     "dot",
 ]  # fmt: skip

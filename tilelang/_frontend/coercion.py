@@ -54,8 +54,8 @@ def broadcast_atom(atom, shape):
     return bind1(P.broadcast, [atom], "broadcast", shape=shape).var
 
 
-def promoted_operands(*xs, dtype=None, float_only=False):
-    """Promote and broadcast operands to one dtype and shape (0-d operands stay scalars)."""
+def promoted(*xs, dtype=None, float_only=False):
+    """Operands (atoms) promoted to one dtype, each keeping its shape."""
     atoms = [as_atom(x) for x in xs]
     d, weak = atoms[0].type.dtype, atoms[0].type.weak
     for a in atoms[1:]:
@@ -64,8 +64,14 @@ def promoted_operands(*xs, dtype=None, float_only=False):
         d, weak = dtype, False
     if float_only and not d.is_float:
         d = float32
+    return [converted(a, d, weak) for a in atoms]
+
+
+def promoted_operands(*xs, dtype=None, float_only=False):
+    """Promote and broadcast operands to one dtype and shape (0-d operands stay scalars)."""
+    atoms = promoted(*xs, dtype=dtype, float_only=float_only)
     shape = broadcast_shapes(*(a.type.shape for a in atoms))
-    return [broadcast_atom(converted(a, d, weak), shape) for a in atoms]
+    return [broadcast_atom(a, shape) for a in atoms]
 
 
 def elementwise_op(name, *xs, float_only=False):

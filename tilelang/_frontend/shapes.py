@@ -18,7 +18,7 @@ import numpy as np
 from .._ir import primitives as P
 from .._ir.core import PRIMITIVES
 from ..errors import TileShapeError, TileSyntaxError, TileTypeError, TileValueError
-from .coercion import as_tile, axis_index, broadcast_atom, broadcast_shapes, full_shape, promoted_operands
+from .coercion import as_tile, axis_index, broadcast_atom, broadcast_shapes, full_shape, promoted, promoted_operands
 from .tracing import Tile, bind, bind1, located, static_int, static_shape
 
 
@@ -193,6 +193,23 @@ def split(x) -> tuple[Tile, Tile]:
         raise located(TileShapeError(f"split: the last axis must have size 2, got a tile of shape {list(t.shape)}"))
     first, second = bind(PRIMITIVES["split"], [t], "split")
     return first, second
+
+
+def cat(a, b, axis=0) -> Tile:
+    """``a`` then ``b`` along ``axis`` (``np.concatenate([a, b], axis)``): the other axes
+    agree; the dtypes are promoted as in ``a + b``. Unlike Triton's ``tl.cat`` the order is
+    kept and any axis goes. The elements move through shared memory. Example, a query's
+    rotated and pass-through features side by side::
+
+        q = tl.cat(rotated, q_pass, axis=1)   # (M, R) and (M, D - R): (M, D)
+    """
+    x, y = promoted(a, b)
+    if not x.type.shape or not y.type.shape:
+        raise located(TileShapeError("cat: of two tiles with at least one axis (tl.join pairs scalars)"))
+    if x.type.ndim != y.type.ndim:
+        raise located(TileShapeError(f"cat: tiles of one rank, got {list(x.type.shape)} and {list(y.type.shape)}"))
+    ax = axis_index(axis, x.type.ndim, "cat")
+    return bind1(PRIMITIVES["cat"], [x, y], "cat", axis=ax)
 
 
 def interleave(a, b) -> Tile:

@@ -490,6 +490,17 @@ def _join_type(a, b):
 join.rules.update(type=_join_type, interpret=lambda ctx, a, b: [np.stack([a, b], axis=-1)])
 
 
+def _cat_type(a, b, *, axis):
+    if a.dtype is not b.dtype or a.ndim != b.ndim or not 0 <= axis < a.ndim:
+        raise TileTypeError(f"cat: two tiles of one dtype and rank, got {a} and {b}")
+    if any(m != n for d, (m, n) in enumerate(zip(a.shape, b.shape)) if d != axis):
+        raise TileShapeError(f"cat: {a} and {b} differ off the axis {axis}")
+    return [TileType(tuple(m + n if d == axis else m for d, (m, n) in enumerate(zip(a.shape, b.shape))), a.dtype)]
+
+
+primitive("cat").rules.update(type=_cat_type, interpret=lambda ctx, a, b, *, axis: [np.concatenate([a, b], axis)])
+
+
 def _split_type(x):
     if not x.shape or x.shape[-1] != 2:
         raise TileShapeError(f"split: the last axis must have size 2, got {x}")

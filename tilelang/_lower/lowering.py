@@ -311,17 +311,22 @@ class Lowering:
                 pairs.append((i, src.reg.index(src.dim_bits(d).start + b - dst.dim_bits(d).start)))
         return self.pick(self.values[atom], pairs, dst.num_regs)
 
-    def through_shared(self, atom, layout: Layout, source_coords):
+    def through_shared(self, atom, layout: Layout, source_coords, shape=None, also=()):
         """Convert through shared memory: owners write, barrier, everyone reads the element at
         ``source_coords(coords)`` of ``atom`` (the buffer is free again after the next
         barrier, whoever places it). Rows are laid out an odd number of elements apart, so
-        threads reading down a column (a transpose) hit distinct banks."""
-        src, dtype = self.layout(atom), atom.type.dtype
-        *rows, last = atom.type.shape or (1,)
+        threads reading down a column (a transpose) hit distinct banks. With ``also`` (pairs
+        ``(atom, shift)``) more tiles are written into the same tile of ``shape``, each at its
+        coordinates shifted (a concatenation)."""
+        dtype = atom.type.dtype
+        *rows, last = shape or atom.type.shape or (1,)
         pitched = (*rows, last | 1 if rows else last)
         buf = self.buffer(dtype, math.prod(pitched))
-        index = self.flat(self.coords(src), pitched)
-        self.stmts.append(SharedStore(buf, index, self.values[atom], self.land(self.valid(src), self.owner(src))))
+        for part, shift in ((atom, None), *also):
+            src = self.layout(part)
+            coords = self.coords(src) if shift is None else shift(self.coords(src))
+            writes = self.land(self.valid(src), self.owner(src))
+            self.stmts.append(SharedStore(buf, self.flat(coords, pitched), self.values[part], writes))
         self.barrier()
         read = self.flat(source_coords(self.coords(layout)), pitched)
         at = self.op(i32, "select", self.valid(layout), read, Imm(0, i32))

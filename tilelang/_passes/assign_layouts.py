@@ -132,7 +132,7 @@ _rules("full", "iota", "broadcast", layout=lambda a, eqn: None)
 _rules("broadcast", wants=lambda layouts, eqn, i: unbroadcast(layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))
 _rules("reshape", layout=_reshape_layout, wants=lambda layouts, eqn, i: reshaped(
     layouts[eqn.outputs[0]], eqn.inputs[0].type.shape))  # fmt: skip
-_rules("load", "transpose", layout=lambda a, eqn: a.default(eqn.outputs[0]))
+_rules("load", "transpose", "cat", layout=lambda a, eqn: a.default(eqn.outputs[0]))
 _rules("slice", layout=_slice_layout, wants=_output_layout)
 _rules("join", layout=lambda a, eqn: joined(a.known(eqn.inputs[0])), wants=lambda layouts, eqn, i: sliced(
     layouts[eqn.outputs[0]], len(eqn.outputs[0].type.shape) - 1))  # fmt: skip

@@ -17,9 +17,9 @@ import numpy as np
 
 from .._ir.core import ArrayType, Block, Literal, Program, array_accesses
 
-_NOT_FLOPS = {"convert", "reshape", "transpose", "slice", "join", "split", "broadcast", "full", "iota", "block_id",
-              "num_blocks", "array_dim", "load", "store", "gather", "scatter", "atomic", "where", "convert_layout",
-              "histogram"}  # fmt: skip
+_NOT_FLOPS = {"convert", "reshape", "transpose", "slice", "join", "split", "cat", "broadcast", "full", "iota",
+              "block_id", "num_blocks", "array_dim", "load", "store", "gather", "scatter", "atomic", "where",
+              "convert_layout", "histogram"}  # fmt: skip
 
 
 @dataclass

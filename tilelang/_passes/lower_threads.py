@@ -237,6 +237,20 @@ def _lower_join(lw, eqn, a, b):
     output(lw, eqn, lw.op(a.dtype, "select", second, b, a))
 
 
+@rule("cat")
+def _lower_cat(lw, eqn, a, b, *, axis):
+    """Both tiles written into one tile of the result's shape in shared memory (``b`` past
+    ``a`` along the axis), read back in the result's layout."""
+    n = a.type.shape[axis]
+
+    def after_a(coords):
+        return [lw.op(i32, "add", c, Imm(n, i32)) if d == axis else c for d, c in enumerate(coords)]
+
+    out = eqn.outputs[0]
+    value = lw.through_shared(a, lw.layout(out), lambda coords: coords, out.type.shape, [(b, after_a)])
+    output(lw, eqn, value)
+
+
 @rule("split")
 def _lower_split(lw, eqn, x):
     """Each result is the slots of ``x`` with the pair's register bit 0 or 1 (``x`` holds both

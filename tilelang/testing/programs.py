@@ -385,6 +385,10 @@ class _Builder:
                            integral=x.integral and y.integral, err=max(x.err, y.err))  # fmt: skip
             if self.draw(st.booleans()):
                 return self.define(replace(pair, shape=(*x.shape, 2)), f"tl.join({x.name}, {y.name})")
+            if self.draw(st.booleans()):  # (along any axis: twice as long)
+                axis = self.draw(st.integers(0, len(x.shape) - 1))
+                shape = tuple(2 * n if k == axis else n for k, n in enumerate(x.shape))
+                return self.define(replace(pair, shape=shape), f"tl.cat({x.name}, {y.name}, axis={axis})")
             shape = (*x.shape[:-1], 2 * x.shape[-1])
             return self.define(replace(pair, shape=shape), f"tl.interleave({x.name}, {y.name})")
         if kind == "split" and x.shape and x.shape[-1] % 2 == 0:
