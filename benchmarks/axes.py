@@ -22,8 +22,9 @@ def column_sum(x, out, ROWS_PER_BLOCK: tl.Constant, BM: tl.Constant, BN: tl.Cons
 
 @tl.tile_kernel
 def middle_sum(x, out, BB: tl.Constant, BC: tl.Constant):
-    """out[a, c] = sum over b of x[a, b, c]: block (a, j) walks the middle axis in tiles."""
-    a, j = tl.block_id(0), tl.block_id(1)
+    """out[a, c] = sum over b of x[a, b, c]: block (j, a) walks the middle axis in tiles (the
+    column tiles of a slice next to each other in launch order: they read whole rows together)."""
+    j, a = tl.block_id(0), tl.block_id(1)
     acc = tl.zeros((1, BB, BC), tl.float32)
     for k in tl.range(0, tl.cdiv(x.shape[1], BB)):
         acc += tl.load(x, index=(a, k, j), shape=(1, BB, BC))
@@ -33,8 +34,9 @@ def middle_sum(x, out, BB: tl.Constant, BC: tl.Constant):
 @tl.tile_kernel
 def middle_argmax(x, out, BB: tl.Constant, BC: tl.Constant):
     """out[a, c] = argmax over b of x[a, b, c] (the first on ties): each element of a (BB, BC)
-    tile keeps the best value it has seen and where; the tile is reduced once, at the end."""
-    a, j = tl.block_id(0), tl.block_id(1)
+    tile keeps the best value it has seen and where; the tile is reduced once, at the end.
+    Block (j, a), as middle_sum."""
+    j, a = tl.block_id(0), tl.block_id(1)
     best = tl.full((1, BB, BC), float("-inf"), tl.float32)
     where = tl.zeros((1, BB, BC), tl.int32)
     rows = tl.arange(0, BB)[None, :, None]
@@ -82,25 +84,25 @@ def bench_axes(torch, time_ms, report, quick=False):
     shape = (16, 4096, 4095) if quick else (128, 4096, 4095)
     x = torch.randn(*shape, device="cuda")
     out = torch.full((shape[0], shape[2]), float("nan"), device="cuda")
-    # 32 x 512 tiles: the fastest of 25 tiles and thread counts on the H200 (2.12 ms against 2.20 for
-    # 32 x 128: wider row segments; splitting the middle axis over 2 or 4 blocks did not help)
-    bb, bc = 32, 512
-    grid = (shape[0], tl.cdiv(shape[2], bc))
+    # 64 x 256 tiles, column tiles first in launch order: the fastest of 14 on the H100 (.prof/mid3.py,
+    # 2026-12-05: 2.926 ms, torch 3.018; blocks (a, j), as before, 3.059 at best, with 32 x 512)
+    bb, bc = 64, 256
+    grid = (tl.cdiv(shape[2], bc), shape[0])
     middle_sum[grid](x, out, BB=bb, BC=bc)
     err = ((out.double() - x.double().sum(dim=1)).abs().max() / shape[1] ** 0.5).item()
     case, nbytes = f"middle-axis sum {shape[0]}x{shape[1]}x{shape[2]} f32", 4 * (x.numel() + out.numel())
     ok = "ok" if err < 1e-4 else f"WRONG (err {err:.1e})"
     report(case, "tilelang", time_ms(lambda: middle_sum[grid](x, out, BB=bb, BC=bc), torch), nbytes, ok)
-    for vb, vc in ((32, 128), (32, 256), (64, 256)):  # other tiles (rows of 4095: the kernel for any array), unchecked
-        g = (shape[0], tl.cdiv(shape[2], vc))
+    for vb, vc in ((32, 512), (32, 256)):  # other tiles (rows of 4095: the kernel for any array), unchecked
+        g = (tl.cdiv(shape[2], vc), shape[0])
         run = lambda g=g, vb=vb, vc=vc: middle_sum[g](x, out, BB=vb, BC=vc)  # noqa: E731
         report(case, f"tilelang {vb}x{vc}", time_ms(run, torch), nbytes)
     report(case, "torch", time_ms(lambda: torch.sum(x, dim=1), torch), nbytes)
 
     # argmax over the middle axis of the same array
     out = torch.full((shape[0], shape[2]), -1, device="cuda", dtype=torch.int64)
-    bb, bc = 16, 128
-    grid = (shape[0], tl.cdiv(shape[2], bc))
+    bb, bc = 32, 128  # (H100: 2.919 ms, torch 3.224; blocks (a, j) 3.180 at best)
+    grid = (tl.cdiv(shape[2], bc), shape[0])
     middle_argmax[grid](x, out, BB=bb, BC=bc)
     ok = "ok" if torch.equal(out, torch.argmax(x, dim=1)) else "WRONG"
     case, nbytes = f"middle-axis argmax {shape[0]}x{shape[1]}x{shape[2]} f32", 4 * x.numel() + 8 * out.numel()

@@ -18,7 +18,7 @@ def test_middle_axis_argmax_takes_the_first_of_ties(backend):
     x = rng.standard_normal((3, 100, 70)).astype(np.float32)
     x[0, 20, 3] = x[0, 50, 3] = x[2, 99, 69] = 10.0  # a tie across tiles; the last row and column
     out = np.full((3, 70), -1, np.int64)
-    axes.middle_argmax[3, 2](x, out, BB=16, BC=64, backend=backend)
+    axes.middle_argmax[2, 3](x, out, BB=16, BC=64, backend=backend)
     np.testing.assert_array_equal(out, x.argmax(axis=1))
 
 
@@ -38,6 +38,14 @@ def test_sum_in_one_launch_rearms_its_counter(backend):
     np.testing.assert_allclose(parts, [sum(want[b::7]) for b in range(7)], rtol=1e-6)
     assert results[0] == results[1]
     np.testing.assert_allclose(results[0], x.sum(dtype=np.float64), rtol=1e-6)  # float32 sums of ~3000 terms in [0, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_middle_axis_sum_column_tiles_first(backend):
+    x = np.random.default_rng(6).standard_normal((3, 100, 70)).astype(np.float32)
+    out = np.full((3, 70), np.nan, np.float32)
+    axes.middle_sum[2, 3](x, out, BB=16, BC=64, backend=backend)  # (blocks (column tile, slice))
+    np.testing.assert_allclose(out, x.sum(axis=1, dtype=np.float64), rtol=1e-5, atol=1e-5)  # float32 sums of 100
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
