@@ -277,8 +277,8 @@ def _vector_itemsizes(program: Program) -> tuple[dict, set]:
             name = eqn.prim.name
             if name in ELEMENTWISE or name in _ALONG:
                 for x in eqn.inputs:
-                    for out in eqn.outputs:  # (a split's two halves)
-                        if isinstance(x, Var) and x.type.shape:
+                    if isinstance(x, Var) and x.type.shape:
+                        for out in eqn.outputs:  # (a split's two halves)
                             join(x, out)
             elif name == "reduce":  # (its tiles are combined together: one layout)
                 for x in eqn.inputs:

@@ -332,7 +332,7 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         if padded:
             start = lw.op(i32, "or", lw.op(i32, "and", coord, Imm(-(2 << k), i32)), Imm(1 << k, i32))
             filled = lw.op(b1, "lt", start, Imm(layout.shape[axis], i32))
-        upper = _index_bit(lw, layout, b)
+        upper = index_bit(lw, layout, b)
         if b in layout.reg:
             j, before = held.index(b), list(held)
             del held[j]
@@ -405,7 +405,7 @@ def tid_bit(lw, t):
     return lw.op(b1, "ne", lw.op(i32, "and", lw.tid, Imm(1 << t, i32)), Imm(0, i32))
 
 
-def _index_bit(lw, layout, b):
+def index_bit(lw, layout, b):
     """Whether each element's padded index has bit ``b`` of ``layout``: a constant per slot
     (a register bit) or one per thread (a lane or warp bit)."""
     if b in layout.reg:
@@ -470,7 +470,7 @@ def lower_sort(lw, eqn, *xs, axis, descending):
     values += (lw.valid(layout, dims=[axis]),) if phantoms else ()
 
     def bit(j):  # whether this element's index has bit j (a constant per slot or one per thread)
-        return _index_bit(lw, layout, bits.start + j) if j < len(bits) else Imm(False, b1)
+        return index_bit(lw, layout, bits.start + j) if j < len(bits) else Imm(False, b1)
 
     for k in range(1, len(bits) + 1):
         for j in reversed(range(k)):

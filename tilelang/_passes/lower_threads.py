@@ -39,7 +39,6 @@ from .._lower.thread_ir import (
     ScalarParam,
     SharedLoad,
     SharedStore,
-    SlotMap,
     Store,
     ThreadProgram,
     array_reg,
@@ -50,13 +49,13 @@ from .lower_dot import folded_transposes, lower_dot
 from .lower_pipeline import plan as plan_pipeline
 from .lower_reductions import (
     from_lane,
+    index_bit,
     lower_combined_reduce,
     lower_combined_scan,
     lower_histogram,
     lower_reduce,
     lower_scan,
     lower_sort,
-    tid_bit,
 )
 from .lower_wgmma import stage_invariant_operands
 
@@ -197,7 +196,7 @@ def _lower_slice(lw, eqn, x, *, starts, steps, shape):
         value = lw.pick(lw.values[x], list(enumerate(kept)), layout.num_regs, const=const)
         for lane, b in enumerate(source.lane):
             if b in fixed:  # (the lanes whose bit is not the run's take their partner's)
-                here = lw.op(b1, "eq", tid_bit(lw, lane), Imm(bool(fixed[b]), b1))
+                here = lw.op(b1, "eq", index_bit(lw, source, b), Imm(bool(fixed[b]), b1))
                 value = lw.op(value.dtype, "select", here, value, from_lane(lw, value, 1 << lane))
         return output(lw, eqn, value)
 
@@ -233,8 +232,7 @@ def _lower_join(lw, eqn, a, b):
     i, n = layout.reg.index(0), layout.num_regs
     pairs = [(j, j - (j > i)) for j in range(log2(n)) if j != i]
     a, b = (lw.pick(lw.regs(x, operand), pairs, n) for x in (a, b))
-    second = lw.op(b1, "ne", lw.op(i32, "slot", attr=SlotMap.of_bits([(i, 0)]), n=n), Imm(0, i32))
-    output(lw, eqn, lw.op(a.dtype, "select", second, b, a))
+    output(lw, eqn, lw.op(a.dtype, "select", index_bit(lw, layout, 0), b, a))
 
 
 @rule("cat")
