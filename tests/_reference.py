@@ -1,7 +1,7 @@
 """NumPy references for the op tests, written from the documented rules (not from tilelang's code).
 
 - :func:`promote` / :func:`promote_weak`: the promotion rules of ``tilelang/dtypes.py``'s docstring.
-- :func:`compute`: one op as the reference computes it: 16-bit floats in float32 and
+- :func:`compute`: one op as the reference computes it: 16- and 8-bit floats in float32 and
   rounded once to the dtype, everything else in the dtype itself (integers wrap).
 """
 
@@ -12,8 +12,8 @@ import numpy as np
 import tilelang as tl
 
 ALL = (tl.bool_, tl.int8, tl.int16, tl.int32, tl.int64, tl.uint8, tl.uint16, tl.uint32, tl.uint64)
-ALL += (tl.float16, tl.bfloat16, tl.float32, tl.float64)
-FLOATS = (tl.float16, tl.bfloat16, tl.float32, tl.float64)
+ALL += (tl.float8_e4m3fn, tl.float8_e5m2, tl.float16, tl.bfloat16, tl.float32, tl.float64)
+FLOATS = (tl.float8_e4m3fn, tl.float8_e5m2, tl.float16, tl.bfloat16, tl.float32, tl.float64)
 CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
 
 
@@ -23,8 +23,8 @@ def promote(a, b):
         return a
     if a.kind == "b" or b.kind == "b":
         return b if a.kind == "b" else a
-    if a.kind == "f" and b.kind == "f":
-        return tl.float32 if a.bits == b.bits else (a if a.bits > b.bits else b)
+    if a.kind == "f" and b.kind == "f":  # of one width: float16 holds both float8s, float32 both 16-bit ones
+        return {8: tl.float16, 16: tl.float32}[a.bits] if a.bits == b.bits else (a if a.bits > b.bits else b)
     if a.kind == "f" or b.kind == "f":
         return a if a.kind == "f" else b
     if a.kind == b.kind:
@@ -51,11 +51,12 @@ def promote_weak(tile_dtype, value):
 
 
 def is_half(d):
-    return d.kind == "f" and d.bits == 16
+    """A float computed in float32 and rounded to itself: 16 or 8 bits."""
+    return d.kind == "f" and d.bits < 32
 
 
 def compute(fn, dtype, *args):
-    """``fn(*args)`` with each argument converted to ``dtype``; 16-bit floats computed in float32, rounded once."""
+    """``fn(*args)`` with each argument converted to ``dtype``; narrow floats computed in float32, rounded once."""
     with np.errstate(all="ignore"):
         args = [np.asarray(a).astype(dtype.np) for a in args]
         if is_half(dtype):

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import tilelang as tl
 from tilelang import testing as tlt
 
+FLOAT8 = [tl.float8_e4m3fn, tl.float8_e5m2]  # no atomics (test_float8_arrays_have_no_atomics)
 OPS = {
     "add": (tl.atomic_add, lambda old, v: old + v, "iuf"),
     "max": (tl.atomic_max, np.maximum, "iuf"),
@@ -49,7 +50,7 @@ def test_old_values_of_distinct_elements(op, data):
     some out of bounds): the new contents as NumPy's op, the old values where each element
     was, 0 where masked off or out of bounds. Tiles do not divide the shapes."""
     kinds = "iu" if op == "cas" else OPS[op][2]
-    d = data.draw(tlt.dtypes(kinds), label="dtype")
+    d = data.draw(tlt.dtypes(kinds, exclude=FLOAT8), label="dtype")
     m, n = data.draw(st.integers(1, 9), label="m"), data.draw(st.integers(1, 9), label="n")
     bm, bn = data.draw(st.sampled_from([1, 2, 4, 8]), label="BM"), data.draw(st.sampled_from([2, 4, 8]), label="BN")
     rows = np.concatenate([data.draw(st.permutations(range(m)), label="rows"), [-1, m]]).astype(np.int32)
@@ -100,7 +101,7 @@ def ticket_kernel(count, tickets, BN: tl.Constant, SCALAR: tl.Constant):
 
 
 @pytest.mark.parametrize("scalar", [False, True])
-@given(d=tlt.dtypes("iuf"), bn=st.sampled_from([1, 2, 32, 64, 256]), blocks=st.integers(1, 5))
+@given(d=tlt.dtypes("iuf", exclude=FLOAT8), bn=st.sampled_from([1, 2, 32, 64, 256]), blocks=st.integers(1, 5))
 def test_tickets_from_one_counter_are_all_different(scalar, d, bn, blocks):
     """Repeated indices (within a tile and across blocks): in whatever order the updates
     land, the old values are 5, 6, ..., one each (a ticket counter), and the count ends past them."""
@@ -125,7 +126,7 @@ def exchange_chain_kernel(cell, vals, old, BN: tl.Constant):
     tl.store(old, tl.atomic_xchg(cell, tl.zeros((BN,), tl.int32), v, mask=inside), index=(j,))
 
 
-@given(d=tlt.dtypes("iuf"), n=st.integers(1, 70))
+@given(d=tlt.dtypes("iuf", exclude=FLOAT8), n=st.integers(1, 70))
 def test_exchanges_on_one_element_form_a_chain(d, n):
     """Each exchange takes the value the one before it left: the old values and the final one
     are the first value and every value written, each once."""
@@ -226,6 +227,18 @@ def test_atomic_errors(what):
     _, error, message = BAD_CALLS[what]
     with pytest.raises(error, match=message):
         bad_atomic_kernel[1](np.zeros(8, np.int32), np.zeros(8, np.float32), WHAT=what, backend="interpret")
+
+
+@tl.tile_kernel
+def float8_atomic_kernel(f, OP: tl.Constant):
+    OPS[OP][0](f, tl.arange(0, 8), 1.0)
+
+
+@pytest.mark.parametrize("d", FLOAT8, ids=str)
+@pytest.mark.parametrize("op", ["add", "max", "xchg"])
+def test_float8_arrays_have_no_atomics(op, d):
+    with pytest.raises(tl.TileTypeError, match=f"atomic_{op} is not defined for {d.name} arrays"):
+        float8_atomic_kernel[1](np.zeros(8, d.np), OP=op, backend="interpret")
 
 
 HARDWARE = {

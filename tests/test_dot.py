@@ -23,7 +23,7 @@ TILES = st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9))  # BM
 
 def accumulator(d):
     if d.kind == "f":
-        return tl.float32 if d.bits == 16 else d
+        return tl.float32 if d.bits < 32 else d
     return tl.int64 if d.bits == 64 else tl.int32
 
 

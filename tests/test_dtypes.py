@@ -196,7 +196,7 @@ def accumulation_dtypes(d):
     if d.is_bool or (d.is_int and d.bits < 32):
         acc = tl.uint32 if d.kind == "u" else int32
         return acc, acc, (None if d.is_bool else int32)
-    if d.is_float and d.bits == 16:
+    if d.is_float and d.bits < 32:
         return float32, d, float32
     dot = d if d.is_float else (tl.int64 if d.bits == 64 else int32)
     return d, d, dot

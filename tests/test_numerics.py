@@ -155,7 +155,7 @@ def test_floor_ceil_and_floordiv_keep_the_sign_of_zero(d, data):
     values = st.sampled_from(SIGNED_ZERO_CASES) | st.floats(-1e6, 1e6, width=32)
     x, y = data.draw(hnp.arrays(np.float64, (2, N), elements=values))
     x[:6], y[:6] = (0.0, -0.0, 0.0, -0.0, -2.0, 2.0), (-1.0, 1.0, 1.0, -1.0, 1.0, -1.0)  # the zero quotients
-    t = np.float32 if d.bits == 16 else d.np  # 16-bit floats compute in float32
+    t = np.float32 if d.bits < 32 else d.np  # 16- and 8-bit floats compute in float32
     with np.errstate(all="ignore"):  # 1e6 is inf in float16
         x, y = x.astype(d.np), y.astype(d.np)
         xt, yt = x.astype(t), y.astype(t)
@@ -365,9 +365,12 @@ def math_reference(name, a, b, d):
 
 def ulp_errors(got, want, d):
     """|got - want| in ulps of ``d`` at ``want``, inf where NaNs disagree. Infinities and values past
-    the range count as 2**(emax+1), so an overflow at the threshold is measured, not refused."""
+    the range count as 2**(emax+1), so an overflow at the threshold is measured, not refused; in
+    float8_e4m3fn, which has no infinity, they are NaN."""
     info = tl.testing.ml_dtypes.finfo(d.np)
     top = WIDE(2.0) ** (int(info.maxexp))
+    with np.errstate(all="ignore"):
+        want = np.where(np.isnan(want.astype(np.float64).astype(d.np).astype(np.float64)), np.nan, want)
     got, want = got.astype(WIDE), want.astype(WIDE)
     nan = np.isnan(got) | np.isnan(want)
     g, w = np.clip(got, -top, top), np.clip(want, -top, top)  # past the range: inf
@@ -387,7 +390,7 @@ MATH_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-3, 3.0, 10.0, -10.0, 88.72283, 
 def test_math_functions_meet_the_accuracy_contract(d, data):
     """Each backend within docs/dtypes.md's ulps of the exact result (float64 or long double here):
     the interpreter's NumPy float32 exp(1) was 1 ulp off the CPU backend's."""
-    t = np.float32 if d.bits == 16 else d.np
+    t = np.float32 if d.bits < 32 else d.np
     wide = WIDE if d.np == np.float64 else np.float64
     elements = st.sampled_from(MATH_EDGES) | st.floats(allow_nan=True, allow_infinity=True, width=32)
     if d.np == np.float64:
@@ -404,7 +407,7 @@ def test_math_functions_meet_the_accuracy_contract(d, data):
         for k, name in enumerate(FUNCTIONS):
             got = out[k * N : (k + 1) * N]
             rounded_reference = d.np == np.float64 and (wide is np.float64 or name == "erf")  # itself 1 ulp off
-            limit = 1.0 if d.bits == 16 else ULPS[name] + rounded_reference
+            limit = 1.0 if d.bits < 32 else ULPS[name] + rounded_reference
             err = ulp_errors(got, exact[name], d)
             if name == "exp2_ftz":
                 err = np.where(boundary & (got == 0), 0, err)
@@ -460,7 +463,7 @@ def fast_limits(name, x, d):
     ``|x| * 0.22 * 2^-24``: 1.25 ``|x|`` ulps) and is ``exp2``'s 2 more; ``log`` is ``log2``'s 2
     ulps (relative 2^-22) times ``ln 2`` rounded, the product rounded: 5.5; ``/`` within 2;
     ``sigmoid``, ``1 / (1 + exp(-x))``: exp's error, the sum's rounding and the division's."""
-    if d.bits == 16:
+    if d.bits < 32:
         return 1.0
     if d.np == np.float64:
         return ULPS[name] + (WIDE is np.float64)
@@ -473,7 +476,7 @@ def fast_limits(name, x, d):
 def test_fast_math_meets_its_contract(d, data):
     """``fast_math=True``: exp, log, ``/`` and sigmoid within their documented bounds on every backend
     (the GPU's approximate instructions; the others run the same rewritten formulas)."""
-    t = np.float32 if d.bits == 16 else d.np
+    t = np.float32 if d.bits < 32 else d.np
     wide = WIDE if d.np == np.float64 else np.float64
     # (x * log2(e) just below a power of two: exp's largest error, 1.2 |x| ulps)
     edges = st.sampled_from(MATH_EDGES + [-44.36467, 45.74593, -22.18, 88.0])

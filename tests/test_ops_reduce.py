@@ -118,7 +118,7 @@ def test_reductions(op, data, d, axis, keepdims, tile):
 
     rtol = atol = None
     if op in ("sum", "prod") and d.kind == "f":
-        rtol, atol = _float_reduction_tolerance(op, blocks, axes, tl.float32 if d.bits == 16 else d, d)
+        rtol, atol = _float_reduction_tolerance(op, blocks, axes, tl.float32 if d.bits < 32 else d, d)
     out = np.zeros(out_shape(axis, shape, tile), result.np)
     grid = (tl.cdiv(shape[0], tile[0]), tl.cdiv(shape[1], tile[1]))
     kwargs = dict(OP=op, AXIS=axis, KEEP=keepdims, DT=None, PAD=pad, TILE=tile)

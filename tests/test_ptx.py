@@ -261,12 +261,12 @@ def test_launch_parameters_match_the_ptx_entry():
     from tilelang._backends.cuda_driver import PARAM_CODES
 
     @tl.tile_kernel
-    def every(x, out, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, TILE: tl.Constant):
+    def every(x, out, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, TILE: tl.Constant):
         i = tl.block_id(0)
         tl.store(out, tl.load(x, index=(i, 0), shape=(1, TILE)) + s0, index=(i, 0))
 
     scalars = [d for d in tl.dtypes.ALL_DTYPES if d.name in PARAM_CODES]
-    assert len(scalars) == len(PARAM_CODES) == 13
+    assert len(scalars) == len(PARAM_CODES) == 15
     args = ("f64[:, :]", "f64[:, :]", *(d.short for d in scalars))
     compiled = every.compile(every.specialize(every.bind(args, {"TILE": 64}))[0], "cuda").backend_kernel
     declared = re.findall(r"\.param \.[a-z](\d+) \w+_param_\d+", compiled.ptx())

@@ -20,6 +20,8 @@ from .autotune import Config, autotune
 from .dtypes import (
     bfloat16,
     bool_,
+    float8_e4m3fn,
+    float8_e5m2,
     float16,
     float32,
     float64,
@@ -60,8 +62,10 @@ __all__ = [
     "TileError", "TileTypeError", "TileAttributeError", "TileShapeError", "TileValueError", "TileSyntaxError",
     "TileArgumentError", "TileOutsideKernelError", "TileCompilerError", "TileLimitError", "TileCheckError",
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64",
+    "float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "float32", "float64", "float8e4nv", "float8e5",
 ]  # fmt: skip
+
+float8e4nv, float8e5 = float8_e4m3fn, float8_e5m2  # Triton's names
 
 
 def __getattr__(name):

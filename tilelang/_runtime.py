@@ -45,7 +45,8 @@ def _torch_info(t) -> ArrayInfo:
         import torch
 
         for d in dtypes.ALL_DTYPES:
-            _TORCH_DTYPES[getattr(torch, "bool" if d.is_bool else d.name)] = d
+            _TORCH_DTYPES[getattr(torch, "bool" if d.is_bool else d.name, None)] = d  # (float8: torch >= 2.1)
+        _TORCH_DTYPES.pop(None, None)
         _TORCH_DTYPES[None] = torch.strided  # (the one layout of arrays of elements)
     d = _TORCH_DTYPES.get(t.dtype)
     if d is None:
@@ -264,11 +265,13 @@ def _host_view(value) -> tuple[np.ndarray | None, bool]:
 
 
 def _torch_host_view(t) -> np.ndarray:
-    """A host tensor's memory as NumPy (bfloat16, which NumPy's torch bridge refuses, by its
-    bits: ml_dtypes' bfloat16)."""
+    """A host tensor's memory as NumPy (bfloat16 and float8, which NumPy's torch bridge
+    refuses, by their bits: ml_dtypes' types)."""
     torch = sys.modules.get("torch")  # (imported already where t is a torch tensor)
-    if torch is not None and t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(dtypes.bfloat16.np)
+    name = str(t.dtype).removeprefix("torch.")
+    if torch is not None and name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        d = dtypes.dtype(name)
+        return t.view(torch.int16 if d.bits == 16 else torch.uint8).numpy().view(d.np)
     return t.numpy()
 
 
@@ -401,10 +404,10 @@ def host_array(name, value, info: ArrayInfo) -> tuple[np.ndarray, bool]:
 
 
 def scalar_converter(t):
-    """A runtime scalar's conversion to its kernel parameter's NumPy type (16-bit floats
-    travel as float32, the type their registers have)."""
+    """A runtime scalar's conversion to its kernel parameter's NumPy type (16- and 8-bit
+    floats travel as float32, the type their registers have)."""
     d = t.dtype
-    if d.is_float and d.bits == 16:
+    if d.is_narrow_float:
         return lambda v: np.float32(d.np.type(v))
     return d.np.type
 
@@ -591,8 +594,8 @@ class CudaRunner:
                 if host.size == 0:  # nothing to copy
                     flat += [0, *host.shape, *c_strides(host.shape)]
                     continue
-                if host.dtype.itemsize == 2 and host.dtype.kind not in "iu":
-                    host = host.view(np.uint16)  # bfloat16 (and float16): numba moves their bits
+                if dtypes.dtype(host.dtype).is_narrow_float:  # numba moves their bits
+                    host = host.view(f"u{host.dtype.itemsize}")
                 flat_host = np.ascontiguousarray(host).reshape(-1)
                 if name in self.written and host.dtype.itemsize == 1 and host.size % 4:
                     # an 8-bit atomic updates the aligned 32-bit word holding its element: the

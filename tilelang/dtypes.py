@@ -1,8 +1,9 @@
 """Element types and the promotion rules.
 
 A dtype is a small immutable object (``tl.float32``); anything NumPy understands
-(``np.float16``, ``"int32"``) is accepted wherever a dtype is expected. bfloat16 host
-arrays use ``ml_dtypes.bfloat16``.
+(``np.float16``, ``"int32"``) is accepted wherever a dtype is expected. bfloat16 and float8
+host arrays use ``ml_dtypes``' types (``ml_dtypes.bfloat16``, ``ml_dtypes.float8_e4m3fn``,
+``ml_dtypes.float8_e5m2``); Triton's names ``"float8e4nv"`` and ``"float8e5"`` are accepted.
 
 Promotion (the full table is in docs/dtypes.md and tested):
 
@@ -10,7 +11,8 @@ Promotion (the full table is in docs/dtypes.md and tested):
 - two signed or two unsigned ints: the wider; signed with unsigned: the signed type
   wide enough for both, capped at int64 (so uint64 with a signed int gives int64).
 - an integer with a float: the float (as in Triton and JAX, unlike NumPy).
-- float16 with bfloat16: float32; otherwise the wider float.
+- two floats of one width: the smallest float holding both (float16 with bfloat16:
+  float32; float8_e4m3fn with float8_e5m2: float16); otherwise the wider float.
 - weak types (Python scalars and runtime scalar arguments) take the other operand's
   dtype when it is of the same or a higher category (bool < int < float); otherwise the
   weak operand's own dtype wins: a Python int is int32 (int64, then uint64, if it does
@@ -66,6 +68,11 @@ class DType:
         return self.kind == "b"
 
     @property
+    def is_narrow_float(self):
+        """A float narrower than 32 bits: its registers are float32, each result rounded to it."""
+        return self.kind == "f" and self.bits < 32
+
+    @property
     def itemsize(self):
         return max(self.bits // 8, 1)
 
@@ -74,7 +81,8 @@ class DType:
         as NumPy's ``astype``). ml_dtypes before 0.7 rounds float64 and integers to bfloat16
         through float32, twice: 1 + 2**-8 + 2**-40 became 1, not 1 + 2**-7."""
         x = np.asarray(x)
-        if self.name == "bfloat16" and x.dtype.name in ("float64", "int32", "uint32", "int64", "uint64"):
+        wide = ("float64", "int32", "uint32", "int64", "uint64")
+        if self.is_narrow_float and self.name != "float16" and x.dtype.name in wide:
             x = _float32_odd(x)
         return x.astype(self.np)
 
@@ -89,6 +97,8 @@ _ALL = [
     DType("uint16", "u16", np.uint16, "u", 16),
     DType("uint32", "u32", np.uint32, "u", 32),
     DType("uint64", "u64", np.uint64, "u", 64),
+    DType("float8_e4m3fn", "f8e4m3", ml_dtypes.float8_e4m3fn, "f", 8),
+    DType("float8_e5m2", "f8e5m2", ml_dtypes.float8_e5m2, "f", 8),
     DType("float16", "f16", np.float16, "f", 16),
     DType("bfloat16", "bf16", ml_dtypes.bfloat16, "f", 16),
     DType("float32", "f32", np.float32, "f", 32),
@@ -99,6 +109,9 @@ ALL_DTYPES = tuple(_ALL)
 bool_, int8, int16, int32, int64 = (BY_NAME[n] for n in ("bool", "int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (BY_NAME[n] for n in ("uint8", "uint16", "uint32", "uint64"))
 float16, bfloat16, float32, float64 = (BY_NAME[n] for n in ("float16", "bfloat16", "float32", "float64"))
+float8_e4m3fn, float8_e5m2 = BY_NAME["float8_e4m3fn"], BY_NAME["float8_e5m2"]
+# Triton's names for the two float8 types
+ALIASES = {"float8e4nv": float8_e4m3fn, "float8e5": float8_e5m2}
 
 # bool < int < float, used for weak-type promotion.
 CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
@@ -112,6 +125,8 @@ def dtype(x) -> DType:
         return bool_
     if x is None:  # NumPy would read it as float64
         raise TileTypeError("None is not a dtype; name one, e.g. tl.float32")
+    if isinstance(x, str) and x in ALIASES:
+        return ALIASES[x]
     try:
         name = np.dtype(x).name
     except (TypeError, ValueError):  # (a tile, say)
@@ -137,8 +152,8 @@ def promote_strong(a: DType, b: DType) -> DType:
     if a.is_bool or b.is_bool:
         return b if a.is_bool else a
     if a.is_float and b.is_float:
-        if a.bits == b.bits:  # float16 with bfloat16
-            return float32
+        if a.bits == b.bits:  # float16 with bfloat16, or the two float8s: the next width holds both
+            return float32 if a.bits == 16 else float16
         return a if a.bits > b.bits else b
     if a.is_float or b.is_float:
         return a if a.is_float else b

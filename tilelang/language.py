@@ -550,14 +550,14 @@ def astype(x, dtype) -> Tile:
 
 
 def _accumulator(t: Tile, dtype):
-    """The dtype sums and products accumulate in: narrow ints widen to 32 bits, 16-bit floats to float32."""
+    """The dtype sums and products accumulate in: narrow ints widen to 32 bits, narrow floats to float32."""
     if dtype is not None:
         return as_dtype(dtype), as_dtype(dtype)
     d = t.dtype
     if d.is_bool or (d.is_int and d.bits < 32):
         wide = _dt.BY_NAME["uint32" if d.kind == "u" else "int32"]
         return wide, wide
-    if d.is_float and d.bits == 16:
+    if d.is_narrow_float:
         return float32, d
     return d, d
 

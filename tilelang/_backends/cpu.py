@@ -587,7 +587,8 @@ _NUMPY = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "flo
 
 _C_TYPES = {"bool": ctypes.c_uint8, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
             "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
-            "uint64": ctypes.c_uint64, "float16": ctypes.c_float, "bfloat16": ctypes.c_float,
+            "uint64": ctypes.c_uint64, "float8_e4m3fn": ctypes.c_float, "float8_e5m2": ctypes.c_float,
+            "float16": ctypes.c_float, "bfloat16": ctypes.c_float,
             "float32": ctypes.c_float, "float64": ctypes.c_double}  # fmt: skip
 
 

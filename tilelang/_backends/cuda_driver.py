@@ -15,10 +15,11 @@ import ctypes
 from ..errors import TileError, at_user_call
 
 # struct codes of scalar parameters, as the kernel's PTX declares them
-# (16-bit floats travel as float32, bool as one byte)
+# (16- and 8-bit floats travel as float32, bool as one byte)
 PARAM_CODES = {
     "bool": "?", "int8": "b", "int16": "h", "int32": "i", "int64": "q", "uint8": "B", "uint16": "H",
-    "uint32": "I", "uint64": "Q", "float16": "f", "bfloat16": "f", "float32": "f", "float64": "d",
+    "uint32": "I", "uint64": "Q", "float8_e4m3fn": "f", "float8_e5m2": "f", "float16": "f", "bfloat16": "f",
+    "float32": "f", "float64": "d",
 }  # fmt: skip
 
 

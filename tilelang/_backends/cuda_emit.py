@@ -135,7 +135,7 @@ class CudaTarget:
             return self.math("rsqrt", *args)  # where 1 / sqrt(x) rounded twice took ~25 instructions
         if op.op == "div":
             # a quotient rounded to 16 bits next needs no correctly rounded float32 (cuda_arith.py)
-            if d.bits == 16 or op.dst in self.rounded_by_readers:
+            if d.is_narrow_float or op.dst in self.rounded_by_readers:
                 return instruction_f32(self.builder, "div.full.f32", *args)
             # no subroutine call in a kernel with wgmma, nor for a thread's one quotient (a row's
             # mean: the call's convention cost a bf16 rmsnorm 8 registers, 72 -> 64)

@@ -97,10 +97,16 @@ def _words(builder, elements, d: DType, lanes: int):
 
 
 def widen(builder, raw, d: DType, host=None):
-    """Memory value → register value (``host``: the host target, which converts float16 in
-    integer arithmetic: no host instruction does everywhere)."""
-    if d.name == "float16" and host:
+    """Memory value → register value (``host``: the host target, which converts float16 and
+    float8 in integer arithmetic: no host instruction does everywhere)."""
+    if host and d.is_narrow_float and d.name != "bfloat16":
         return host.from_bits(raw, d)
+    if d.bits == 8 and d.is_float:  # cvt.rn.f16x2.e4m3x2: the byte's value as the low float16 (exact)
+        fn = ir.FunctionType(I32, [I16])
+        halves = builder.call(
+            ir.InlineAsm(fn, f"cvt.rn.f16x2.{_F8X2[d.name]} $0, $1;", "=r,h"), [builder.zext(raw, I16)]
+        )
+        return builder.fpext(builder.bitcast(builder.trunc(halves, I16), ir.HalfType()), F32)
     if d.name == "float16":
         return builder.fpext(builder.bitcast(raw, ir.HalfType()), F32)
     if d.name == "bfloat16":
@@ -111,9 +117,11 @@ def widen(builder, raw, d: DType, host=None):
 
 
 def narrow(builder, value, d: DType, host=None):
-    """Register value → memory value (exact: 16-bit float registers are representable)."""
-    if d.name == "float16" and host:
-        return host.bits16(value, d)
+    """Register value → memory value (exact: 16- and 8-bit float registers are representable)."""
+    if host and d.is_narrow_float and d.name != "bfloat16":
+        return host.bits(value, d)
+    if d.bits == 8 and d.is_float:
+        return _float8_bits(builder, value, d)
     if d.name == "float16":
         return builder.bitcast(builder.fptrunc(value, ir.HalfType()), I16)
     if d.name == "bfloat16":
@@ -468,8 +476,31 @@ _ROUND = {
 }
 
 
+# the PTX names of the float8 types, two to a 16-bit register
+_F8X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2"}
+# past these magnitudes float32 rounds to NaN (e4m3fn: no infinity) or infinity (e5m2), as in
+# ml_dtypes and torch; cvt.rn.satfinite, the only conversion to float8, saturates instead
+_F8_OVER = {"float8_e4m3fn": (464.0, "ogt", 0x7F), "float8_e5m2": (61440.0, "oge", 0x7C)}
+
+
+def _float8_bits(builder, x, d: DType):
+    """float32 ``x`` rounded to the nearest float8 ``d`` (ties to even): its bits, an ``i8``."""
+    fn = ir.FunctionType(I16, [F32, F32])
+    asm = ir.InlineAsm(fn, f"cvt.rn.satfinite.{_F8X2[d.name]}.f32 $0, $1, $2;", "=h,f,f")
+    bits = builder.trunc(builder.call(asm, [ir.Constant(F32, 0.0), x]), I8)  # (the second operand: the low byte)
+    limit, compare, code = _F8_OVER[d.name]
+    fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
+    over = builder.fcmp_ordered(compare, builder.call(fabs, [x]), ir.Constant(F32, limit))
+    signed = builder.select(
+        builder.fcmp_ordered("<", x, ir.Constant(F32, 0.0)), ir.Constant(I8, code | 0x80), ir.Constant(I8, code)
+    )
+    return builder.select(over, signed, bits)
+
+
 def rounded(builder, x, d: DType):
     """float32 → nearest ``d`` (round to nearest even) → float32."""
+    if d.bits == 8:
+        return widen(builder, _float8_bits(builder, x, d), d)
     fn = ir.FunctionType(F32, [F32])
     return builder.call(ir.InlineAsm(fn, "{ .reg .b16 h; " + _ROUND[d.name] + " }", "=f,f"), [x])
 

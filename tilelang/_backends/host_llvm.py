@@ -22,10 +22,12 @@ from llvmlite import ir
 from ..dtypes import DType
 from .cuda_arith import floor_divmod
 
-I1, I16, I32, I64 = ir.IntType(1), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
 _INTRINSIC = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil", "fabs", "pow"}
 _LIBM = {"tanh", "erf"}
+# float8 formats: (mantissa bits, exponent bias, largest finite code, the code past it: NaN or infinity)
+_FLOAT8 = {"float8_e4m3fn": (3, 7, 0x7E, 0x7F), "float8_e5m2": (2, 15, 0x7B, 0x7C)}
 
 
 def _const(t, v):
@@ -50,10 +52,13 @@ class HostTarget:
 
     def rounded(self, x, d: DType):
         """float32 → nearest ``d`` → float32."""
-        return self.from_bits(self.bits16(x, d), d)
+        return self.from_bits(self.bits(x, d), d)
 
-    def bits16(self, x, d: DType):
-        """The bits (an i16) of float32 ``x`` rounded to the nearest 16-bit float ``d`` (ties to even)."""
+    def bits(self, x, d: DType):
+        """The bits (an i16, or i8) of float32 ``x`` rounded to the nearest 16- or 8-bit float
+        ``d`` (ties to even)."""
+        if d.bits == 8:
+            return self._bits8(x, d)
         b = self.builder
         u = b.bitcast(x, I32)
         magnitude = b.and_(u, _const(I32, 0x7FFFFFFF))
@@ -78,8 +83,48 @@ class HostTarget:
         out = b.select(huge, special, b.select(small, subnormal, normal))
         return b.trunc(b.or_(sign, out), I16)
 
+    def _bits8(self, x, d: DType):
+        """:meth:`bits` for a float8 ``d`` of ``m`` mantissa bits and exponent bias ``bias``: the
+        magnitude's float32 bits rounded at mantissa bit ``m`` and rebiased (normals), or the
+        magnitude in units of the smallest subnormal rounded to an integer (below the smallest
+        normal). Past the largest finite value: NaN for float8_e4m3fn (it has no infinity),
+        infinity for float8_e5m2 (as ml_dtypes and torch convert; the GPU's cvt saturates)."""
+        b = self.builder
+        m, bias, largest, over = _FLOAT8[d.name]
+        u = b.bitcast(x, I32)
+        sign = b.trunc(b.and_(b.lshr(u, _const(I32, 24)), _const(I32, 0x80)), I8)
+        magnitude = b.and_(u, _const(I32, 0x7FFFFFFF))
+        cut = 23 - m
+        even = b.and_(b.lshr(magnitude, _const(I32, cut)), _const(I32, 1))
+        up = b.add(b.add(magnitude, _const(I32, (1 << (cut - 1)) - 1)), even)
+        normal = b.sub(b.lshr(up, _const(I32, cut)), _const(I32, (127 - bias) << m))
+        scaled = b.fmul(b.bitcast(magnitude, F32), _const(F32, 2.0 ** (bias - 1 + m)))
+        subnormal = b.fptoui(b.call(b.module.declare_intrinsic("llvm.rint", [F32]), [scaled]), I32)
+        small = b.icmp_unsigned("<", magnitude, _const(I32, (128 - bias) << 23))
+        code = b.select(small, subnormal, normal)
+        code = b.select(b.icmp_unsigned(">", code, _const(I32, largest)), _const(I32, over), code)
+        code = b.select(b.icmp_unsigned(">", magnitude, _const(I32, 0x7F800000)), _const(I32, 0x7F), code)  # NaN
+        return b.or_(b.trunc(code, I8), sign)
+
+    def _from_bits8(self, h, d: DType):
+        b = self.builder
+        m, bias, largest, _ = _FLOAT8[d.name]
+        h = b.zext(h, I32)
+        sign = b.shl(b.and_(h, _const(I32, 0x80)), _const(I32, 24))
+        e, mantissa = b.lshr(b.and_(h, _const(I32, 0x7F)), _const(I32, m)), b.and_(h, _const(I32, (1 << m) - 1))
+        tiny = b.fmul(b.uitofp(mantissa, F32), _const(F32, 2.0 ** (1 - bias - m)))  # exact
+        tiny = b.bitcast(b.or_(b.bitcast(tiny, I32), sign), F32)
+        normal = b.or_(sign, b.or_(b.shl(b.add(e, _const(I32, 127 - bias)), _const(I32, 23)),
+                                   b.shl(mantissa, _const(I32, 23 - m))))  # fmt: skip
+        quiet = b.select(b.icmp_unsigned("==", mantissa, _const(I32, 0)), _const(I32, 0), _const(I32, 0x400000))
+        top = b.or_(b.or_(sign, _const(I32, 0x7F800000)), quiet)  # infinity, or a quiet NaN (as cvt gives)
+        wide = b.select(b.icmp_unsigned(">", b.and_(h, _const(I32, 0x7F)), _const(I32, largest)), top, normal)
+        return b.select(b.icmp_unsigned("==", e, _const(I32, 0)), tiny, b.bitcast(wide, F32))
+
     def from_bits(self, h, d: DType):
-        """The float32 value of a 16-bit float's bits ``h`` (an i16)."""
+        """The float32 value of a 16- or 8-bit float's bits ``h`` (an i16, or i8)."""
+        if d.bits == 8:
+            return self._from_bits8(h, d)
         b = self.builder
         h = b.zext(h, I32)
         if d.name == "bfloat16":
@@ -96,7 +141,7 @@ class HostTarget:
     def pack16(self, d: DType, lo, hi):
         """Two float32s holding 16-bit ``d`` values → a uint32 of their bits, ``lo`` low."""
         b = self.builder
-        words = [b.zext(self.bits16(x, d), I32) for x in (lo, hi)]
+        words = [b.zext(self.bits(x, d), I32) for x in (lo, hi)]
         return b.or_(words[0], b.shl(words[1], _const(I32, 16)))
 
     def tf32_bits(self, x):

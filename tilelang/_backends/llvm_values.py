@@ -52,8 +52,8 @@ def constant(x: Imm):
 
 
 def compute_dtype(d: DType) -> DType:
-    """The dtype an op producing ``d`` computes in (16-bit floats: float32)."""
-    return FLOAT32 if d.is_float and d.bits == 16 else d
+    """The dtype an op producing ``d`` computes in (16- and 8-bit floats: float32)."""
+    return FLOAT32 if d.is_narrow_float else d
 
 
 def convert(t, x, src: DType, dst: DType):
@@ -66,8 +66,8 @@ def convert(t, x, src: DType, dst: DType):
             return x
         zero = ir.Constant(x.type, 0)
         return b.fcmp_unordered("!=", x, zero) if src.is_float else b.icmp_unsigned("!=", x, zero)
-    if dst.is_float and dst.bits == 16:
-        if src.is_float and src.bits == 16 and src.name == dst.name:
+    if dst.is_narrow_float:
+        if src is dst:
             return x
         if src.name == "float64" or (src.is_int and src.bits >= 32):
             return t.rounded(t.float32_odd(x, src), dst)

@@ -674,6 +674,8 @@ def _atomic_type(a, *rest, op, masked, sem):
     for v in operands:
         _indexed_type(f"atomic_{op}", a, indices, None, v)
     _kinds(f"atomic_{op}", operands[0], ATOMIC[op][1])
+    if a.dtype.is_float and a.dtype.bits == 8:
+        raise TileTypeError(f"atomic_{op} is not defined for {a.dtype.name} arrays (no GPU has an 8-bit float atomic)")
     return [TileType(shape, a.dtype)]
 
 
@@ -727,7 +729,7 @@ dot = primitive("dot")
 
 
 def dot_result_dtype(d: DType) -> DType:
-    """fp32 accumulation for 16-bit floats, int32 for narrow ints."""
+    """fp32 accumulation for 16- and 8-bit floats, int32 for narrow ints."""
     if d.is_float:
         return d if d.bits >= 32 else float32
     return int64 if d.bits == 64 else int32

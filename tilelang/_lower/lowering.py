@@ -31,8 +31,8 @@ i32, i64, b1 = D.int32, D.int64, D.bool_
 
 
 def smem_dtype(d: D.DType) -> D.DType:
-    """Shared memory holds registers as they are in code: 16-bit floats as float32, bool as uint8."""
-    if d.is_float and d.bits == 16:
+    """Shared memory holds registers as they are in code: 16- and 8-bit floats as float32, bool as uint8."""
+    if d.is_narrow_float:
         return D.float32
     return D.uint8 if d.is_bool else d
 
@@ -168,7 +168,7 @@ class Lowering:
         if name not in ("floordiv", "mod") or not dtype.is_float:
             return self.op(dtype, "select" if name == "where" else name, *operands, attr=attr)
         a, b = operands
-        t = D.float32 if dtype.bits == 16 else dtype
+        t = D.float32 if dtype.is_narrow_float else dtype
 
         def c(v):
             return Imm(v, t)

@@ -83,8 +83,8 @@ def _float_bounds(np_dtype, lo, hi):
     big = float(ml_dtypes.finfo(np_dtype).max)
     lo, hi = max(-big if lo is None else lo, -big), min(big if hi is None else hi, big)
     v, w = np_dtype.type(lo), np_dtype.type(hi)  # (compared as Python floats: NumPy 2 would round lo to the dtype)
-    lo = float(v if float(v) >= lo else np.nextafter(v, np_dtype.type(np.inf)))
-    hi = float(w if float(w) <= hi else np.nextafter(w, np_dtype.type(-np.inf)))
+    lo = float(v if float(v) >= lo else np.nextafter(v, np_dtype.type(big)))  # (float8_e4m3fn has no inf)
+    hi = float(w if float(w) <= hi else np.nextafter(w, np_dtype.type(-big)))
     return lo, hi
 
 
@@ -95,8 +95,8 @@ def arrays(
 
     Integers cover the dtype's whole range unless ``min_value``/``max_value`` narrow it.
     Floats lie in ``[min_value, max_value]`` (the finite range by default), plus NaN and
-    infinities if ``allow_nan_inf``; bfloat16 arrays are drawn as float32 and rounded with
-    ml_dtypes.
+    infinities if ``allow_nan_inf``; bfloat16 and float8 arrays are drawn as float32 and
+    rounded with ml_dtypes.
     """
     d = _dt.dtype(dtype)
     if d.is_bool:
@@ -106,7 +106,7 @@ def arrays(
         lo = info.min if min_value is None else max(int(min_value), int(info.min))
         hi = info.max if max_value is None else min(int(max_value), int(info.max))
         return hnp.arrays(d.np, shape, elements=st.integers(lo, hi))
-    draw = np.dtype(np.float32) if d.np == ml_dtypes.bfloat16 else d.np
+    draw = np.dtype(np.float32) if d.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2") else d.np
     lo, hi = _float_bounds(d.np, min_value, max_value)  # also keeps float32 draws from rounding to bfloat16 inf
     lo, hi = _float_bounds(draw, lo, hi)
     elements = st.floats(lo, hi, width=draw.itemsize * 8, allow_nan=False, allow_infinity=False)
@@ -140,6 +140,10 @@ def tolerance(dtype, fast_math: bool = False) -> tuple[float, float]:
         return 2.0**-9, 2.0**-10  # eps = 2^-10 (10 stored mantissa bits): one flipped rounding plus slack
     if d.name == "bfloat16":
         return 2.0**-6, 2.0**-7  # eps = 2^-7 (7 stored mantissa bits): one flipped rounding plus slack
+    if d.name == "float8_e4m3fn":
+        return 2.0**-2, 2.0**-3  # eps = 2^-3, as above
+    if d.name == "float8_e5m2":
+        return 2.0**-1, 2.0**-2  # eps = 2^-2, as above
     if d.name == "float32":
         return 2.0**-19, 2.0**-19  # 16 eps (eps = 2^-23): GPU libm functions are within a few ulps
     return 2.0**-48, 2.0**-48  # float64: 16 eps (eps = 2^-52), same reasoning as float32

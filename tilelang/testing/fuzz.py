@@ -44,13 +44,14 @@ class Mismatch(AssertionError):
 
 
 def sentinel(d) -> np.ndarray:
-    """The value output buffers are filled with: unusual, finite, exact in ``d``."""
+    """The value output buffers are filled with: unusual, finite, exact in ``d`` (float8: its
+    most negative finite value)."""
     d = _dt.dtype(d)
     if d.is_bool:
         return np.array(True)
     if d.is_int:
         return np.array(np.iinfo(d.np).max // 3, d.np)
-    return np.array(-1234.0, np.float32).astype(d.np)
+    return np.array(-min(1234.0, float(ml_dtypes.finfo(d.np).max)), np.float32).astype(d.np)
 
 
 def _data(rng, d, shape, kind):

@@ -92,6 +92,18 @@ def _tl(d) -> str:
     return "tl.bool_" if d.is_bool else f"tl.{d.name}"
 
 
+def _dot_accumulator(d):
+    """What ``tl.dot`` of ``d`` operands accumulates in (docs/dtypes.md, Accumulation)."""
+    if d.is_float:
+        return _dt.float32 if d.is_narrow_float else d
+    return _dt.int64 if d.bits == 64 else _dt.int32
+
+
+def _atomic_dtype(d) -> bool:
+    """Whether arrays of ``d`` take atomics: not bool, not float8."""
+    return not d.is_bool and not (d.is_float and d.bits == 8)
+
+
 def _literal(value, d):
     """Source text of a Python literal of value ``value`` for a tile of dtype ``d``."""
     if isinstance(value, float):
@@ -429,7 +441,7 @@ class _Builder:
         b = replace(b, name=f"{b.name}.T", shape=b.shape[::-1]) if b.shape[0] != k else b
         n = b.shape[1]
         dt = _dt.promote_strong(a.dtype, b.dtype)
-        out = {16: _dt.float32}.get(dt.bits, dt) if dt.is_float else (_dt.int64 if dt.bits == 64 else _dt.int32)
+        out = _dot_accumulator(dt)
         acc = self.recent(lambda v: v.shape == (m, n) and v.dtype is out) if self.draw(st.booleans()) else None
         name = self.name()
         text = (
@@ -536,7 +548,7 @@ class _Builder:
         loops) one whose old values join the pool."""
         if self.indent == 1 and not self.draw(st.integers(0, 2)):
             return self.atomic_old_values()
-        v = self.recent(lambda v: not v.dtype.is_bool and v.shape != ())
+        v = self.recent(lambda v: _atomic_dtype(v.dtype) and v.shape != ())
         idx = self.recent(lambda u: u.dtype.is_int and v is not None and _broadcast(u.shape, v.shape) == v.shape)
         if v is None or idx is None:
             return None
@@ -564,7 +576,7 @@ class _Builder:
         """An atomic of a 1- or 2-d tile at indices that never repeat (each block its own rows,
         columns permuted, as ``st_scatter``) into an array of 3s, maybe with a ``sem``: its old
         values, 3 where the element is in bounds and not masked off, else 0, are a new value."""
-        v = self.recent(lambda v: 1 <= len(v.shape) <= 2 and not v.dtype.is_bool)
+        v = self.recent(lambda v: 1 <= len(v.shape) <= 2 and _atomic_dtype(v.dtype))
         if v is None:
             return None
         d = v.dtype
@@ -689,7 +701,7 @@ class _Builder:
         a = self.data_value(sa, (m, kk), "a")
         b = self.data_value(sb, (kk, n), "b")
         dt = cast or _dt.promote_strong(a.dtype, b.dtype)
-        out = {16: _dt.float32}.get(dt.bits, dt) if dt.is_float else (_dt.int64 if dt.bits == 64 else _dt.int32)
+        out = _dot_accumulator(dt)
         rng, trips, _ = self.loop_header()
         acc = Value(self.name("acc"), (m, n), out, 0, 0, integral=True)
         state = acc

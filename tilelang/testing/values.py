@@ -320,7 +320,7 @@ def accumulator(d: DType) -> tuple[DType, DType]:
     if d.is_bool or (d.is_int and d.bits < 32):
         wide = _dt.BY_NAME["uint32" if d.kind == "u" else "int32"]
         return wide, wide
-    if d.is_float and d.bits == 16:
+    if d.is_narrow_float:
         return _dt.float32, d
     return d, d
 
