@@ -19,6 +19,7 @@ NAMES = [
     "linear_recurrence",
     "moe_routing",
     "rotary",
+    "fp8_quantize",
 ]
 
 

@@ -259,13 +259,15 @@ def test_runtime_python_floats_match_literals(d, data):
 # name: (significand bits, smallest normal exponent, largest exponent)
 FORMATS = {
     "float16": (11, -14, 15), "bfloat16": (8, -126, 127), "float32": (24, -126, 127), "float64": (53, -1022, 1023),
+    "float8_e4m3fn": (4, -6, 8), "float8_e5m2": (3, -14, 15),
 }  # fmt: skip
+NO_INFINITY = {"float8_e4m3fn": 448}  # its largest value: past it (and infinities) NaN
 
 
 def round_exactly(v, name):
     """The exact value ``v`` (a Python int or float) rounded once to nearest even in format ``name``."""
     if not isinstance(v, int) and not math.isfinite(v):
-        return v
+        return math.nan if name in NO_INFINITY else v
     mant, emin, emax = FORMATS[name]
     a = abs(Fraction(v))
     if a == 0:
@@ -277,12 +279,16 @@ def round_exactly(v, name):
     n, rem = divmod(a, step)
     n += rem > step / 2 or (rem == step / 2 and n % 2 == 1)
     value = n * step
+    if name in NO_INFINITY and value > NO_INFINITY[name]:
+        return math.nan
     return math.copysign(math.inf if value >= Fraction(2) ** (emax + 1) else float(value), v)
 
 
 @tl.tile_kernel
-def narrow(x, h, b, f, g):
+def narrow(x, h, b, f, g, e4, e5):
     a = tl.load(x, index=(0,), shape=(N,))
+    tl.store(e4, a.astype(tl.float8_e4m3fn), index=(0,))
+    tl.store(e5, a.astype(tl.float8_e5m2), index=(0,))
     tl.store(h, a.astype(tl.float16), index=(0,))
     tl.store(b, a.astype(tl.bfloat16), index=(0,))
     tl.store(f, a.astype(tl.float32), index=(0,))
@@ -291,7 +297,9 @@ def narrow(x, h, b, f, g):
 
 TIES = [1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 1 + 2**-24 + 2**-50, 1 + 2**-11, -(1 + 2**-8 + 2**-30), 65519.99,
         65520.0, 2**-25 + 2**-60, 2**-24 * 1.5, 3.4e38, 3.4028235677973366e38, 1e300, 2**-149 * 0.75, -1e-310,
-        0.0, -0.0, math.inf, -math.inf, math.nan]  # fmt: skip
+        0.0, -0.0, math.inf, -math.inf, math.nan,
+        464.0, 464.00001, -470.0, 61440.0, 61439.99, 2**-10, 3 * 2**-10, 2**-17, 3 * 2**-17 + 2**-40,
+        1 + 2**-4 + 2**-40, 1 + 2**-3 + 2**-40]  # (float8: overflow, subnormal and normal ties)  # fmt: skip
 INT_TIES = [2**24 + 1, 2**30 + 2**22 + 1, 2**30 + 2**22, 2**31 - 1, 2**60 + 2**36 + 1, 2**60 + 2**52 + 1, 2**63 - 1,
             2**63 + 2**39 + 1, 2**64 - 1, 65519, 65520, -(2**30 + 2**22 + 1), -(2**60 + 2**36 + 1)]  # fmt: skip
 SOURCES = ["float64", "float32", "int64", "uint64", "int32", "uint32", "int16", "uint16"]
@@ -301,7 +309,8 @@ SOURCES = ["float64", "float32", "int64", "uint64", "int32", "uint32", "int16", 
 @given(data=st.data())
 def test_narrowing_conversions_round_once(src, data):
     """float64 → float16 went through float32 on the CPU backend (1 + 2**-11 + 2**-40 became
-    1.0), and float64 or 32/64-bit ints → bfloat16 everywhere (ml_dtypes rounds through float32)."""
+    1.0), and float64 or 32/64-bit ints → bfloat16 everywhere (ml_dtypes rounds through float32).
+    float8: the GPU's conversion saturates, NaN and infinity are the overflow's here."""
     d = np.dtype(src)
     if d.kind == "f":
         values = st.sampled_from(TIES) | st.floats(width=d.itemsize * 8)
@@ -311,7 +320,7 @@ def test_narrowing_conversions_round_once(src, data):
     else:
         x = data.draw(edge_ints(tl.dtypes.dtype(d), INT_TIES))
     exact = [v.item() for v in x]  # Python ints or floats: exact values
-    outs = {name: np.zeros(N, tl.dtypes.dtype(name).np) for name in ("float16", "bfloat16", "float32", "float64")}
+    outs = {name: np.zeros(N, tl.dtypes.dtype(name).np) for name in FORMATS}
     want = {name: np.array([round_exactly(v, name) for v in exact]) for name in outs}
     for backend in backends():
         narrow[1](x, *outs.values(), backend=backend)
@@ -319,11 +328,46 @@ def test_narrowing_conversions_round_once(src, data):
             assert_same_floats(got, want[name], f"{src} → {name} on {backend}, from {x}")
 
 
+@tl.tile_kernel
+def float8_round_trip(x, e4, e5, back4, back5, TILE: tl.Constant):
+    i = tl.block_id(0)
+    a = tl.load(x, index=(i,), shape=(TILE,))
+    for out, back, d in ((e4, back4, tl.float8_e4m3fn), (e5, back5, tl.float8_e5m2)):
+        tl.store(out, a.astype(d), index=(i,))
+        tl.store(back, tl.load(out, index=(i,), shape=(TILE,)).astype(tl.float32), index=(i,))
+
+
+def float8_edges(name):
+    """float32 values where rounding to float8 ``name`` decides: every value of the format, the
+    midpoints between neighbours and a float32 ulp either side, past the largest value."""
+    codes = np.arange(256, dtype=np.uint8).view(tl.dtypes.dtype(name).np).astype(np.float32)
+    finite = np.unique(codes[np.isfinite(codes)])
+    mids = ((finite[1:].astype(np.float64) + finite[:-1]) / 2).astype(np.float32)  # (exact in float32)
+    top = finite[-1] * np.float32(1.2)
+    near = [mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf))]
+    return np.concatenate([codes, *near, [top, -top, np.inf, -np.inf, np.nan, 1e30, 1e-30]]).astype(np.float32)
+
+
+def test_float8_conversions_round_every_edge_to_nearest_even():
+    """Every float8 value, every midpoint between two and its float32 neighbours: to float8
+    and back, against the exact rounding (NaN past float8_e4m3fn's 448, infinity past
+    float8_e5m2's 57344, ties to even), on every backend. The GPU's cvt saturates."""
+    x = np.concatenate([float8_edges("float8_e4m3fn"), float8_edges("float8_e5m2")])
+    want = {name: np.array([round_exactly(float(v), name) for v in x]) for name in ("float8_e4m3fn", "float8_e5m2")}
+    for backend in backends():
+        e4, e5 = np.zeros(x.size, tl.float8_e4m3fn.np), np.zeros(x.size, tl.float8_e5m2.np)
+        back4, back5 = np.zeros(x.size, np.float32), np.zeros(x.size, np.float32)
+        float8_round_trip[tl.cdiv(x.size, 256)](x, e4, e5, back4, back5, TILE=256, backend=backend)
+        for name, got, back in (("float8_e4m3fn", e4, back4), ("float8_e5m2", e5, back5)):
+            assert_same_floats(got, want[name], f"float32 → {name} on {backend}")
+            assert_same_floats(back, want[name], f"{name} → float32 on {backend}")
+
+
 def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
     """float32 rounded toward zero with a sticky last bit, then one cvt.rn to 16 bits: on every sm
     (cvt.rn.bf16.f64 and cvt.rn.bf16.s64 are sm_90 only)."""
     for src, steps in (("f64", {"cvt.rz.f32.f64", "setp.neu.f64"}), ("i64", {"cvt.rz.f32.s64", "cvt.rzi.s64.f32"})):
-        ops = ptx_instructions(narrow, f"{src}[:]", "f16[:]", "bf16[:]", "f32[:]", "f64[:]")
+        ops = ptx_instructions(narrow, f"{src}[:]", "f16[:]", "bf16[:]", "f32[:]", "f64[:]", "f8e4m3[:]", "f8e5m2[:]")
         assert steps | {"or.b32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"} <= ops, (src, ops)
 
 

@@ -66,6 +66,23 @@ def test_half_precision_vectors_carry_eight_elements():
     assert "cvt.rn.bf16x2.f32" in ptx and "cvt.rn.bf16.f32" not in ptx
 
 
+@pytest.mark.parametrize("dtype", ["f8e4m3", "f8e5m2"])
+def test_float8_vectors_carry_sixteen_elements_converted_two_at_a_time(dtype):
+    """16 float8 values in one 16-byte access; one cvt widens two of them (cvt.rn.f16x2.e4m3x2)
+    and one rounds two sums as they are packed (cvt.rn.satfinite.e4m3x2.f32): the sums are not
+    rounded on their own first, the store's conversion rounds them once."""
+    e = explain(vector_add, *[f"{dtype}[:]"] * 3, TILE=4096)
+    ptx = e["ptx"]
+
+    def count(pattern):
+        return len(re.findall(rf"^\s+(?:@%p\d+\s+)?{pattern}", ptx, re.M))
+
+    loads, stores = count(r"ld\.global\.v4\.[bu]32"), count(r"st\.global\.v4\.[bu]32")
+    assert loads and stores and not count(r"[ls][dt]\.global\.u8"), (loads, stores)
+    assert count(r"cvt\.rn\.f16x2\.e[45]m[32]x2") == 8 * loads and count(r"cvt\.rn\.satfinite") == 8 * stores
+    assert "spills 0 bytes stored / 0 bytes loaded" in e["resources"]
+
+
 @tl.tile_kernel
 def rmsnorm(x, w, out, N, eps, BLOCK: tl.Constant):
     i = tl.block_id(0)
@@ -636,7 +653,10 @@ def _softmax_cast(x, out, BLOCK: tl.Constant):
     tl.store(out, (e / tl.sum(e)).astype(out.dtype), index=(tl.block_id(0), 0))
 
 
-@pytest.mark.parametrize("dtype, division", [("bf16", "div.full.f32"), ("f16", "div.full.f32"), ("f32", "div.rn.f32")])
+@pytest.mark.parametrize(
+    "dtype, division",
+    [("bf16", "div.full.f32"), ("f16", "div.full.f32"), ("f8e4m3", "div.full.f32"), ("f32", "div.rn.f32")],
+)
 def test_a_quotient_rounded_to_16_bits_is_divided_within_2_ulps(dtype, division):
     """A float32 quotient read only to be rounded to 16 bits needs no correctly rounded
     division (div.rn.f32, ~10 instructions): div.full.f32's 2 ulps vanish in the rounding

@@ -101,12 +101,8 @@ def widen(builder, raw, d: DType, host=None):
     float8 in integer arithmetic: no host instruction does everywhere)."""
     if host and d.is_narrow_float and d.name != "bfloat16":
         return host.from_bits(raw, d)
-    if d.bits == 8 and d.is_float:  # cvt.rn.f16x2.e4m3x2: the byte's value as the low float16 (exact)
-        fn = ir.FunctionType(I32, [I16])
-        halves = builder.call(
-            ir.InlineAsm(fn, f"cvt.rn.f16x2.{_F8X2[d.name]} $0, $1;", "=r,h"), [builder.zext(raw, I16)]
-        )
-        return builder.fpext(builder.bitcast(builder.trunc(halves, I16), ir.HalfType()), F32)
+    if d.bits == 8 and d.is_float:
+        return _float8_values(builder, builder.zext(raw, I16), d)[0]
     if d.name == "float16":
         return builder.fpext(builder.bitcast(raw, ir.HalfType()), F32)
     if d.name == "bfloat16":
@@ -121,7 +117,7 @@ def narrow(builder, value, d: DType, host=None):
     if host and d.is_narrow_float and d.name != "bfloat16":
         return host.bits(value, d)
     if d.bits == 8 and d.is_float:
-        return _float8_bits(builder, value, d)
+        return _float8_pair(builder, value, ir.Constant(F32, 0.0), d)[0]
     if d.name == "float16":
         return builder.bitcast(builder.fptrunc(value, ir.HalfType()), I16)
     if d.name == "bfloat16":
@@ -284,7 +280,7 @@ def load_vectors(builder, d: DType, lanes: int, ptr, groups, pads, host=None, wo
         if words:
             items = [builder.extract_element(raw, ir.Constant(I32, w)) for w in range(width)]
         else:
-            items = [widen(builder, item, d, host) for item in _elements(builder, raw, d, lanes)]
+            items = _widened(builder, _elements(builder, raw, d, lanes), d, host)
         for slot, item in zip(slots[g], items):
             builder.store(item, slot)
 
@@ -379,7 +375,7 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None,
         if words:
             value = vector(builder, parts[g])
         else:
-            value = _words(builder, [narrow(builder, x, d, host) for x in parts[g]], d, lanes)
+            value = _words(builder, _narrowed(builder, parts[g], d, host), d, lanes)
         builder.store(value, _address(builder, ptr, groups[g][0], d, lanes, _space(host)), align=d.itemsize * lanes)
 
     def lanewise(g):
@@ -483,24 +479,52 @@ _F8X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2"}
 _F8_OVER = {"float8_e4m3fn": (464.0, "ogt", 0x7F), "float8_e5m2": (61440.0, "oge", 0x7C)}
 
 
-def _float8_bits(builder, x, d: DType):
-    """float32 ``x`` rounded to the nearest float8 ``d`` (ties to even): its bits, an ``i8``."""
+def _float8_pair(builder, lo, hi, d: DType):
+    """float32s ``lo`` and ``hi`` rounded to the nearest float8 ``d`` (ties to even) by one
+    ``cvt.rn.satfinite``: their bits, two ``i8``."""
     fn = ir.FunctionType(I16, [F32, F32])
     asm = ir.InlineAsm(fn, f"cvt.rn.satfinite.{_F8X2[d.name]}.f32 $0, $1, $2;", "=h,f,f")
-    bits = builder.trunc(builder.call(asm, [ir.Constant(F32, 0.0), x]), I8)  # (the second operand: the low byte)
+    pair = builder.call(asm, [hi, lo])  # (the first operand: the high byte)
     limit, compare, code = _F8_OVER[d.name]
     fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
-    over = builder.fcmp_ordered(compare, builder.call(fabs, [x]), ir.Constant(F32, limit))
-    signed = builder.select(
-        builder.fcmp_ordered("<", x, ir.Constant(F32, 0.0)), ir.Constant(I8, code | 0x80), ir.Constant(I8, code)
-    )
-    return builder.select(over, signed, bits)
+    out = []
+    for x, bits in ((lo, builder.trunc(pair, I8)), (hi, builder.trunc(builder.lshr(pair, ir.Constant(I16, 8)), I8))):
+        over = builder.fcmp_ordered(compare, builder.call(fabs, [x]), ir.Constant(F32, limit))
+        negative = builder.fcmp_ordered("<", x, ir.Constant(F32, 0.0))
+        past = builder.select(negative, ir.Constant(I8, code | 0x80), ir.Constant(I8, code))
+        out.append(builder.select(over, past, bits))
+    return out
+
+
+def _float8_values(builder, pair, d: DType):
+    """The float32 values of two float8 ``d`` in an ``i16`` (the first low), exactly: one
+    ``cvt.rn.f16x2`` to two float16s."""
+    fn = ir.FunctionType(I32, [I16])
+    halves = builder.call(ir.InlineAsm(fn, f"cvt.rn.f16x2.{_F8X2[d.name]} $0, $1;", "=r,h"), [pair])
+    parts = (builder.trunc(halves, I16), builder.trunc(builder.lshr(halves, ir.Constant(I32, 16)), I16))
+    return [builder.fpext(builder.bitcast(h, ir.HalfType()), F32) for h in parts]
+
+
+def _narrowed(builder, values, d: DType, host):
+    """:func:`narrow` of each of ``values``; float8 two at a time (one ``cvt`` a pair)."""
+    if host or not (d.is_float and d.bits == 8) or len(values) % 2:
+        return [narrow(builder, v, d, host) for v in values]
+    return [b for lo, hi in zip(values[::2], values[1::2]) for b in _float8_pair(builder, lo, hi, d)]
+
+
+def _widened(builder, raws, d: DType, host):
+    """:func:`widen` of each of ``raws``; float8 two at a time."""
+    if host or not (d.is_float and d.bits == 8) or len(raws) % 2:
+        return [widen(builder, r, d, host) for r in raws]
+    pairs = (builder.or_(builder.zext(lo, I16), builder.shl(builder.zext(hi, I16), ir.Constant(I16, 8)))
+             for lo, hi in zip(raws[::2], raws[1::2]))  # fmt: skip
+    return [x for pair in pairs for x in _float8_values(builder, pair, d)]
 
 
 def rounded(builder, x, d: DType):
     """float32 → nearest ``d`` (round to nearest even) → float32."""
     if d.bits == 8:
-        return widen(builder, _float8_bits(builder, x, d), d)
+        return widen(builder, narrow(builder, x, d), d)
     fn = ir.FunctionType(F32, [F32])
     return builder.call(ir.InlineAsm(fn, "{ .reg .b16 h; " + _ROUND[d.name] + " }", "=f,f"), [x])
 

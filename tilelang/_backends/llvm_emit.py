@@ -60,10 +60,11 @@ def stored_type(d):
 
 
 def rounded_by_readers(stmts) -> set:
-    """The float registers every reader of which rounds them to a 16-bit float: float32s
+    """The float registers every reader of which rounds them to a 16- or 8-bit float: float32s
     converted to one or packed into words of two, 16-bit floats packed (``pack16`` rounds
-    float32s itself), and picks of them that are themselves so read. A 16-bit result there
-    needs no rounding of its own; a float32 quotient no correctly rounded division."""
+    float32s itself), float8s stored (the store's ``cvt`` rounds), and picks of them that are
+    themselves so read. A 16- or 8-bit result there needs no rounding of its own; a float32
+    quotient no correctly rounded division."""
     flat = list(walk_statements(stmts))
     readers: dict = {}
     for s in flat:
@@ -72,13 +73,15 @@ def rounded_by_readers(stmts) -> set:
                 readers.setdefault(x, []).append(s)
 
     def rounds(s, x) -> bool:
+        if isinstance(s, Store):
+            return x is s.values and x.dtype.is_float and x.dtype.bits == 8
         if not isinstance(s, Op):
             return False
         if s.op == "pack16":
             return x.dtype.name == "float32" or s.attr == x.dtype
         if s.op == "pick":
             return s.dst in found
-        return s.op == "convert" and x.dtype.name == "float32" and s.attr.is_float and s.attr.bits == 16
+        return s.op == "convert" and x.dtype.name == "float32" and s.attr.is_narrow_float
 
     found: set = set()
     for s in reversed(flat):  # (a pick's readers before the pick)

@@ -67,11 +67,7 @@ def convert(t, x, src: DType, dst: DType):
         zero = ir.Constant(x.type, 0)
         return b.fcmp_unordered("!=", x, zero) if src.is_float else b.icmp_unsigned("!=", x, zero)
     if dst.is_narrow_float:
-        if src is dst:
-            return x
-        if src.name == "float64" or (src.is_int and src.bits >= 32):
-            return t.rounded(t.float32_odd(x, src), dst)
-        return t.rounded(convert(t, x, src, FLOAT32), dst)
+        return x if src is dst else t.rounded(_unrounded(t, x, src), dst)
     if dst.is_float:
         if src.is_float:
             if x.type == to:
@@ -87,12 +83,22 @@ def convert(t, x, src: DType, dst: DType):
     return b.zext(x, to) if src.is_bool or src.kind == "u" else b.sext(x, to)
 
 
+def _unrounded(t, x, src: DType):
+    """``x`` as a float32 that rounds to a narrower float as ``x`` itself would, once: float64
+    and 32- and 64-bit integers rounded to odd, anything else exactly."""
+    if src.name == "float64" or (src.is_int and src.bits >= 32):
+        return t.float32_odd(x, src)
+    return convert(t, x, src, FLOAT32)
+
+
 def op_value(t, op, args: list, rounded: bool = True):
     """One slot of ``op`` (``dst = op(args)``) from the LLVM values of its arguments (a
     16-bit float result computed in float32 and left so where not ``rounded``)."""
     d, name = op.dst.dtype, op.op
     kinds = [a.dtype for a in op.args]
     if name == "convert":
+        if not rounded and op.attr.is_narrow_float:  # (its readers round it, once)
+            return _unrounded(t, args[0], kinds[0])
         return convert(t, args[0], kinds[0], op.attr)
     if name in COMPARE:
         common = _common(*kinds)
