@@ -4,10 +4,13 @@ style of Triton's tutorials (one program per row, the whole row in one block, th
 tutorial's num_warps rule), also over rows of 4095 elements (not 16-byte aligned: tilelang
 runs its kernel for any array, Triton its code for strides not divisible by 16); a per-row
 cross-entropy and a row cumsum against torch; a linear recurrence along rows (a scan of
-(a, x) pairs by a combine function) against Triton's tl.associative_scan.
+(a, x) pairs by a combine function) against Triton's tl.associative_scan; examples/
+fp8_quantize.py's row-scaled float8 quantization against torch (eager and compiled) and Triton.
 """
 
 from __future__ import annotations
+
+from example_module import load_example
 
 import tilelang as tl
 
@@ -31,30 +34,6 @@ def rmsnorm_rows(x, w, out, N, eps, BLOCK: tl.Constant):
     t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
     ms = tl.sum(t * t, axis=1, keepdims=True) / N
     wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
-    tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
-
-
-# The same kernels with the weights loaded first: their loads (hits in L2) then overlap the row's
-# instead of waiting behind its reduction's barrier, as the kernels above (and Triton's) have them
-
-
-def layernorm_weights_first(x, w, b, out, N, eps, BLOCK: tl.Constant):
-    i = tl.block_id(0)
-    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
-    bt = tl.load(b, index=(0,), shape=(BLOCK,)).astype(tl.float32)
-    cols = tl.arange(0, BLOCK)
-    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
-    mean = tl.sum(t, axis=1, keepdims=True) / N
-    d = tl.where(cols[None, :] < N, t - mean, 0.0)
-    var = tl.sum(d * d, axis=1, keepdims=True) / N
-    tl.store(out, (d * tl.rsqrt(var + eps) * wt[None, :] + bt[None, :]).astype(out.dtype), index=(i, 0))
-
-
-def rmsnorm_weights_first(x, w, out, N, eps, BLOCK: tl.Constant):
-    i = tl.block_id(0)
-    wt = tl.load(w, index=(0,), shape=(BLOCK,)).astype(tl.float32)
-    t = tl.load(x, index=(i, 0), shape=(1, BLOCK)).astype(tl.float32)
-    ms = tl.sum(t * t, axis=1, keepdims=True) / N
     tl.store(out, (t * tl.rsqrt(ms + eps) * wt[None, :]).astype(out.dtype), index=(i, 0))
 
 
@@ -109,8 +88,6 @@ KERNELS = {
     for name, fn in (("layernorm", layernorm), ("rmsnorm", rmsnorm_rows), ("softmax", softmax))
 }
 KERNELS["softmax"]["fast_math"] = tl.tile_kernel(softmax, fast_math=True)  # Triton's exp and `/`
-KERNELS["layernorm"]["weights first"] = tl.tile_kernel(layernorm_weights_first)
-KERNELS["rmsnorm"]["weights first"] = tl.tile_kernel(rmsnorm_weights_first)
 
 
 # ---------------------------------------------------------------- Triton kernels
@@ -163,7 +140,16 @@ def triton_kernels(triton):
         _, h = tt.associative_scan((a, x), 0, compose_k)
         tt.store(H + row * stride + cols, h, mask=cols < N)
 
-    return layernorm_k, rmsnorm_k, softmax_k, recurrence_k
+    @triton.jit
+    def quantize_k(X, Q, S, stride, N, BLOCK: tt.constexpr):
+        row = tt.program_id(0)
+        cols = tt.arange(0, BLOCK)
+        x = tt.load(X + row * stride + cols, mask=cols < N, other=0.0).to(tt.float32)
+        largest = tt.maximum(tt.max(tt.abs(x), axis=0), 1e-12)
+        tt.store(Q + row * stride + cols, (x * (448.0 / largest)).to(Q.dtype.element_ty), mask=cols < N)
+        tt.store(S + row, largest / 448.0)
+
+    return layernorm_k, rmsnorm_k, softmax_k, recurrence_k, quantize_k
 
 
 def _warps(block):
@@ -188,6 +174,7 @@ def bench_rows(torch, time_ms, report, found, quick=False):
         _row_case(torch, time_ms, report, tk, kind, m, n, getattr(torch, dt))
     _cross_entropy_case(torch, time_ms, report, quick)
     _recurrence_case(torch, time_ms, report, tk, quick)
+    _quantize_case(torch, time_ms, report, tk, quick)
     m, n = (1024, 32768) if quick else (8192, 32768)
     x = torch.randn(m, n, device="cuda")
     out = torch.full_like(x, float("nan"))
@@ -217,6 +204,30 @@ def _recurrence_case(torch, time_ms, report, tk, quick):
     report(case, "tilelang", time_ms(lambda: recurrence_rows[m](a, x, h, BLOCK=n), torch), nbytes, ok)
     if tk:
         theirs = lambda: tk[3][(m,)](a, x, h, n, n, BLOCK=n, num_warps=_warps(n))  # noqa: E731
+        report(case, "triton", time_ms(theirs, torch), nbytes)
+
+
+def _quantize_case(torch, time_ms, report, tk, quick):
+    """bfloat16 rows to float8_e4m3fn scaled by their largest magnitude, and the scales: the
+    same bits as torch's ``(x.float() * (448 / amax)).to(torch.float8_e4m3fn)``."""
+    m, n = (1024, 4096) if quick else (16384, 4096)
+    x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * torch.rand(m, 1, device="cuda", dtype=torch.bfloat16)
+    q, scales = torch.zeros(m, n, device="cuda", dtype=torch.float8_e4m3fn), torch.zeros(m, device="cuda")
+    ours = load_example("fp8_quantize").quantize_rows
+    ours[m](x, q, scales, BLOCK=n)
+
+    def peer():
+        largest = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12)
+        return (x.float() * (448.0 / largest)).to(torch.float8_e4m3fn), largest[:, 0] / 448.0
+
+    want_q, want_scales = peer()
+    same = torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(scales, want_scales)
+    case, nbytes = f"fp8 quantize rows {m}x{n} bf16", 3 * m * n + 4 * m
+    report(case, "tilelang", time_ms(lambda: ours[m](x, q, scales, BLOCK=n), torch), nbytes, "ok" if same else "WRONG")
+    report(case, "torch", time_ms(peer, torch), nbytes)
+    report(case, "torch.compile", time_ms(torch.compile(peer), torch), nbytes)
+    if tk:
+        theirs = lambda: tk[4][(m,)](x, q, scales, n, n, BLOCK=n, num_warps=_warps(n))  # noqa: E731
         report(case, "triton", time_ms(theirs, torch), nbytes)
 
 

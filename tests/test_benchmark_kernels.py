@@ -90,7 +90,7 @@ def test_softmax_variants(backend, name):
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
 @pytest.mark.parametrize("n", [300, 301])  # (rows of 1204 bytes: the kernel for any array)
 def test_norm_variants_agree(backend, kind, n):
-    """Each norm variant (threads, weights loaded first) gives the default kernel's result."""
+    """Each norm variant (threads per block) gives the default kernel's result."""
     rng = np.random.default_rng(5)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((4, n), n, n))
     args = (x, w, b) if kind == "layernorm" else (x, w)
