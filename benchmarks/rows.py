@@ -209,7 +209,9 @@ def _recurrence_case(torch, time_ms, report, tk, quick):
 
 def _quantize_case(torch, time_ms, report, tk, quick):
     """bfloat16 rows to float8_e4m3fn scaled by their largest magnitude, and the scales: the
-    same bits as torch's ``(x.float() * (448 / amax)).to(torch.float8_e4m3fn)``."""
+    same bits as torch's ``(x.float() * (448 / amax)).to(torch.float8_e4m3fn)`` with ``/``
+    divided as IEEE does (torch's ``448.0 / t`` multiplies by ``t.reciprocal()``, and
+    ``t / 448.0`` by 1 / 448: the timed peer, as users write it, rounds differently)."""
     m, n = (1024, 4096) if quick else (16384, 4096)
     x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16) * torch.rand(m, 1, device="cuda", dtype=torch.bfloat16)
     q, scales = torch.zeros(m, n, device="cuda", dtype=torch.float8_e4m3fn), torch.zeros(m, device="cuda")
@@ -220,7 +222,9 @@ def _quantize_case(torch, time_ms, report, tk, quick):
         largest = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12)
         return (x.float() * (448.0 / largest)).to(torch.float8_e4m3fn), largest[:, 0] / 448.0
 
-    want_q, want_scales = peer()
+    largest = x.abs().amax(dim=1, keepdim=True).float().clamp(min=1e-12)
+    exactly = torch.full_like(largest, 448.0)
+    want_q, want_scales = (x.float() * (exactly / largest)).to(torch.float8_e4m3fn), (largest / exactly)[:, 0]
     same = torch.equal(q.view(torch.uint8), want_q.view(torch.uint8)) and torch.equal(scales, want_scales)
     case, nbytes = f"fp8 quantize rows {m}x{n} bf16", 3 * m * n + 4 * m
     report(case, "tilelang", time_ms(lambda: ours[m](x, q, scales, BLOCK=n), torch), nbytes, "ok" if same else "WRONG")
