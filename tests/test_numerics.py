@@ -92,6 +92,19 @@ def test_uint64_shifts_stay_integers_in_ptx():
     assert not {op for op in ops if "f64" in op}, ops  # it was cvt.rn.f64.u64, cvt.rzi.u64.f64
 
 
+@tl.tile_kernel
+def high_products(x, y, out):
+    tl.store(out, tl.umulhi(tl.load(x, index=(0,), shape=(N,)), tl.load(y, index=(0,), shape=(N,))), index=(0,))
+
+
+@pytest.mark.parametrize("d", ["u32", "i32", "u64", "i64"])
+def test_umulhi_is_one_unsigned_multiply_in_ptx(d):
+    """One mul.hi, unsigned also for signed operands (Triton's __nv_umulhi): LLVM had made a
+    32-bit one a 64-bit multiply of the zero-extended words (mul.lo.s64)."""
+    ops = ptx_instructions(high_products, *[f"{d}[:]"] * 3)
+    assert f"mul.hi.u{d[1:]}" in ops and "mul.lo.s64" not in ops, ops
+
+
 # ---------------------------------------------------------- integer division
 
 

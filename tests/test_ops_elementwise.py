@@ -37,6 +37,7 @@ BINARY = {
     "rshift": (operator.rshift, None, "iu", False),
     "maximum": (tl.maximum, np.maximum, "biuf", False),
     "minimum": (tl.minimum, np.minimum, "biuf", False),
+    "umulhi": (tl.umulhi, None, "iu", False),
 }
 COMPARE = {
     "eq": (operator.eq, np.equal),
@@ -88,11 +89,19 @@ def _shift_reference(name, a, b, dtype):
     return wrap(a >> np.where(b < 0, dtype.bits, b), dtype)  # Python's >> is arithmetic and saturates
 
 
+def _umulhi_reference(a, b, dtype):
+    """The high ``bits`` of the exact product of the operands' bits read unsigned (Python ints)."""
+    a, b = (np.asarray(v).astype(dtype.np).astype(object) % (1 << dtype.bits) for v in (a, b))
+    return wrap((a * b) >> dtype.bits, dtype)
+
+
 def _binary_reference(name, a, b, dtype):
     if name in COMPARE:
         return _compare(name, a, b, dtype)
     if name in ("lshift", "rshift"):
         return _shift_reference(name, a, b, dtype)
+    if name == "umulhi":
+        return _umulhi_reference(a, b, dtype)
     return compute(BINARY[name][1], dtype, a, b)
 
 

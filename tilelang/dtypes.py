@@ -136,6 +136,12 @@ def dtype(x) -> DType:
     raise TileTypeError(f"{x!r} is not a supported dtype; use one of {', '.join(BY_NAME)}")
 
 
+def highest(d: DType) -> float:
+    """The float ``d``'s highest value: infinity, or (float8_e4m3fn, which has none, its
+    conversions' NaN past it) its largest finite value."""
+    return float("inf") if d is not float8_e4m3fn else float(ml_dtypes.finfo(d.np).max)
+
+
 def _int_join(a: DType, b: DType) -> DType:
     if a.kind == b.kind:
         return a if a.bits >= b.bits else b

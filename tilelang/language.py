@@ -76,7 +76,7 @@ __all__ = [
     "zeros", "full", "zeros_like", "full_like", "arange", "load", "store", "gather", "scatter",
     "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
-    "abs", "floor", "ceil", "maximum", "minimum", "where", "clip", "astype",
+    "abs", "floor", "ceil", "maximum", "minimum", "umulhi", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reduce", "associative_scan", "sort", "topk",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel",
@@ -517,6 +517,13 @@ def maximum(x, y) -> Tile:
 def minimum(x, y) -> Tile:
     """Elementwise minimum with broadcasting; NaN propagates."""
     return elementwise_op("minimum", x, y)
+
+
+def umulhi(x, y) -> Tile:
+    """The high half of the double-width product of two integer tiles (promoted to one dtype of
+    N bits), their bits read as unsigned: ``(x * y) >> N`` computed in 2N bits, as Triton's.
+    A random-number or hash kernel's 32 x 32 -> 64-bit step: ``hi = tl.umulhi(a, tl.uint32(0xCD9E8D57))``."""
+    return elementwise_op("umulhi", x, y)
 
 
 def where(cond, x, y) -> Tile:

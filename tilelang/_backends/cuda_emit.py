@@ -123,6 +123,10 @@ class CudaTarget:
     def fast(self, op: Op, args):
         """CUDA's own instructions where they are faster (cuda_arith.py)."""
         d = op.dst.dtype
+        if op.op == "umulhi" and d.bits >= 32:  # (LLVM made some a full 64-bit multiply of zero-extended words)
+            t, c = (ir.IntType(d.bits), "r" if d.bits == 32 else "l")
+            asm = ir.InlineAsm(ir.FunctionType(t, [t, t]), f"mul.hi.u{d.bits} $0, $1, $2;", f"={c},{c},{c}")
+            return self.builder.call(asm, list(args))
         if not (d.is_float and d.bits <= 32 and all(a.dtype == d for a in op.args)):
             return None
         if op.op == "exp2_ftz":

@@ -168,6 +168,10 @@ def _arithmetic(t, name: str, d: DType, args):
         return _floor_divmod(t, name, signed, x, y)
     if name in ("shl", "shr"):
         return _shift(b, name, signed, x, y)
+    if name == "umulhi":  # (the CUDA target: mul.hi)
+        wide = ir.IntType(max(2 * d.bits, 32))
+        product = b.mul(b.zext(x, wide), b.zext(y, wide))
+        return b.trunc(b.lshr(product, ir.Constant(wide, d.bits)), x.type)
     raise TileCompilerError(f"the LLVM backend has no rule for thread op '{name}' on {d.name}")
 
 

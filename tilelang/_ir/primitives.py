@@ -95,6 +95,15 @@ UNARY = {
     "ceil": (np.ceil, "f"),
 }
 
+
+def _umulhi(x, y):
+    """The high half of the 2N-bit product of two N-bit integers' bits, read unsigned."""
+    bits = x.dtype.itemsize * 8
+    unsigned = np.dtype(f"u{x.dtype.itemsize}")
+    wide = x.astype(unsigned).astype(object) * y.astype(unsigned).astype(object)
+    return np.asarray(wide >> bits, dtype=object).astype(np.uint64).astype(unsigned).view(x.dtype)
+
+
 BINARY = {
     "add": (np.add, "iuf"),
     "sub": (np.subtract, "iuf"),
@@ -111,6 +120,7 @@ BINARY = {
     "xor": (np.bitwise_xor, "biu"),
     "shl": (np.left_shift, "iu"),
     "shr": (np.right_shift, "iu"),
+    "umulhi": (_umulhi, "iu"),
 }
 
 COMPARE = {

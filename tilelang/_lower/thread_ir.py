@@ -523,7 +523,7 @@ class ThreadProgram:
 OPS = {
     **dict.fromkeys(["add", "sub", "mul", "div", "div_approx", "floordiv", "mod", "pow", "maximum", "minimum"], 2),
     **dict.fromkeys(["and", "or", "xor", "shl", "shr", "eq", "ne", "lt", "le", "gt", "ge"], 2),
-    **dict.fromkeys(["land", "lor", "fmod"], 2),
+    **dict.fromkeys(["land", "lor", "fmod", "umulhi"], 2),
     **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "exp2_ftz", "log", "log2", "sqrt", "rsqrt"], 1),
     **dict.fromkeys(["sin", "cos", "tanh", "erf", "sigmoid", "floor", "ceil", "convert"], 1),
     "select": 3,

@@ -29,7 +29,7 @@ def _identity(name, dtype):
     if dtype.is_bool:
         return high
     if dtype.is_float:
-        return float("inf") if high else float("-inf")
+        return D.highest(dtype) if high else -D.highest(dtype)
     info = np.iinfo(dtype.np)
     return int(info.max if high else info.min)
 
