@@ -482,3 +482,15 @@ def test_float8_extremes_of_a_partial_tile(backend, dtype):
         extremes[1](x, out, idx, T=6, backend=backend)  # (6 of a layout's 8 slots)
         assert out.astype(np.float32).tolist() == [max(values), min(values)], (values, out)
         assert idx.tolist() == [int(np.argmax(values)), int(np.argmin(values))], (values, idx)
+
+
+@tl.tile_kernel(debug=True)
+def checked_offset(x, i, T: tl.Constant):
+    tl.store(x, tl.load(x, index=(i * 2,), shape=(T,)), index=(0,))
+
+
+def test_the_cost_of_a_debug_kernel_leaves_out_its_error_word():
+    """explain(grid=) of a kernel with debug checks raised KeyError: '__tl_errors' (the
+    hidden array the checks write was taken for an argument)."""
+    cost = tl.explain(checked_offset, np.zeros(250_000, np.float32), 0, T=16, grid=1)["cost"]
+    assert cost.startswith("grid (1,): 2.000 MB moved")  # (x read and written, 1 MB each)

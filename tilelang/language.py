@@ -81,7 +81,7 @@ __all__ = [
     "reduce", "associative_scan", "sort", "topk",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel",
     "flip", "join", "split", "interleave", "cat",
-    "static_assert", "device_assert",
+    "static_assert", "device_assert", "device_print",
     "dot",
 ]  # fmt: skip
 
@@ -696,6 +696,30 @@ def device_assert(cond, message: str = "") -> None:
     current_block("device_assert")  # (outside a kernel: named as the user wrote it)
     if checked():
         bind(P.device_assert, [c], "device_assert", message=message)
+
+
+def device_print(prefix: str, *args) -> None:
+    """Print the elements of tiles (or scalars) while the kernel runs, one line each::
+
+        block (0, 0, 0) x idx (3,): 1.5
+
+    the block's ids, ``prefix``, the element's index and its value (floats with 9
+    significant digits, 17 for float64; bool as 1 or 0); with several ``args``, each is
+    printed in turn, its ``prefix`` followed by ``(operand k)``; with none, one line per
+    block. Every backend prints the same lines; the interpreter in order, the CPU backend
+    and the GPU in the order their threads run (on the GPU they appear when the device next
+    synchronizes, e.g. at a copy to the host). Example::
+
+        tl.device_print("row max", tl.max(t, axis=1))
+    """
+    if not isinstance(prefix, str):
+        raise located(TileTypeError(f"device_print: the prefix is a str, got {type(prefix).__name__}"))
+    current_block("device_print")
+    if not args:
+        bind(P.device_print, [], "device_print", prefix=prefix)
+    for k, x in enumerate(args):
+        label = f"{prefix} (operand {k})" if len(args) > 1 else prefix
+        bind(P.device_print, [as_tile(x)], "device_print", prefix=label)
 
 
 # --------------------------------------------------------------------- dot

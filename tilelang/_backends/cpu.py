@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import os
+import sys
 
 import numpy as np
 from llvmlite import ir
@@ -38,6 +39,7 @@ from .._lower.thread_ir import (
     Mbarriers,
     MbarrierWait,
     Mma,
+    Print,
     Reg,
     Shuffle,
     ThreadProgram,
@@ -114,6 +116,13 @@ def _registers(stmts):
 class CpuEmitter(ThreadEmitter):
     TARGET = "CPU"
     SHARED_SPACE = 0
+
+    def print_line(self, text, args):
+        """The C library's printf (flushed after the launch: ``CpuKernel``)."""
+        printf = self.module.globals.get("printf") or ir.Function(
+            self.module, ir.FunctionType(I32, [I8.as_pointer()], var_arg=True), "printf"
+        )
+        self.builder.call(printf, [self.text_constant(text), *args])
 
     def __init__(self, program: ThreadProgram):
         super().__init__(program)
@@ -606,7 +615,9 @@ class CpuKernel:
         self.ir = str(emitter.module)
         self.scratch = emitter.scratch
         self.loop_locs = [loop.loc for loop in emitter.loops]
-        self.can_parallel = not any(isinstance(s, Atomic) for s in walk_statements(program.body))
+        self.prints = any(isinstance(s, Print) for s in walk_statements(program.body))
+        # (atomics: blocks one after another, as the emitter assumes; prints: their lines in block order)
+        self.can_parallel = not self.prints and not any(isinstance(s, Atomic) for s in walk_statements(program.body))
         self._function = None
         self._argtypes = [_C_TYPES[r.dtype.name] for r in param_regs(program)]
 
@@ -652,11 +663,17 @@ class CpuKernel:
         else:
             with concurrent.futures.ThreadPoolExecutor(workers) as pool:
                 codes = list(pool.map(run, range(workers)))
+        if self.prints:  # (the C library's buffer: its lines out before Python's next ones)
+            sys.stdout.flush()
+            _LIBC.fflush(None)
         for code in codes:
             if code > 0:
                 raise TileValueError("tl.range: step must not be zero", self.loop_locs[code - 1])
             if code < 0:
                 raise TileCompilerError(f"tilelang: {_ERRORS[code]}")
+
+
+_LIBC = ctypes.CDLL(None)  # (the process's C library: printf's buffer)
 
 
 def host_facts(a) -> tuple:

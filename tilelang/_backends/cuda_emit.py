@@ -151,6 +151,21 @@ class CudaTarget:
 class KernelEmitter(ThreadEmitter):
     TARGET = "CUDA"
 
+    def print_line(self, text, args):
+        """CUDA's ``vprintf(format, arguments)``: the arguments laid out in a local buffer as
+        printf's would be (8 bytes each here), the format in constant memory."""
+        b = self.builder
+        vprintf = self.module.globals.get("vprintf") or ir.Function(
+            self.module, ir.FunctionType(I32, [I8.as_pointer(), I8.as_pointer()]), "vprintf"
+        )
+        packed = ir.LiteralStructType([a.type for a in args])
+        with b.goto_entry_block():
+            buffer = b.alloca(packed)
+        for i, a in enumerate(args):
+            b.store(a, b.gep(buffer, [ir.Constant(I32, 0), ir.Constant(I32, i)], inbounds=True))
+        text = b.addrspacecast(self.text_constant(text, addrspace=4), I8.as_pointer())
+        b.call(vprintf, [text, b.bitcast(buffer, I8.as_pointer())])
+
     def __init__(self, program: ThreadProgram, ir_version: tuple, launch_bounds):
         super().__init__(program)
         m = self.module = ir.Module(name=program.name)

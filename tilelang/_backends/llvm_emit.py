@@ -25,6 +25,7 @@ from .._lower.thread_ir import (
     Load,
     Loop,
     Op,
+    Print,
     Reg,
     SharedLoad,
     SharedStore,
@@ -42,7 +43,7 @@ from . import cuda_intrinsics as memory
 from .llvm_values import constant, convert, op_value, register_type
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-F32 = ir.FloatType()
+F32, F64 = ir.FloatType(), ir.DoubleType()
 
 
 def param_regs(program: ThreadProgram) -> list:
@@ -100,6 +101,7 @@ class ThreadEmitter:
         self.values: dict = {}
         self.arrays = {p.name: p for p in program.params if hasattr(p, "ndim")}
         self.rounded_by_readers = rounded_by_readers(program.body)
+        self.texts: dict = {}  # printed texts -> their global strings
 
     # ------------------------------------------------------------------ values
 
@@ -190,6 +192,37 @@ class ThreadEmitter:
             values = [self.get(s.values, i, d) for i in range(count * s.lanes)]
         groups = [self.group(s, g) for g in range(count)]
         memory.store_vectors(b, d, s.lanes, ptr, groups, values, self.host, words=s.pack > 1)
+
+    def _Print(self, s: Print):
+        b = self.builder
+        for r in range(extent(s)):
+            with self.masked(s.mask, r) as on:
+                if not on:
+                    continue
+                args = []
+                for x in s.args:  # (printf's: 64-bit integers, doubles)
+                    v = self.get(x, r)
+                    if x.dtype.is_float:
+                        args.append(v if v.type == F64 else b.fpext(v, F64))
+                    else:
+                        unsigned = x.dtype.is_bool or x.dtype.kind == "u"
+                        args.append(v if v.type == I64 else (b.zext if unsigned else b.sext)(v, I64))
+                self.print_line(s.text, args)
+
+    def print_line(self, text: str, args: list):
+        """printf ``text`` with ``args`` (64-bit integers and doubles), the target's way."""
+        raise TileCompilerError(f"the {self.TARGET} backend cannot print")
+
+    def text_constant(self, text: str, addrspace: int = 0):
+        """``text`` as a NUL-terminated global string (one per text)."""
+        data = bytearray(text.encode() + b"\0")
+        name = f"text_{len(self.texts)}"
+        glob = self.texts.get(text)
+        if glob is None:
+            glob = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(data)), name, addrspace=addrspace)
+            glob.linkage, glob.global_constant, glob.initializer = "internal", True, ir.Constant(glob.value_type, data)
+            self.texts[text] = glob
+        return self.builder.gep(glob, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
 
     def group(self, s, g: int) -> tuple:
         """Group ``g`` of a vector access: (offset, mask, first lane, end lane); no lanes where

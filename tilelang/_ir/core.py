@@ -132,8 +132,9 @@ class Primitive:
     """An operation of the tile IR. Its rules live in ``rules`` keyed by stage name.
 
     ``effect`` is None for pure operations, ``"read"`` for memory reads (may be dropped
-    when unused, never merged), ``"write"`` for stores and atomics (always kept) and
-    ``"sync"`` for the block barrier the order_memory pass inserts (after simplification).
+    when unused, never merged), ``"write"`` for stores and atomics (always kept),
+    ``"print"`` for ``tl.device_print`` (always kept, no memory access) and ``"sync"`` for
+    the block barrier the order_memory pass inserts (after simplification).
     """
 
     def __init__(self, name: str, effect: str | None = None, multiple_results: bool = False):

@@ -733,6 +733,36 @@ def _device_assert_type(cond, *, message):
 
 device_assert.rules.update(type=_device_assert_type, interpret=lambda ctx, cond, *, message: [])
 
+# ``tl.device_print``: one line per element of its tile (or, with none, one per block), the
+# same text on every backend (a printf format: the GPU's vprintf, the host's printf)
+device_print = primitive("device_print", effect="print")
+
+
+def print_format(prefix: str, x: TileType | None) -> str:
+    """The printf format of one line: the block's ids, the element's index and value."""
+    head = f"block (%lld, %lld, %lld) {prefix.replace('%', '%%')}"
+    if x is None:
+        return head + "\n"
+    d = x.dtype
+    value = ("%.17g" if d.bits == 64 else "%.9g") if d.is_float else "%llu" if d.kind == "u" else "%lld"
+    index = ", ".join(["%lld"] * len(x.shape))
+    return f"{head} idx ({index}): {value}\n"
+
+
+def _print_interpret(ctx, *x, prefix):
+    text = print_format(prefix, None if not x else TileType(x[0].shape, dtype(x[0].dtype)))
+    text = text.replace("%lld", "%d").replace("%llu", "%d")  # (Python's % takes no length)
+    if not x:
+        print(text % ctx.block, end="", flush=True)
+        return []
+    values = np.asarray(x[0]).astype(np.float64 if _is_float(x[0]) else object)
+    lines = (text % (*ctx.block, *index, values[index]) for index in np.ndindex(*values.shape))
+    print("".join(lines), end="", flush=True)
+    return []
+
+
+device_print.rules.update(type=lambda *x, prefix: [], interpret=_print_interpret)
+
 # ----------------------------------------------------------------------------- dot
 
 dot = primitive("dot")

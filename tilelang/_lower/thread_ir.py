@@ -149,6 +149,18 @@ class Store:
 
 
 @dataclass
+class Print:
+    """A line of ``text`` (a printf format) for each slot where ``mask`` holds, with ``args``
+    (the block's ids, the slot's coordinates, its value; none where ``value`` is None)."""
+
+    text: str
+    args: tuple
+    mask: object
+    USES: ClassVar = ("args", "mask")
+    DEFS: ClassVar = ()
+
+
+@dataclass
 class Atomic:
     """``dst = array[offset]; array[offset] = op(dst, value)`` where ``mask`` (else ``dst`` is
     0), atomically, once for each of the thread's ``count`` elements: an operand of fewer
@@ -648,6 +660,8 @@ def _lines(stmts, indent):
             yield f"{pad}shared {s.buffer}[{_text(s.index)}] {eq} {value}"
         elif isinstance(s, Barrier):
             yield f"{pad}barrier"
+        elif isinstance(s, Print):
+            yield f"{pad}print {s.text.strip()!r} {' '.join(map(_text, s.args))} mask={_text(s.mask)}"
         elif isinstance(s, AsyncCopy):
             mask = f"mask={_text(s.mask)} 16 bytes in [{_text(s.first)}, {_text(s.last)}) aligned={_text(s.aligned)}"
             source = f"{s.array}[{_text(s.base)} + {_text(s.offset)}]"

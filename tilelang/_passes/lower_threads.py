@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .._ir.core import ArrayType, Literal, Program, Var, uses
-from .._ir.primitives import COMPARE, ELEMENTWISE
+from .._ir.primitives import COMPARE, ELEMENTWISE, print_format
 from .._lower.layout import (
     blocked,
     log2,
@@ -35,6 +35,7 @@ from .._lower.thread_ir import (
     Imm,
     Load,
     Loop,
+    Print,
     Reg,
     ScalarParam,
     SharedLoad,
@@ -330,6 +331,21 @@ def _lower_store(lw, eqn, array, tile, *starts):
         lw.stmts.append(Store(window.name, offset, words, mask, window.lanes, first, last, pack=2))
         return
     lw.stmts.append(Store(window.name, offset, lw.regs(tile, layout), mask, window.lanes, first, last))
+
+
+@rule("device_print")
+def _lower_print(lw, eqn, *tile, prefix):
+    """Each element's line from the one thread holding it (of those holding copies); with
+    no tile, one line from the block's first thread."""
+    blocks = tuple(lw.cached(("block_id", a), lambda a=a: lw.op(i32, "block_id", attr=a)) for a in range(3))
+    if not tile:
+        lw.stmts.append(Print(print_format(prefix, None), blocks, lw.leader(lw.t - 1)))
+        return
+    layout = lw.layout(tile[0])
+    coords = tuple(lw.coord(layout, d) for d in range(len(layout.shape)))
+    mask = lw.land(lw.valid(layout), lw.owner(layout))
+    text = print_format(prefix, tile[0].type)
+    lw.stmts.append(Print(text, (*blocks, *coords, lw.regs(tile[0], layout)), mask))
 
 
 def _staging_ring(lw, array, tile, layout):
