@@ -133,7 +133,7 @@ def pow2(n):
 
 @given(
     data=st.data(),
-    d=st.sampled_from([tl.float16, tl.bfloat16]),
+    d=st.sampled_from([tl.float16, tl.bfloat16, tl.float8_e4m3fn, tl.float8_e5m2]),  # (float8: as float16s)
     how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]),
     tile=MMA_TILES,
     threads=st.sampled_from(sorted(MMA_KERNELS)),
@@ -287,7 +287,7 @@ WGMMA_TILES = st.sampled_from([
 
 @given(
     data=st.data(),
-    d=st.sampled_from([tl.float16, tl.bfloat16]),
+    d=st.sampled_from([tl.float16, tl.bfloat16, tl.float8_e4m3fn, tl.float8_e5m2]),  # (float8: as float16s)
     how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]),
     case=WGMMA_TILES,
 )
@@ -318,7 +318,7 @@ def test_which_dots_take_tensor_cores(d, tile, mma):
     assert ("mma[" in thread_ir) == mma
 
 
-@pytest.mark.parametrize("d", [tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.int8])
+@pytest.mark.parametrize("d", [tl.float8_e4m3fn, tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.int8])
 def test_dot_accumulates_in_the_documented_dtype(d):
     """Sums that would overflow or round in the operand dtype do not: 16-bit floats accumulate in
     float32 (64 products of 64*64 overflow float16), int8 in int32."""

@@ -728,12 +728,13 @@ def device_print(prefix: str, *args) -> None:
 def dot(a, b, acc=None, precision="ieee") -> Tile:
     """Matrix product of 2-d tiles ``(M,K) @ (K,N)``, plus ``acc`` if given (also ``a @ b``).
 
-    16-bit float operands accumulate in float32, narrow ints in int32; the result has the
-    accumulator's dtype. float16/bfloat16 tiles of at least 16 x 16 (``a``) and 16 x 8
-    (``b``) run on tensor cores. float32 operands multiply exactly (``precision="ieee"``),
-    or with ``precision="tf32"`` rounded to TF32 first (10 mantissa bits, to nearest, ties
-    away from zero, as ``cvt.rna.tf32.f32``) and multiplied on tensor cores where the tiles
-    are at least 16 x 8 (``a``) and 8 x 8 (``b``), the products summed in float32. Example::
+    16- and 8-bit float operands accumulate in float32, narrow ints in int32; the result has
+    the accumulator's dtype. float16/bfloat16 tiles of at least 16 x 16 (``a``) and 16 x 8
+    (``b``) run on tensor cores; float8 ones too, as the float16 values they are exactly.
+    float32 operands multiply exactly (``precision="ieee"``), or with ``precision="tf32"``
+    rounded to TF32 first (10 mantissa bits, to nearest, ties away from zero, as
+    ``cvt.rna.tf32.f32``) and multiplied on tensor cores where the tiles are at least 16 x 8
+    (``a``) and 8 x 8 (``b``), the products summed in float32. Example::
 
         acc = tl.zeros((BM, BN), tl.float32)
         for k in tl.range(0, tl.cdiv(K, BK)):
@@ -743,6 +744,8 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
         raise located(TileValueError(f'dot: precision is "ieee" or "tf32", got {precision!r}'))
     xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
     d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)
+    if d.is_float and d.bits == 8:  # (each float8 is a float16 exactly: the float16 tensor cores multiply them)
+        d = _dt.float16
     ta, tb = converted(xa, d, weak), converted(xb, d, weak)
     if ta.type.weak:
         raise located(TileTypeError("dot needs tiles, not scalars"))
