@@ -384,6 +384,51 @@ def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
         assert steps | {"or.b32", "cvt.rn.f16.f32", "cvt.rn.bf16.f32"} <= ops, (src, ops)
 
 
+@tl.tile_kernel
+def fused(x, y, z, out):
+    a, b, c = (tl.load(v, index=(0,), shape=(N,)) for v in (x, y, z))
+    tl.store(out, tl.fma(a, b, c), index=(0,))
+
+
+def exact_fma(a, b, c, name):
+    """``a * b + c`` of Python floats, exactly, rounded once to format ``name`` (NaN and
+    infinities as IEEE's)."""
+    if not all(map(math.isfinite, (a, b, c))):
+        return a * b + c
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    return round_exactly(exact, name) if exact else math.copysign(0.0, a * b + c)
+
+
+@pytest.mark.parametrize("d", FLOATS, ids=str)
+@given(data=st.data())
+def test_fma_rounds_once(d, data):
+    """tl.fma against the exact rational result rounded once (float32, float64); narrower
+    floats: the float32 fma rounded to them (their ops are float32 ops rounded). The
+    products nearly cancel the addends (``c = -a * b`` perturbed), where a product rounded
+    first loses every bit, and ties broken by a tiny addend occur."""
+    x, y, s = data.draw(hnp.arrays(np.float64, (3, N), elements=st.floats(-1e4, 1e4, width=32)))
+    x, y = x.astype(d.np), y.astype(d.np)
+    t = np.float32 if d.bits < 32 else d.np
+    with np.errstate(all="ignore"):
+        z = (-(x.astype(np.float64) * y.astype(np.float64)) * (1 + s * 1e-8)).astype(d.np)
+    z[:2] = np.array([2.0**-40, -(2.0**-40)]).astype(d.np)  # (x * y a tie of a narrower float, broken)
+    exact = [
+        exact_fma(float(a), float(b), float(c), np.dtype(t).name)
+        for a, b, c in zip(x.astype(t), y.astype(t), z.astype(t))
+    ]
+    want = np.array(exact).astype(t).astype(d.np)
+    for backend in backends():
+        out = np.zeros(N, d.np)
+        fused[1](x, y, z, out, backend=backend)
+        assert_same_floats(out, want, f"fma {d} on {backend}")
+
+
+def test_fma_is_one_instruction_in_ptx():
+    for d in ("f32", "f64"):
+        ops = ptx_instructions(fused, *[f"{d}[:]"] * 4)
+        assert f"fma.rn.{d}" in ops and f"mul.rn.{d}" not in ops, ops
+
+
 # ------------------------------------------------------- math functions' accuracy
 
 # docs/dtypes.md's contract: |result - exact| <= ULPS * ulp(exact) for float32 and float64;

@@ -76,7 +76,7 @@ __all__ = [
     "zeros", "full", "zeros_like", "full_like", "arange", "load", "store", "gather", "scatter",
     "atomic_add", "atomic_max", "atomic_min", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas",
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
-    "abs", "floor", "ceil", "maximum", "minimum", "umulhi", "where", "clip", "astype",
+    "abs", "floor", "ceil", "maximum", "minimum", "umulhi", "fma", "where", "clip", "astype",
     "sum", "max", "min", "prod", "argmax", "argmin", "cumsum", "cumprod", "histogram",
     "reduce", "associative_scan", "sort", "topk",
     "reshape", "transpose", "permute", "expand_dims", "broadcast_to", "ravel",
@@ -524,6 +524,14 @@ def umulhi(x, y) -> Tile:
     N bits), their bits read as unsigned: ``(x * y) >> N`` computed in 2N bits, as Triton's.
     A random-number or hash kernel's 32 x 32 -> 64-bit step: ``hi = tl.umulhi(a, tl.uint32(0xCD9E8D57))``."""
     return elementwise_op("umulhi", x, y)
+
+
+def fma(x, y, z) -> Tile:
+    """``x * y + z`` rounded once (a fused multiply-add) on every backend, for float tiles
+    (promoted and broadcast as ``x * y + z``; integers become float32). 16- and 8-bit floats
+    compute a float32 fma and round it to their type, as all their ops. Example, a step of
+    Horner's rule: ``p = tl.fma(p, x, c)``."""
+    return elementwise_op("fma", x, y, z, float_only=True)
 
 
 def where(cond, x, y) -> Tile:

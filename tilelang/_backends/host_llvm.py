@@ -24,7 +24,7 @@ from .cuda_arith import floor_divmod
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
-_INTRINSIC = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil", "fabs", "pow"}
+_INTRINSIC = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "floor", "ceil", "fabs", "pow", "fma"}
 _LIBM = {"tanh", "erf"}
 # float8 formats: (mantissa bits, exponent bias, largest finite code, the code past it: NaN or infinity)
 _FLOAT8 = {"float8_e4m3fn": (3, 7, 0x7E, 0x7F), "float8_e5m2": (2, 15, 0x7B, 0x7C)}
@@ -45,7 +45,8 @@ class HostTarget:
         if name == "fmod":
             return b.frem(*args)
         if name in _INTRINSIC:
-            return b.call(b.module.declare_intrinsic(f"llvm.{name}", [t]), list(args))
+            fn = b.module.declare_intrinsic(f"llvm.{name}", [t], ir.FunctionType(t, [t] * len(args)))
+            return b.call(fn, list(args))
         symbol = name + ("f" if t == F32 else "")
         fn = b.module.globals.get(symbol) or ir.Function(b.module, ir.FunctionType(t, [t] * len(args)), symbol)
         return b.call(fn, list(args))

@@ -141,7 +141,7 @@ def _arithmetic(t, name: str, d: DType, args):
     x = args[0]
     y = args[1] if len(args) > 1 else None
     if d.is_float:
-        return _float_op(t, name, d, x, y)
+        return _float_op(t, name, d, x, y, args)
     signed = d.kind == "i"
     if name in ("add", "sub", "mul"):
         return getattr(b, name)(x, y)
@@ -204,7 +204,7 @@ def _shift(b, name, signed, x, y):
     return b.select(ok, shifted, ir.Constant(x.type, 0))
 
 
-def _float_op(t, name: str, d: DType, x, y):
+def _float_op(t, name: str, d: DType, x, y, args):
     b = t.builder
     one = ir.Constant(x.type, 1.0)
     if name in ("add", "sub", "mul"):
@@ -228,4 +228,6 @@ def _float_op(t, name: str, d: DType, x, y):
         return t.math("exp2", b.select(low, ir.Constant(x.type, -math.inf), x))
     if name in MATH:
         return t.math(name, x, *([y] if y is not None else []))
+    if name == "fma":  # (libdevice's __nv_fmaf: fma.rn.f32; the host's llvm.fma)
+        return t.math("fma", *args)
     raise TileCompilerError(f"the LLVM backend has no rule for thread op '{name}' on {d.name}")

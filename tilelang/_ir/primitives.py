@@ -12,6 +12,7 @@ primitives see operands of one type.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -190,6 +191,46 @@ for _n, _f in COMPARE.items():
     _def_binary(_n, _f, "biuf", result_bool=True)
 
 
+fma = primitive("fma")
+
+
+def _fma_type(x, y, z):
+    t = _same_types("fma", [x, y, z])
+    _kinds("fma", t, "f")
+    return [t]
+
+
+def _fma64(x, y, z):
+    """float64 ``x * y + z`` rounded once (exact rationals; NaN and infinities as IEEE's)."""
+    out = np.empty(np.broadcast(x, y, z).shape)
+    for i, (a, b, c) in enumerate(zip(*(np.broadcast_to(v, out.shape).ravel() for v in (x, y, z)))):
+        finite = math.isfinite(a) and math.isfinite(b) and math.isfinite(c)
+        exact = Fraction(a) * Fraction(b) + Fraction(c) if finite else None
+        with np.errstate(all="ignore"):
+            out.flat[i] = a * b + c if not finite else float(exact) if exact else math.copysign(0.0, a * b + c)
+    return out
+
+
+def _fma_interpret(ctx, x, y, z):
+    """One rounding of the exact ``x * y + z`` to float64, or to float32: the float64 product
+    of two float32s is exact, and the float64 sum rounded to odd (its error found by TwoSum)
+    rounds to float32 correctly. Narrower floats: that float32 rounded once more, as every
+    op of theirs is a float32 op rounded."""
+    d = dtype(x.dtype)
+    if d.bits == 64:
+        return [_fma64(x, y, z)]
+    with np.errstate(all="ignore"):
+        p = x.astype(np.float64) * y.astype(np.float64)
+        c = z.astype(np.float64)
+        s = p + c
+        v = s - p
+        err = (p - (s - v)) + (c - v)  # (TwoSum: s + err is p + c exactly)
+        even = (s.view(np.int64) & 1) == 0
+        odd = np.where(np.isfinite(s) & (err != 0) & even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+        return [odd.astype(np.float32).astype(d.np)]
+
+
+fma.rules.update(type=_fma_type, interpret=_fma_interpret)
 where = primitive("where")
 
 
@@ -225,7 +266,7 @@ convert.rules.update(
 )
 
 # every primitive computed element by element on operands of one shape (or scalars)
-ELEMENTWISE = (*UNARY, *BINARY, *COMPARE, "where", "convert")
+ELEMENTWISE = (*UNARY, *BINARY, *COMPARE, "where", "fma", "convert")
 
 # A change of layout (which thread holds which element), inserted by the
 # insert_conversions pass after layout assignment: the values do not change.

@@ -539,6 +539,7 @@ OPS = {
     **dict.fromkeys(["neg", "invert", "abs", "exp", "exp2", "exp2_ftz", "log", "log2", "sqrt", "rsqrt"], 1),
     **dict.fromkeys(["sin", "cos", "tanh", "erf", "sigmoid", "floor", "ceil", "convert"], 1),
     "select": 3,
+    "fma": 3,
     "slot": 0,  # dst[r] = attr(r): the slot's number mapped (an int32)
     "pick": 1,  # dst[r] = arg[attr(r)]
     "from_bits": 1,  # a 16-bit float from its raw bits (a uint16)
