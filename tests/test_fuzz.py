@@ -237,7 +237,7 @@ MARKERS = {
     "dot": "tl.dot(", "load": "offset=(",
     "gather": "tl.gather(", "scatter": "tl.scatter(", "atomic": "tl.atomic_", "loop": "tl.range(",
     "reload": "tl.load(out", "store": "tl.store(", "matmul loop": "tl.dot(a", "arange": " = tl.arange(",
-    "fast_math": "fast_math=True",
+    "fast_math": "fast_math=True", "fma": "tl.fma(",
 }  # fmt: skip
 
 

@@ -204,11 +204,20 @@ def _fma64(x, y, z):
     """float64 ``x * y + z`` rounded once (exact rationals; NaN and infinities as IEEE's)."""
     out = np.empty(np.broadcast(x, y, z).shape)
     for i, (a, b, c) in enumerate(zip(*(np.broadcast_to(v, out.shape).ravel() for v in (x, y, z)))):
-        finite = math.isfinite(a) and math.isfinite(b) and math.isfinite(c)
-        exact = Fraction(a) * Fraction(b) + Fraction(c) if finite else None
-        with np.errstate(all="ignore"):
-            out.flat[i] = a * b + c if not finite else float(exact) if exact else math.copysign(0.0, a * b + c)
+        out.flat[i] = _fma1(float(a), float(b), float(c))
     return out
+
+
+def _fma1(a: float, b: float, c: float) -> float:
+    with np.errstate(all="ignore"):
+        inexact = np.float64(a) * np.float64(b) + np.float64(c)  # (its infinities, NaN and signed zero are IEEE's)
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return float(inexact)
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    try:
+        return float(exact) if exact else math.copysign(0.0, inexact)
+    except OverflowError:  # (past the largest float64)
+        return math.inf if exact > 0 else -math.inf
 
 
 def _fma_interpret(ctx, x, y, z):

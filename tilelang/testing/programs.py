@@ -26,7 +26,8 @@ from .values import INF, Value
 
 DTYPES = [d.name for d in _dt.ALL_DTYPES]
 SIZES = [1, 2, 3, 4, 5, 7, 8, 13, 16, 32]
-BINARY = ["+", "-", "*", "maximum", "minimum", "<", "==", ">=", "!=", "/", "//", "%", "&", "|", "^", "<<", ">>"]
+BINARY = ["+", "-", "*", "maximum", "minimum", "<", "==", ">=", "!=", "/", "//", "%", "&", "|", "^", "<<", ">>",
+          "umulhi"]  # fmt: skip
 UNARY = ["-", "abs", "~", "floor", "ceil"]
 REDUCTIONS = ["sum", "max", "min", "argmax", "argmin", "prod"]
 # combine functions of tl.reduce / tl.associative_scan whose results are elements of the input
@@ -47,6 +48,7 @@ OPS = [
     "gather",
     "reload",
     "arange",
+    "fma",
 ]
 STATEMENTS = ["scatter", "atomic", "store"]
 
@@ -282,11 +284,30 @@ class _Builder:
             return None
         if op in ("&", "|", "^", "<<", ">>") and d.is_float or op in ("<<", ">>") and d.is_bool:
             return None
+        if op == "umulhi" and not d.is_int:
+            return None
         if op == "/" and not d.is_float:
             d = _dt.float32
         shape = _broadcast(a.shape, b.shape)
-        text = f"tl.{op}({a.name}, {b.name})" if op in ("maximum", "minimum") else f"({a.name} {op} {b.name})"
+        named = op in ("maximum", "minimum", "umulhi")
+        text = f"tl.{op}({a.name}, {b.name})" if named else f"({a.name} {op} {b.name})"
         return self.define(V.binary(op, a, b, d, shape, self.name(), self.fast_math), text)
+
+    def op_fma(self):
+        """``tl.fma`` of a float value and two operands for it: bounded as ``a * b + c`` (every
+        backend rounds the fused result once, alike)."""
+        a = self.recent(lambda v: v.dtype.is_float)
+        if a is None:
+            return None
+        (b, _), (c, _) = self.operand_for(a), self.operand_for(a)
+        shape = _broadcast(a.shape, b.shape) if b is not None and c is not None else None
+        shape = _broadcast(shape, c.shape) if shape is not None else None
+        if shape is None:
+            return None
+        d, name = _dt.promote_strong(_dt.promote_strong(a.dtype, b.dtype), c.dtype), self.name()
+        product = V.binary("*", a, b, d, shape, name)
+        out = V.binary("+", product, c, d, shape, name) if product is not None else None
+        return self.define(out, f"tl.fma({a.name}, {b.name}, {c.name})") if out is not None else None
 
     def op_unary(self):
         x = self.recent()

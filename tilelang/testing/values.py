@@ -164,6 +164,8 @@ def binary(op: str, a: Value, b: Value, d: DType, shape, name, fast_math: bool =
             top = 2 ** max(int(a.hi), int(b.hi), 0).bit_length() - 1
             return _fit(Value(name, shape, d, 0, top if not d.is_bool else 1))
         return _fit(Value(name, shape, d, *int_range(d)))
+    if op == "umulhi":  # (any high half)
+        return Value(name, shape, d, *int_range(d))
     if op in ("<<", ">>"):
         if op == ">>" and a.lo >= 0:
             return Value(name, shape, d, 0, a.hi)
