@@ -392,7 +392,10 @@ def fused(x, y, z, out):
 
 def exact_fma(a, b, c, name):
     """``a * b + c`` of Python floats, exactly, rounded once to format ``name`` (NaN and
-    infinities as IEEE's)."""
+    infinities as IEEE's: an infinite ``c`` is the result where ``a * b`` is finite, even
+    if its rounded value is not)."""
+    if math.isinf(c) and math.isfinite(a) and math.isfinite(b):
+        return c
     if not all(map(math.isfinite, (a, b, c))):
         return a * b + c
     exact = Fraction(a) * Fraction(b) + Fraction(c)
@@ -412,6 +415,8 @@ def test_fma_rounds_once(d, data):
     with np.errstate(all="ignore"):
         z = (-(x.astype(np.float64) * y.astype(np.float64)) * (1 + s * 1e-8)).astype(d.np)
     z[:2] = np.array([2.0**-40, -(2.0**-40)]).astype(d.np)  # (x * y a tie of a narrower float, broken)
+    big = float(tlt.ml_dtypes.finfo(d.np).max)
+    x[2:5], y[2:5], z[2:5] = (big, np.inf, 0.0), (-big, 1.0, np.inf), (-np.inf, 1.0, 1.0)  # (a rounded x * y: inf)
     exact = [
         exact_fma(float(a), float(b), float(c), np.dtype(t).name)
         for a, b, c in zip(x.astype(t), y.astype(t), z.astype(t))

@@ -191,7 +191,7 @@ def test_reductions_of_3d_tiles(data, op, d, axis, shape):
         elif op == "sum":
             expected = np.sum(x.astype(np.float64 if d.kind == "f" else np.int64), axis=axis, keepdims=True)
             if d.kind == "f":  # summation order: |error| <= n * eps * sum|x|
-                atol = x.size * float(np.finfo(d.np).eps) * float(np.abs(x.astype(np.float64)).sum())
+                atol = x.size * float(tlt.ml_dtypes.finfo(d.np).eps) * float(np.abs(x.astype(np.float64)).sum())
         else:
             expected = np.asarray(NUMPY[op](x, axis=axis, keepdims=True))
     expected = expected.astype(result.np)

@@ -211,8 +211,10 @@ def _fma64(x, y, z):
 def _fma1(a: float, b: float, c: float) -> float:
     with np.errstate(all="ignore"):
         inexact = np.float64(a) * np.float64(b) + np.float64(c)  # (its infinities, NaN and signed zero are IEEE's)
-    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+    if not (math.isfinite(a) and math.isfinite(b)) or math.isnan(c):
         return float(inexact)
+    if math.isinf(c):  # (the exact product is finite, though a rounded one may overflow: c)
+        return c
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     try:
         return float(exact) if exact else math.copysign(0.0, inexact)
