@@ -60,6 +60,31 @@ def test_every_backend_prints_the_interpreters_lines(capfd, backend, threads):
 
 
 @tl.tile_kernel
+def printing_bits(x, T: tl.Constant):
+    t = tl.load(x, index=(0,), shape=(T,))
+    tl.device_print("bits", t, t.astype(tl.bfloat16), t.astype(tl.float8_e4m3fn), t.astype(tl.int8), t > 0, hex=True)
+
+
+@pytest.mark.parametrize("backend", tlt.default_backends())
+def test_hex_prints_the_bits_of_each_dtype(capfd, backend):
+    """``hex=True``: the element's bits as its dtype stores them (bool 0 or 1), the same on
+    every backend as in NumPy's view of the values."""
+    x = np.array([1.5, -2.0, 0.0], np.float32)
+    lines = printed(capfd, printing_bits, x, T=3, backend=backend, grid=1)
+    columns = [
+        x.view(np.uint32),
+        x.astype(tl.bfloat16.np).view(np.uint16),
+        x.astype(tl.float8_e4m3fn.np).view(np.uint8),
+        x.astype(np.int8).view(np.uint8),
+        x > 0,
+    ]
+    head = "block (0, 0, 0) bits"
+    want = [f"{head} (operand {k}) idx ({i}): 0x{int(b):x}" for k, c in enumerate(columns) for i, b in enumerate(c)]
+    assert sorted(lines) == sorted(want)
+    assert "block (0, 0, 0) bits (operand 2) idx (0): 0x3c" in lines  # (float8_e4m3fn 1.5: 0 0111 100)
+
+
+@tl.tile_kernel
 def bad_prefix(x):
     tl.device_print(3, tl.load(x, index=(0,), shape=(4,)))
 

@@ -706,13 +706,14 @@ def device_assert(cond, message: str = "") -> None:
         bind(P.device_assert, [c], "device_assert", message=message)
 
 
-def device_print(prefix: str, *args) -> None:
+def device_print(prefix: str, *args, hex: bool = False) -> None:
     """Print the elements of tiles (or scalars) while the kernel runs, one line each::
 
-        block (0, 0, 0) x idx (3,): 1.5
+        block (0, 0, 0) x idx (3): 1.5
 
     the block's ids, ``prefix``, the element's index and its value (floats with 9
-    significant digits, 17 for float64; bool as 1 or 0); with several ``args``, each is
+    significant digits, 17 for float64; bool as 1 or 0; with ``hex=True`` the bits of its
+    dtype, ``0x3fc00000``); with several ``args``, each is
     printed in turn, its ``prefix`` followed by ``(operand k)``; with none, one line per
     block. Every backend prints the same lines; the interpreter in order, the CPU backend
     and the GPU in the order their threads run (on the GPU they appear when the device next
@@ -722,12 +723,14 @@ def device_print(prefix: str, *args) -> None:
     """
     if not isinstance(prefix, str):
         raise located(TileTypeError(f"device_print: the prefix is a str, got {type(prefix).__name__}"))
+    if not isinstance(hex, bool):
+        raise located(TileTypeError(f"device_print: hex is True or False, got {hex!r}"))
     current_block("device_print")
     if not args:
         bind(P.device_print, [], "device_print", prefix=prefix)
     for k, x in enumerate(args):
         label = f"{prefix} (operand {k})" if len(args) > 1 else prefix
-        bind(P.device_print, [as_tile(x)], "device_print", prefix=label)
+        bind(P.device_print, [as_tile(x)], "device_print", prefix=label, **({"hex": True} if hex else {}))
 
 
 # --------------------------------------------------------------------- dot

@@ -200,14 +200,23 @@ class ThreadEmitter:
                 if not on:
                     continue
                 args = []
-                for x in s.args:  # (printf's: 64-bit integers, doubles)
+                for i, x in enumerate(s.args):  # (printf's: 64-bit integers, doubles)
                     v = self.get(x, r)
-                    if x.dtype.is_float:
+                    if s.bits and i == len(s.args) - 1:
+                        args.append(self.bits64(v, x.dtype))
+                    elif x.dtype.is_float:
                         args.append(v if v.type == F64 else b.fpext(v, F64))
                     else:
                         unsigned = x.dtype.is_bool or x.dtype.kind == "u"
                         args.append(v if v.type == I64 else (b.zext if unsigned else b.sext)(v, I64))
                 self.print_line(s.text, args)
+
+    def bits64(self, v, d):
+        """A register's bits as memory holds them (``d``'s), in an i64."""
+        raw = memory.narrow(self.builder, v, d, self.host)
+        if d.is_float and d.bits >= 32:
+            raw = self.builder.bitcast(raw, ir.IntType(d.bits))
+        return raw if d.bits == 64 else self.builder.zext(raw, I64)
 
     def print_line(self, text: str, args: list):
         """printf ``text`` with ``args`` (64-bit integers and doubles), the target's way."""

@@ -790,30 +790,36 @@ device_assert.rules.update(type=_device_assert_type, interpret=lambda ctx, cond,
 device_print = primitive("device_print", effect="print")
 
 
-def print_format(prefix: str, x: TileType | None) -> str:
-    """The printf format of one line: the block's ids, the element's index and value."""
+def print_format(prefix: str, x: TileType | None, hex: bool = False) -> str:
+    """The printf format of one line: the block's ids, the element's index and value (with
+    ``hex``, its bits)."""
     head = f"block (%lld, %lld, %lld) {prefix.replace('%', '%%')}"
     if x is None:
         return head + "\n"
     d = x.dtype
     value = ("%.17g" if d.bits == 64 else "%.9g") if d.is_float else "%llu" if d.kind == "u" else "%lld"
+    value = "0x%llx" if hex else value
     index = ", ".join(["%lld"] * len(x.shape))
     return f"{head} idx ({index}): {value}\n"
 
 
-def _print_interpret(ctx, *x, prefix):
-    text = print_format(prefix, None if not x else TileType(x[0].shape, dtype(x[0].dtype)))
-    text = text.replace("%lld", "%d").replace("%llu", "%d")  # (Python's % takes no length)
+def _print_interpret(ctx, *x, prefix, hex=False):
+    text = print_format(prefix, None if not x else TileType(x[0].shape, dtype(x[0].dtype)), hex)
+    text = text.replace("%lld", "%d").replace("%llu", "%d").replace("%llx", "%x")  # (Python's % takes no length)
     if not x:
         print(text % ctx.block, end="", flush=True)
         return []
-    values = np.asarray(x[0]).astype(np.float64 if _is_float(x[0]) else object)
+    values = np.asarray(x[0])
+    if hex:  # the element's bits (bool: 0 or 1)
+        values = (values if values.dtype == np.bool_ else values.view(f"u{values.dtype.itemsize}")).astype(object)
+    else:
+        values = values.astype(np.float64 if _is_float(values) else object)
     lines = (text % (*ctx.block, *index, values[index]) for index in np.ndindex(*values.shape))
     print("".join(lines), end="", flush=True)
     return []
 
 
-device_print.rules.update(type=lambda *x, prefix: [], interpret=_print_interpret)
+device_print.rules.update(type=lambda *x, prefix, hex=False: [], interpret=_print_interpret)
 
 # ----------------------------------------------------------------------------- dot
 

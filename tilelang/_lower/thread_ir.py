@@ -151,11 +151,13 @@ class Store:
 @dataclass
 class Print:
     """A line of ``text`` (a printf format) for each slot where ``mask`` holds, with ``args``
-    (the block's ids, the slot's coordinates, its value; none where ``value`` is None)."""
+    (the block's ids, the slot's coordinates and its value, or with ``bits`` the value's bits
+    in memory)."""
 
     text: str
     args: tuple
     mask: object
+    bits: bool = False
     USES: ClassVar = ("args", "mask")
     DEFS: ClassVar = ()
 

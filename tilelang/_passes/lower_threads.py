@@ -334,7 +334,7 @@ def _lower_store(lw, eqn, array, tile, *starts):
 
 
 @rule("device_print")
-def _lower_print(lw, eqn, *tile, prefix):
+def _lower_print(lw, eqn, *tile, prefix, hex=False):
     """Each element's line from the one thread holding it (of those holding copies); with
     no tile, one line from the block's first thread."""
     blocks = tuple(lw.cached(("block_id", a), lambda a=a: lw.op(i32, "block_id", attr=a)) for a in range(3))
@@ -344,8 +344,8 @@ def _lower_print(lw, eqn, *tile, prefix):
     layout = lw.layout(tile[0])
     coords = tuple(lw.coord(layout, d) for d in range(len(layout.shape)))
     mask = lw.land(lw.valid(layout), lw.owner(layout))
-    text = print_format(prefix, tile[0].type)
-    lw.stmts.append(Print(text, (*blocks, *coords, lw.regs(tile[0], layout)), mask))
+    text = print_format(prefix, tile[0].type, hex)
+    lw.stmts.append(Print(text, (*blocks, *coords, lw.regs(tile[0], layout)), mask, bits=hex))
 
 
 def _staging_ring(lw, array, tile, layout):
