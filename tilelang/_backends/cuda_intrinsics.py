@@ -1,16 +1,17 @@
 """Memory accesses as LLVM IR: masked global loads and stores through raw pointers (scalar
 and 16-byte vector, with their lane-by-lane fallback) and atomics, for both backends (given
 the ``host`` target on the CPU: address space 0, no NVVM intrinsic or PTX); and for the GPU,
-asynchronous copies to shared memory and 16-bit float rounding (``cvt``).
+asynchronous copies to shared memory and 16- and 8-bit float rounding (``cvt``).
 
 Each function takes an ``llvmlite`` IR builder and the LLVM values of its operands
 (pointers ``i64``, element offsets ``i64``, masks ``i1``, a group's first and last lanes
 ``i32``) and builds the access. Arrays reach a kernel as a data pointer plus int64 shapes
 and strides, so every access is ``ptr + offset * itemsize``, loaded through the global
 address space (``ld.global``) with the alignment the access has: a vector load of 16
-bytes is one ``ld.global.v4.b32``-class instruction. 16-bit floats live in float32
-registers: loads widen, stores narrow (exactly: values are kept representable), and
-:func:`rounded` rounds a float32 result to the 16-bit type (``cvt.rn``).
+bytes is one ``ld.global.v4.b32``-class instruction. 16- and 8-bit floats live in
+float32 registers: loads widen, stores narrow (exactly: values are kept representable; a
+float8 store also rounds a float32 given it, two at a time), and :func:`rounded` rounds a
+float32 result to the narrow type (``cvt.rn``).
 """
 
 from __future__ import annotations

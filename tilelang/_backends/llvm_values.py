@@ -2,9 +2,9 @@
 
 :func:`op_value` builds one slot of an ``Op`` from its operands' LLVM values, with the
 interpreter's semantics: registers have the LLVM type of their dtype (``register_type``:
-16-bit floats are float32 values exactly representable in them, booleans ``i1``); integers
+16- and 8-bit floats are float32 values exactly representable in them, booleans ``i1``); integers
 wrap at their width (no ``nsw``/``nuw``: LLVM may not reason past a wrap); every op
-producing a 16-bit float computes in float32 and rounds once; conversions to a 16-bit
+producing a 16- or 8-bit float computes in float32 and rounds once; conversions to such a
 float from float64 or a wide integer go through float32 rounded to odd (rounded once).
 What a target does its own way (math functions, rounding to 16 bits, faster instructions)
 comes from the ``target`` object: ``math(name, x)``, ``rounded(x, d)``, ``from_bits(h, d)``,
@@ -31,7 +31,7 @@ MATH = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "erf", "pow"
 
 
 def register_type(d: DType):
-    """The LLVM type of a register of dtype ``d`` (16-bit floats compute in float32)."""
+    """The LLVM type of a register of dtype ``d`` (16- and 8-bit floats compute in float32)."""
     if d.is_bool:
         return ir.IntType(1)
     if d.is_float:
@@ -58,7 +58,7 @@ def compute_dtype(d: DType) -> DType:
 
 def convert(t, x, src: DType, dst: DType):
     """``x`` of dtype ``src`` as a register of dtype ``dst``: to bool ``x != 0`` (NaN is
-    true); floats truncate toward zero into integers; a 16-bit float result rounded once."""
+    true); floats truncate toward zero into integers; a 16- or 8-bit float result rounded once."""
     b = t.builder
     to = register_type(dst)
     if dst.is_bool:
@@ -93,7 +93,7 @@ def _unrounded(t, x, src: DType):
 
 def op_value(t, op, args: list, rounded: bool = True):
     """One slot of ``op`` (``dst = op(args)``) from the LLVM values of its arguments (a
-    16-bit float result computed in float32 and left so where not ``rounded``)."""
+    16- or 8-bit float result computed in float32 and left so where not ``rounded``)."""
     d, name = op.dst.dtype, op.op
     kinds = [a.dtype for a in op.args]
     if name == "convert":
