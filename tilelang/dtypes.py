@@ -73,6 +73,10 @@ class DType:
         return self.kind == "f" and self.bits < 32
 
     @property
+    def is_float8(self):
+        return self.kind == "f" and self.bits == 8
+
+    @property
     def itemsize(self):
         return max(self.bits // 8, 1)
 

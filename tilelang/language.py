@@ -755,7 +755,7 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
         raise located(TileValueError(f'dot: precision is "ieee" or "tf32", got {precision!r}'))
     xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
     d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)
-    if d.is_float and d.bits == 8:  # (each float8 is a float16 exactly: the float16 tensor cores multiply them)
+    if d.is_float8:  # (each float8 is a float16 exactly: the float16 tensor cores multiply them)
         d = _dt.float16
     ta, tb = converted(xa, d, weak), converted(xb, d, weak)
     if ta.type.weak:

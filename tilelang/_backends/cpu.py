@@ -615,9 +615,10 @@ class CpuKernel:
         self.ir = str(emitter.module)
         self.scratch = emitter.scratch
         self.loop_locs = [loop.loc for loop in emitter.loops]
-        self.prints = any(isinstance(s, Print) for s in walk_statements(program.body))
+        kinds = {type(s) for s in walk_statements(program.body)}
+        self.prints = Print in kinds
         # (atomics: blocks one after another, as the emitter assumes; prints: their lines in block order)
-        self.can_parallel = not self.prints and not any(isinstance(s, Atomic) for s in walk_statements(program.body))
+        self.can_parallel = not self.prints and Atomic not in kinds
         self._function = None
         self._argtypes = [_C_TYPES[r.dtype.name] for r in param_regs(program)]
 

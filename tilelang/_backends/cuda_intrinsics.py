@@ -102,7 +102,7 @@ def widen(builder, raw, d: DType, host=None):
     float8 in integer arithmetic: no host instruction does everywhere)."""
     if host and d.is_narrow_float and d.name != "bfloat16":
         return host.from_bits(raw, d)
-    if d.bits == 8 and d.is_float:
+    if d.is_float8:
         return _float8_values(builder, builder.zext(raw, I16), d)[0]
     if d.name == "float16":
         return builder.fpext(builder.bitcast(raw, ir.HalfType()), F32)
@@ -117,7 +117,7 @@ def narrow(builder, value, d: DType, host=None):
     """Register value → memory value (exact: 16- and 8-bit float registers are representable)."""
     if host and d.is_narrow_float and d.name != "bfloat16":
         return host.bits(value, d)
-    if d.bits == 8 and d.is_float:
+    if d.is_float8:
         return _float8_pair(builder, value, ir.Constant(F32, 0.0), d)[0]
     if d.name == "float16":
         return builder.bitcast(builder.fptrunc(value, ir.HalfType()), I16)
@@ -508,14 +508,14 @@ def _float8_values(builder, pair, d: DType):
 
 def _narrowed(builder, values, d: DType, host):
     """:func:`narrow` of each of ``values``; float8 two at a time (one ``cvt`` a pair)."""
-    if host or not (d.is_float and d.bits == 8) or len(values) % 2:
+    if host or not d.is_float8 or len(values) % 2:
         return [narrow(builder, v, d, host) for v in values]
     return [b for lo, hi in zip(values[::2], values[1::2]) for b in _float8_pair(builder, lo, hi, d)]
 
 
 def _widened(builder, raws, d: DType, host):
     """:func:`widen` of each of ``raws``; float8 two at a time."""
-    if host or not (d.is_float and d.bits == 8) or len(raws) % 2:
+    if host or not d.is_float8 or len(raws) % 2:
         return [widen(builder, r, d, host) for r in raws]
     pairs = (builder.or_(builder.zext(lo, I16), builder.shl(builder.zext(hi, I16), ir.Constant(I16, 8)))
              for lo, hi in zip(raws[::2], raws[1::2]))  # fmt: skip

@@ -75,7 +75,7 @@ def rounded_by_readers(stmts) -> set:
 
     def rounds(s, x) -> bool:
         if isinstance(s, Store):
-            return x is s.values and x.dtype.is_float and x.dtype.bits == 8
+            return x is s.values and x.dtype.is_float8
         if not isinstance(s, Op):
             return False
         if s.op == "pack16":
@@ -224,11 +224,12 @@ class ThreadEmitter:
 
     def text_constant(self, text: str, addrspace: int = 0):
         """``text`` as a NUL-terminated global string (one per text)."""
-        data = bytearray(text.encode() + b"\0")
-        name = f"text_{len(self.texts)}"
         glob = self.texts.get(text)
         if glob is None:
-            glob = ir.GlobalVariable(self.module, ir.ArrayType(I8, len(data)), name, addrspace=addrspace)
+            data = bytearray(text.encode() + b"\0")
+            glob = ir.GlobalVariable(
+                self.module, ir.ArrayType(I8, len(data)), f"text_{len(self.texts)}", addrspace=addrspace
+            )
             glob.linkage, glob.global_constant, glob.initializer = "internal", True, ir.Constant(glob.value_type, data)
             self.texts[text] = glob
         return self.builder.gep(glob, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)

@@ -27,7 +27,8 @@ from ..dtypes import float32 as FLOAT32
 from ..errors import TileCompilerError
 
 COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-MATH = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "erf", "pow", "fmod", "fabs", "floor", "ceil"}
+MATH = {"exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "erf", "pow", "fmod", "fabs", "floor", "ceil",
+        "fma"}  # fmt: skip
 
 
 def register_type(d: DType):
@@ -138,10 +139,10 @@ def _compare(b, name, d: DType, x, y):
 
 def _arithmetic(t, name: str, d: DType, args):
     b = t.builder
+    if d.is_float:
+        return _float_op(t, name, d, args)
     x = args[0]
     y = args[1] if len(args) > 1 else None
-    if d.is_float:
-        return _float_op(t, name, d, x, y, args)
     signed = d.kind == "i"
     if name in ("add", "sub", "mul"):
         return getattr(b, name)(x, y)
@@ -204,8 +205,10 @@ def _shift(b, name, signed, x, y):
     return b.select(ok, shifted, ir.Constant(x.type, 0))
 
 
-def _float_op(t, name: str, d: DType, x, y, args):
+def _float_op(t, name: str, d: DType, args):
     b = t.builder
+    x = args[0]
+    y = args[1] if len(args) > 1 else None
     one = ir.Constant(x.type, 1.0)
     if name in ("add", "sub", "mul"):
         return getattr(b, "f" + name)(x, y)
@@ -226,8 +229,6 @@ def _float_op(t, name: str, d: DType, x, y, args):
     if name == "exp2_ftz":  # exp2 turns subnormal below the threshold: exp2(-inf) is 0 there
         low = b.fcmp_ordered("<", x, ir.Constant(x.type, ftz_exponent(d)))
         return t.math("exp2", b.select(low, ir.Constant(x.type, -math.inf), x))
-    if name in MATH:
-        return t.math(name, x, *([y] if y is not None else []))
-    if name == "fma":  # (libdevice's __nv_fmaf: fma.rn.f32; the host's llvm.fma)
-        return t.math("fma", *args)
+    if name in MATH:  # (fma: libdevice's __nv_fmaf, fma.rn.f32; the host's llvm.fma)
+        return t.math(name, *args)
     raise TileCompilerError(f"the LLVM backend has no rule for thread op '{name}' on {d.name}")

@@ -736,7 +736,7 @@ def _atomic_type(a, *rest, op, masked, sem):
     for v in operands:
         _indexed_type(f"atomic_{op}", a, indices, None, v)
     _kinds(f"atomic_{op}", operands[0], ATOMIC[op][1])
-    if a.dtype.is_float and a.dtype.bits == 8:
+    if a.dtype.is_float8:
         raise TileTypeError(f"atomic_{op} is not defined for {a.dtype.name} arrays (no GPU has an 8-bit float atomic)")
     return [TileType(shape, a.dtype)]
 

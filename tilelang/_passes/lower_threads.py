@@ -125,7 +125,12 @@ def _lower_iota(lw, eqn, *, start, stop):
 
 @rule("block_id", "num_blocks")
 def _lower_grid(lw, eqn, *, axis):
-    output(lw, eqn, lw.cached((eqn.prim.name, axis), lambda: lw.op(i32, eqn.prim.name, attr=axis)))
+    output(lw, eqn, _grid(lw, eqn.prim.name, axis))
+
+
+def _grid(lw, name, axis):
+    """``block_id`` or ``num_blocks`` along ``axis``, computed once."""
+    return lw.cached((name, axis), lambda: lw.op(i32, name, attr=axis))
 
 
 @rule("array_dim")
@@ -337,7 +342,7 @@ def _lower_store(lw, eqn, array, tile, *starts):
 def _lower_print(lw, eqn, *tile, prefix, hex=False):
     """Each element's line from the one thread holding it (of those holding copies); with
     no tile, one line from the block's first thread."""
-    blocks = tuple(lw.cached(("block_id", a), lambda a=a: lw.op(i32, "block_id", attr=a)) for a in range(3))
+    blocks = tuple(_grid(lw, "block_id", a) for a in range(3))
     if not tile:
         lw.stmts.append(Print(print_format(prefix, None), blocks, lw.leader(lw.t - 1)))
         return

@@ -93,10 +93,10 @@ def _eliminate_dead(block: Block, live: set | None = None) -> bool:
     kept, effects = [], False
     for eqn in reversed(block.eqns):
         body_effects = any(_eliminate_dead(sub, set(live)) for sub in sub_blocks(eqn))
-        needed = eqn.prim.effect in ("write", "print") or body_effects or any(o in live for o in eqn.outputs)
-        if not needed:
+        lasting = eqn.prim.effect in ("write", "print") or body_effects
+        if not (lasting or any(o in live for o in eqn.outputs)):
             continue
-        effects |= eqn.prim.effect in ("write", "print") or body_effects
+        effects |= lasting
         kept.append(eqn)
         live.update(a for a in eqn.inputs if isinstance(a, Var))
         for sub in sub_blocks(eqn):

@@ -103,7 +103,7 @@ def _dot_accumulator(d):
 
 def _atomic_dtype(d) -> bool:
     """Whether arrays of ``d`` take atomics: not bool, not float8."""
-    return not d.is_bool and not (d.is_float and d.bits == 8)
+    return not d.is_bool and not d.is_float8
 
 
 def _literal(value, d):
