@@ -43,6 +43,7 @@ from ._passes.place_wgmma_waits import place_wgmma_waits
 from ._passes.runtime_checks import Checked, add_checks, narrowing_checks, zero_step_checks
 from ._passes.schedule_loads import schedule_loads
 from ._passes.simplify import drop_unused, simplify
+from ._passes.widen_float8_dots import widen_float8_dots
 from ._runtime import (
     CudaRunner,
     HostRunner,
@@ -461,6 +462,8 @@ def compile_kernel(kernel: TileKernel, key, backend: str) -> CompiledKernel:
     # which tensor cores dots take (the GPU is asked only where a dot can use them)
     arch = kernel.arch or (default_arch() if uses_tensor_cores(program) else ARCHES[0])
     layouts, num_threads = assign_layouts(program, kernel.num_threads, arch)  # which thread holds which elements
+    if widen_float8_dots(program, layouts):  # float8 dots not on wgmma's float8 instructions: float16 ones
+        layouts, num_threads = assign_layouts(program, kernel.num_threads, arch)
     check_tile_sizes(program, layouts, num_threads)  # on every backend: the interpreter accepts what compiles
     if backend == "interpret":  # the reference semantics, on the tile IR itself
         run = runner(HostRunner(program, Interpreter(program), interpret=True))

@@ -741,7 +741,10 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
 
     16- and 8-bit float operands accumulate in float32, narrow ints in int32; the result has
     the accumulator's dtype. float16/bfloat16 tiles of at least 16 x 16 (``a``) and 16 x 8
-    (``b``) run on tensor cores; float8 ones too, as the float16 values they are exactly.
+    (``b``) run on tensor cores. float8 ones (either format, mixed too) run on Hopper's
+    float8 tensor cores where ``b`` is given transposed (``x @ w.T``: both operands K-major,
+    wgmma's rule for 8-bit operands) and the tiles are at least 64 x 32 (``a``); elsewhere on
+    the float16 ones, as the float16 values they are exactly.
     float32 operands multiply exactly (``precision="ieee"``), or with ``precision="tf32"``
     rounded to TF32 first (10 mantissa bits, to nearest, ties away from zero, as
     ``cvt.rna.tf32.f32``) and multiplied on tensor cores where the tiles are at least 16 x 8
@@ -755,9 +758,10 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
         raise located(TileValueError(f'dot: precision is "ieee" or "tf32", got {precision!r}'))
     xa, xb = as_atom(a), as_atom(b)  # promote the dtypes, but do not broadcast the shapes
     d, weak = _dt.promote(xa.type.dtype, xa.type.weak, xb.type.dtype, xb.type.weak)
-    if d.is_float8:  # (each float8 is a float16 exactly: the float16 tensor cores multiply them)
-        d = _dt.float16
-    ta, tb = converted(xa, d, weak), converted(xb, d, weak)
+    if xa.type.dtype.is_float8 and xb.type.dtype.is_float8:  # (as they are: passes/widen_float8_dots.py)
+        ta, tb = xa, xb
+    else:
+        ta, tb = converted(xa, d, weak), converted(xb, d, weak)
     if ta.type.weak:
         raise located(TileTypeError("dot needs tiles, not scalars"))
     out = P.dot_result_dtype(ta.type.dtype)

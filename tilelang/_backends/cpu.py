@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import functools
 import os
 import sys
 
 import numpy as np
 from llvmlite import ir
 
+from .._lower.swizzled import k_step
 from .._lower.thread_ir import (
     ArrayParam,
     AsyncCopy,
@@ -55,6 +57,7 @@ from .._lower.thread_ir import (
 from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
+from ..dtypes import uint8 as UINT8
 from ..dtypes import uint16 as UINT16
 from ..errors import TileCompilerError, TileValueError
 from . import cuda_intrinsics as memory
@@ -63,6 +66,7 @@ from .llvm_emit import ThreadEmitter, param_regs, stored_type
 from .llvm_values import convert
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+WGMMA_KINDS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")  # cpu_intrinsics._element's kinds
 INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
 # what a kernel returns: 0, a loop's ZeroStep number + 1, or a broken promise of the lowering
 MISALIGNED_COPY, DEAD_WAIT, MISALIGNED_GROUP = -1, -2, -3
@@ -419,7 +423,7 @@ class CpuEmitter(ThreadEmitter):
             ):
                 in_registers = buffer is None  # the words of a's fragments: its row of the uint32 table
                 steps = [
-                    tile.word(i, kk) if in_registers else tile.start(size * i, 16 * kk, k_major)
+                    tile.word(i, kk) if in_registers else tile.start(size * i, k_step(s.dtypes[0]) * kk, k_major)
                     for i in range(blocks)
                     for kk in range(ks)
                 ]
@@ -435,7 +439,8 @@ class CpuEmitter(ThreadEmitter):
                     operands += [_i64(v) for v in (lbo, sbo, tile.width, k_major)]
             c = ir.Constant(I64, -1) if s.c is None else self._row_of(s.c)
             words = self._table_args("i32") if s.a_regs is not None else list(_NO_ARRAY)
-            flags = [_i64(v) for v in (mb, nb, n, ks, s.dtype.name == "bfloat16")]
+            kinds = [WGMMA_KINDS.index(d.name) for d in s.dtypes]
+            flags = [_i64(v) for v in (mb, nb, n, ks, *kinds)]
             args = [*self._table_args("float"), c, self._row_of(s.dst), _i64(128 * g), *operands, *flags, *words]
             self.call("wgmma", args + [ir.Constant(I64, self.program.num_threads)])
 
@@ -459,7 +464,8 @@ class CpuEmitter(ThreadEmitter):
         pending, group = self.pointers[f"{s.buffer}__pending"], self.pointers[f"{s.buffer}__group"]
         owner = self.pointers[f"{s.buffer}__owner"]
         tag = b.load(b.gep(self.pointers["async_groups"], [self.t]))
-        raw = UINT16 if d.itemsize == 2 else self.program.shared[s.buffer][0]  # (what a lane's word holds)
+        per = 4 // d.itemsize  # lanes a word
+        raw = {2: UINT16, 1: UINT8}.get(d.itemsize) or self.program.shared[s.buffer][0]  # (what a lane holds)
         for r in range(extent(s)):
             offset = b.add(self.get(s.base, 0, INT64), self.get(s.offset, r, INT64))
             ok, first, last = self.get(s.mask, r, BOOL), self.get(s.first, r, INT32), self.get(s.last, r, INT32)
@@ -479,9 +485,10 @@ class CpuEmitter(ThreadEmitter):
                 inside = b.and_(ok, b.and_(b.icmp_signed("<=", first, lane), b.icmp_signed("<", lane, last)))
                 at_lane = b.add(offset, ir.Constant(I64, i))
                 words.append(memory.load(b, raw, ptr, at_lane, inside, ir.Constant(stored_type(raw), 0), self.host))
-            if d.itemsize == 2:  # two raw 16-bit lanes a word, the first low
-                words = [b.or_(b.zext(words[2 * w], I32), b.shl(b.zext(words[2 * w + 1], I32), ir.Constant(I32, 16)))
+            if per > 1:  # two raw 16-bit lanes a word (four 8-bit ones), the first lowest
+                parts = [[b.shl(b.zext(words[per * w + j], I32), ir.Constant(I32, 32 // per * j)) for j in range(per)]
                          for w in range(4)]  # fmt: skip
+                words = [functools.reduce(b.or_, part) for part in parts]
             for w, word in enumerate(words):
                 where = b.add(at, ir.Constant(I64, w))
                 b.store(word, b.gep(pending, [where]))

@@ -49,6 +49,32 @@ def _half(word, high, bf16):
 
 
 @njit(cache=True)
+def float8_value(bits, e5m2):
+    """The value of a float8_e4m3fn (or, with ``e5m2``, float8_e5m2) byte."""
+    man_bits, bias = (2, 15) if e5m2 else (3, 7)
+    e, m = (bits >> man_bits) & ((1 << (7 - man_bits)) - 1), bits & ((1 << man_bits) - 1)
+    top = (1 << (7 - man_bits)) - 1
+    if e5m2 and e == top:
+        value = np.inf if m == 0 else np.nan
+    elif not e5m2 and e == top and m == 7:
+        value = np.nan
+    elif e == 0:
+        value = np.float64(m) * 2.0 ** (1 - bias - man_bits)
+    else:
+        value = (1.0 + np.float64(m) / (1 << man_bits)) * 2.0 ** (e - bias)
+    return -value if bits & 0x80 else value
+
+
+@njit(cache=True)
+def _element(buffer, at, kind):
+    """The element at byte ``at`` of a shared buffer of words: ``kind`` 0 float16, 1
+    bfloat16, 2 float8_e4m3fn, 3 float8_e5m2."""
+    if kind >= 2:
+        return float8_value((buffer[at >> 2] >> np.uint32(8 * (at & 3))) & np.uint32(0xFF), kind == 3)
+    return _half(buffer[at >> 2], (at >> 1) & 1, kind == 1)
+
+
+@njit(cache=True)
 def mma_m16n8(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, kind):
     """Each warp's ``Mma`` (thread_ir.py: which words and slots hold which fragment), with
     the element of each register from the PTX ISA's fragment tables, lane ``l = 4 g + t``;
@@ -100,21 +126,21 @@ def mma_m16n8(words, a_row, b_row, accs, c_row, d_row, threads, mi, ni, ki, kind
 
 
 @njit(cache=True)
-def _canonical(buffer, start, lbo, sbo, width, k_major, mn, k, bf16):
-    """Element ``(mn, k)`` of a wgmma operand from its descriptor's fields, as the PTX ISA
-    lays out 16-bit operands (byte addresses; the swizzle ``Swizzle<b,4,3>`` on top): K-major,
-    rows of 8 elements of k ``width`` bytes apart in 8-row groups ``sbo`` apart, the two
-    8-element halves of a k-step 16 bytes apart; MN-major, 8-element chunks of mn 16 bytes
+def _canonical(buffer, start, lbo, sbo, width, k_major, mn, k, kind):
+    """Element ``(mn, k)`` of a wgmma operand of ``kind`` (``_element``) from its
+    descriptor's fields, as the PTX ISA lays out operands (byte addresses; the swizzle
+    ``Swizzle<b,4,3>`` on top): K-major, rows of a k-step's 32 bytes ``width`` bytes apart
+    in 8-row groups ``sbo`` apart; MN-major (16-bit only), 8-element chunks of mn 16 bytes
     apart in ``width``-byte rows, column blocks ``lbo`` apart, k-rows ``width`` apart in
     8-row groups ``sbo`` apart."""
     if k_major:
-        at = start + (mn & 7) * width + (mn >> 3) * sbo + (k & 7) * 2 + (k >> 3) * 16
+        at = start + (mn & 7) * width + (mn >> 3) * sbo + k * (1 if kind >= 2 else 2)
     else:
         chunks = width // 16
         at = start + (mn & 7) * 2 + ((mn >> 3) % chunks) * 16 + (mn // (8 * chunks)) * lbo
         at += (k & 7) * width + (k >> 3) * sbo
     at ^= ((at >> 7) & (width // 16 - 1)) << 4
-    return _half(buffer[at >> 2], (at >> 1) & 1, bf16)
+    return _element(buffer, at, kind)
 
 
 @njit(cache=True)
@@ -126,19 +152,22 @@ def _accumulator_at(t, e):
 
 @njit(cache=True)
 def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_width, a_k_major,
-              b_buf, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16, a_words):  # fmt: skip
+              b_buf, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, a_kind, b_kind,
+              a_words):  # fmt: skip
     """The ``Wgmma`` (thread_ir.py) of the warpgroup of threads ``t0`` to ``t0 + 127``:
     instruction ``(i, j)``, k-step ``kk`` reads ``a`` from byte ``a_start + a_steps[i * ks +
-    kk]`` of ``a_buf`` and ``b`` from ``b_start + b_steps[j * ks + kk]``; accumulator ``e``
-    of lane ``l`` of warp ``w`` is row ``16 w + l // 4 + 8 (e // 2 % 2)``, column ``8 (e //
-    4) + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk16 fragment). Rounded as mma_m16n8.
+    kk]`` of ``a_buf`` and ``b`` from ``b_start + b_steps[j * ks + kk]``, elements of
+    ``*_kind`` (``_element``: a k-step is 16 of 16 bits, 32 of 8); accumulator ``e`` of
+    lane ``l`` of warp ``w`` is row ``16 w + l // 4 + 8 (e // 2 % 2)``, column ``8 (e // 4)
+    + 2 (l % 4) + e % 2`` (the PTX ISA's m64nNk fragment). Rounded as mma_m16n8.
     A non-empty ``a_words`` (the uint32 register table) holds ``a`` instead: each thread's
     words ``a_steps[i * ks + kk]`` to ``+ 3`` of row ``a_start`` its fragment of the k-step,
     element ``e`` (half ``e % 2`` of word ``e // 2``) where accumulator ``e`` of ``m64n16`` is.
     ``c_row`` -1: no accumulator (zeros)."""
     a_regs = a_words.shape[0] > 0
-    a = np.empty((64, 16))
-    b = np.empty((16, n))
+    steps = 32 if a_kind >= 2 else 16
+    a = np.empty((64, steps))
+    b = np.empty((steps, n))
     d = np.empty((64, n))
     for i in range(mb):
         for j in range(nb):
@@ -153,17 +182,17 @@ def wgmma_m64(accs, c_row, d_row, t0, a_buf, a_start, a_steps, a_lbo, a_sbo, a_w
                     for t in range(128):
                         for e in range(8):
                             row, col = _accumulator_at(t, e)
-                            a[row, col] = _half(a_words[t0 + t, sa + (e >> 1)], e & 1, bf16)
-                for q in range(16):
+                            a[row, col] = _half(a_words[t0 + t, sa + (e >> 1)], e & 1, a_kind == 1)
+                for q in range(steps):
                     if not a_regs:
                         for r in range(64):
-                            a[r, q] = _canonical(a_buf, sa, a_lbo, a_sbo, a_width, a_k_major, r, q, bf16)
+                            a[r, q] = _canonical(a_buf, sa, a_lbo, a_sbo, a_width, a_k_major, r, q, a_kind)
                     for col in range(n):
-                        b[q, col] = _canonical(b_buf, sb, b_lbo, b_sbo, b_width, b_k_major, col, q, bf16)
+                        b[q, col] = _canonical(b_buf, sb, b_lbo, b_sbo, b_width, b_k_major, col, q, b_kind)
                 for r in range(64):
                     for col in range(n):
                         total = d[r, col]
-                        for q in range(16):
+                        for q in range(steps):
                             total += a[r, q] * b[q, col]
                         d[r, col] = np.float32(total)
             for t in range(128):
@@ -199,7 +228,7 @@ _SIGNATURES = {
     "mma": types.void(_I8P, i64, i64, i64, _I8P, i64, i64, i64, i64, i64, i64, i64, i64),
     "ldmatrix": types.void(_I8P, i64, i64, _I8P, i64, _I8P, i64, i64, i64, i64, i64),
     "wgmma": types.void(_I8P, i64, i64, i64, i64, _I8P, i64, i64, _I8P, i64, i64, i64, i64,
-                        _I8P, i64, i64, _I8P, i64, i64, i64, i64, i64, i64, i64, i64, i64, _I8P, i64, i64),
+                        _I8P, i64, i64, _I8P, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, _I8P, i64, i64),
 }  # fmt: skip
 
 
@@ -227,8 +256,8 @@ def _ldmatrix_call(words, word_rows, dst_row, buffer, size, index, index_rows, i
 
 
 def _wgmma_call(accs, acc_rows, c_row, d_row, t0, a_buf, a_size, a_start, a_steps, a_lbo, a_sbo, a_width, a_k_major,
-                b_buf, b_size, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, bf16, words,
-                word_rows, threads):  # fmt: skip
+                b_buf, b_size, b_start, b_steps, b_lbo, b_sbo, b_width, b_k_major, mb, nb, n, ks, a_kind, b_kind,
+                words, word_rows, threads):  # fmt: skip
     wgmma_m64(
         carray(accs, (threads, acc_rows), np.float32),
         c_row,
@@ -252,7 +281,8 @@ def _wgmma_call(accs, acc_rows, c_row, d_row, t0, a_buf, a_size, a_start, a_step
         nb,
         n,
         ks,
-        bf16,
+        a_kind,
+        b_kind,
         carray(words, (threads if word_rows else 0, word_rows), np.uint32),
     )  # (none: a from shared memory)
 

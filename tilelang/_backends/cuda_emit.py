@@ -17,7 +17,7 @@ import functools
 
 from llvmlite import ir
 
-from .._lower.swizzled import MODE
+from .._lower.swizzled import MODE, k_step
 from .._lower.thread_ir import (
     AsyncCopy,
     AsyncWait,
@@ -104,6 +104,10 @@ class CudaTarget:
         b = self.builder
         low, high = (b.zext(h, I32) for h, _ in bits)
         return b.or_(low, b.shl(high, ir.Constant(I32, 16)))
+
+    def float8_bits(self, d, values):
+        """The bits (``i8``) of float32s rounded to the float8 ``d``, two per ``cvt``."""
+        return memory.narrowed(self.builder, values, d, None)
 
     def tf32_bits(self, x):
         return tf32_bits(self.builder, x)
@@ -415,15 +419,16 @@ class KernelEmitter(ThreadEmitter):
             for j in range(nb):
                 first = n // 2 * (j + nb * i)
                 for kk in range(ks):
-                    desc_b = b.add(descs["b"], ir.Constant(I64, tb.start(n * j, 16 * kk, s.b_k_major) >> 4))
+                    k = k_step(s.dtypes[0]) * kk
+                    desc_b = b.add(descs["b"], ir.Constant(I64, tb.start(n * j, k, s.b_k_major) >> 4))
                     if s.a_regs is None:
-                        a = b.add(descs["a"], ir.Constant(I64, ta.start(64 * i, 16 * kk, s.a_k_major) >> 4))
+                        a = b.add(descs["a"], ir.Constant(I64, ta.start(64 * i, k, s.a_k_major) >> 4))
                     else:
                         word = ta.word(i, kk)
                         a = [self.get(s.a_regs, word + q) for q in range(4)]
                     add = s.c is not None or kk > 0  # (no accumulator: the first k-step adds to nothing)
                     part = acc[first : first + n // 2]
-                    acc[first : first + n // 2] = wgmma(b, s.dtype.name, part, a, desc_b, trans_a, trans_b, add)
+                    acc[first : first + n // 2] = wgmma(b, s.dtypes, part, a, desc_b, trans_a, trans_b, add)
         asm_statement(b, "wgmma.commit_group.sync.aligned;")
         self.values[s.dst] = acc
         if s.pending:  # (untied: the accumulators are still in flight)

@@ -376,7 +376,7 @@ def store_vectors(builder, d: DType, lanes: int, ptr, groups, values, host=None,
         if words:
             value = vector(builder, parts[g])
         else:
-            value = _words(builder, _narrowed(builder, parts[g], d, host), d, lanes)
+            value = _words(builder, narrowed(builder, parts[g], d, host), d, lanes)
         builder.store(value, _address(builder, ptr, groups[g][0], d, lanes, _space(host)), align=d.itemsize * lanes)
 
     def lanewise(g):
@@ -420,13 +420,13 @@ _COPY16 = ir.InlineAsm(
 
 
 def async_copy(builder, d: DType, words, to, ptr, base, offset, ok, first, last):
-    """The 16 bytes of lanes ``ptr[base + offset + i]`` (8 of a 16-bit ``d``, 4 of a 32-bit
-    one; ``ok and first <= i < last``, else 0) to the shared words at ``words`` (an ``i32
-    addrspace(3)*``; ``to`` its 32-bit shared address), 16-bit ones as raw bits two to a word.
-    A whole, aligned group is one ``cp.async.cg`` (16 bytes, asynchronous); any other is
-    copied lane by lane: 32-bit lanes each by a 4-byte ``cp.async.ca`` (still asynchronous: a
-    float32 matrix with an odd number of columns stays pipelined), 16-bit ones loaded and
-    stored now (no cp.async moves 2 bytes)."""
+    """The 16 bytes of lanes ``ptr[base + offset + i]`` (16 of an 8-bit ``d``, 8 of a 16-bit
+    one, 4 of a 32-bit one; ``ok and first <= i < last``, else 0) to the shared words at
+    ``words`` (an ``i32 addrspace(3)*``; ``to`` its 32-bit shared address), narrower ones as
+    raw bits two (four) to a word. A whole, aligned group is one ``cp.async.cg`` (16 bytes,
+    asynchronous); any other is copied lane by lane: 32-bit lanes each by a 4-byte
+    ``cp.async.ca`` (still asynchronous: a float32 matrix with an odd number of columns stays
+    pipelined), narrower ones loaded and stored now (no cp.async moves 1 or 2 bytes)."""
     lanes = 16 // d.itemsize
     ptr, source = _copy_source(builder, ptr, base, offset, d.itemsize)
     with builder.if_else(_whole(builder, ptr, offset, ok, first, last, d, lanes)) as (whole, lanewise):
@@ -434,26 +434,27 @@ def async_copy(builder, d: DType, words, to, ptr, base, offset, ok, first, last)
             builder.call(_COPY16, [to, source, _ONE])
         with lanewise:
             inside = _lanes_ok(builder, ok, first, last, lanes)
-            if d.itemsize == 2:
-                _copy_halves(builder, words, ptr, offset, inside)
+            if d.itemsize < 4:
+                _copy_narrow(builder, words, ptr, offset, inside, d.itemsize)
             else:
                 for i in range(lanes):
                     four = [builder.add(to, ir.Constant(I32, 4 * i)), builder.add(source, ir.Constant(I64, 4 * i))]
                     builder.call(_COPY4, [*four, builder.zext(inside[i], I32)])
 
 
-def _copy_halves(builder, words, ptr, offset, inside):
-    """The 8 16-bit lanes at ``offset`` (zeros where not ``inside``) loaded now and stored to
-    the 4 words at ``words``, two to a word, the first low."""
+def _copy_narrow(builder, words, ptr, offset, inside, itemsize: int):
+    """The 16 bytes of 8- or 16-bit lanes at ``offset`` (zeros where not ``inside``) loaded
+    now and stored to the 4 words at ``words``, ``4 / itemsize`` to a word, the first lowest."""
+    per, raw = 4 // itemsize, dtypes.uint16 if itemsize == 2 else dtypes.uint8
     for w in range(4):
         word = ir.Constant(I32, 0)
-        for h in range(2):
-            slot = local(builder, ir.Constant(I16, 0))
-            with builder.if_then(inside[2 * w + h]):
-                lane = builder.add(offset, ir.Constant(I64, 2 * w + h))
-                builder.store(builder.load(_address(builder, ptr, lane, dtypes.uint16), align=2), slot)
+        for h in range(per):
+            slot = local(builder, ir.Constant(ir.IntType(8 * itemsize), 0))
+            with builder.if_then(inside[per * w + h]):
+                lane = builder.add(offset, ir.Constant(I64, per * w + h))
+                builder.store(builder.load(_address(builder, ptr, lane, raw), align=itemsize), slot)
             part = builder.zext(builder.load(slot), I32)
-            word = builder.or_(word, builder.shl(part, ir.Constant(I32, 16)) if h else part)
+            word = builder.or_(word, builder.shl(part, ir.Constant(I32, 8 * itemsize * h)))
         builder.store(word, builder.gep(words, [ir.Constant(I32, w)]))
 
 
@@ -506,7 +507,7 @@ def _float8_values(builder, pair, d: DType):
     return [builder.fpext(builder.bitcast(h, ir.HalfType()), F32) for h in parts]
 
 
-def _narrowed(builder, values, d: DType, host):
+def narrowed(builder, values, d: DType, host):
     """:func:`narrow` of each of ``values``; float8 two at a time (one ``cvt`` a pair)."""
     if host or not d.is_float8 or len(values) % 2:
         return [narrow(builder, v, d, host) for v in values]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from .._lower.swizzled import k_step, ptx_type
+
 I32, F32 = ir.IntType(32), ir.FloatType()
 _PTX = {"float16": "f16", "bfloat16": "bf16", "tf32": "tf32"}
 
@@ -75,27 +77,31 @@ def _tied(builder, asm, acc: list, operands) -> list:
     return [builder.extract_value(out, i) for i in range(len(acc))]
 
 
-def _wgmma_asm(n: int, dtype: str, a: str, a_types: list, trans: str):
-    """The inline asm of one ``wgmma.mma_async.m64nNk16`` accumulating into its ``n / 2``
-    tied float32 operands, ``a`` (the operand text) read from the operands of ``a_types``."""
-    t, q, na = _PTX[dtype], n // 2, len(a_types)
+def _wgmma_asm(n: int, dtypes, a: str, a_types: list, trans: str):
+    """The inline asm of one ``wgmma.mma_async.m64nNk16`` (``k32`` on 8-bit ``dtypes``)
+    accumulating into its ``n / 2`` tied float32 operands, ``a`` (the operand text) read
+    from the operands of ``a_types``; ``trans`` the transpose immediates (none for 8-bit
+    operands: K-major only)."""
+    q, na = n // 2, len(a_types)
     fn = ir.FunctionType(ir.LiteralStructType([F32] * q), [*a_types, ir.IntType(64), I32] + [F32] * q)
-    d = ",".join(f"${i}" for i in range(q))
-    text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${q + na + 1}, 0;\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} "
-    text += f"{{{d}}}, {a}, ${q + na}, p, 1, 1, {trans};\n}}"  # (p: add to the accumulators)
+    d, kinds = ",".join(f"${i}" for i in range(q)), ".".join(ptx_type(t) for t in dtypes)
+    text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${q + na + 1}, 0;\n"
+    text += f"wgmma.mma_async.sync.aligned.m64n{n}k{k_step(dtypes[0])}.f32.{kinds} "
+    text += f"{{{d}}}, {a}, ${q + na}, p, 1, 1{', ' + trans if dtypes[0].bits == 16 else ''};\n}}"  # (p: add)
     constraints = ",".join(["=f"] * q + ["l" if x == ir.IntType(64) else "r" for x in a_types] + ["l", "r"])
     return ir.InlineAsm(fn, text, constraints + "," + ",".join(str(i) for i in range(q)), side_effect=True)
 
 
-def wgmma(builder, dtype: str, acc: list, a, desc_b, trans_a: int, trans_b: int, add: bool) -> list:
-    """One ``wgmma.mma_async.m64nNk16`` (``n`` twice the accumulators) into ``acc``, adding to
-    them unless ``add`` is false: ``a`` a descriptor (an i64) or four words of registers
-    (then ``trans_a`` is unused); the accumulators after it."""
+def wgmma(builder, dtypes, acc: list, a, desc_b, trans_a: int, trans_b: int, add: bool) -> list:
+    """One ``wgmma.mma_async.m64nNk16`` (``n`` twice the accumulators; ``k32`` on 8-bit
+    operands of ``dtypes``, a's and b's) into ``acc``, adding to them unless ``add`` is
+    false: ``a`` a descriptor (an i64) or four words of registers (then ``trans_a`` is
+    unused); the accumulators after it."""
     q = len(acc)
     if isinstance(a, list):
-        asm = _wgmma_asm(2 * q, dtype, f"{{${q},${q + 1},${q + 2},${q + 3}}}", [I32] * 4, f"{trans_b}")
+        asm = _wgmma_asm(2 * q, dtypes, f"{{${q},${q + 1},${q + 2},${q + 3}}}", [I32] * 4, f"{trans_b}")
         return _tied(builder, asm, acc, [*a, desc_b, ir.Constant(I32, int(add))])
-    asm = _wgmma_asm(2 * q, dtype, f"${q}", [ir.IntType(64)], f"{trans_a}, {trans_b}")
+    asm = _wgmma_asm(2 * q, dtypes, f"${q}", [ir.IntType(64)], f"{trans_a}, {trans_b}")
     return _tied(builder, asm, acc, [a, desc_b, ir.Constant(I32, int(add))])
 
 

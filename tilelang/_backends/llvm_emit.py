@@ -14,6 +14,7 @@ overriding ``get``/``define``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
 
 from llvmlite import ir
@@ -62,7 +63,7 @@ def stored_type(d):
 
 def rounded_by_readers(stmts) -> set:
     """The float registers every reader of which rounds them to a 16- or 8-bit float: float32s
-    converted to one or packed into words of two, 16-bit floats packed (``pack16`` rounds
+    converted to one or packed into words of two or four, narrow floats packed (``pack16`` rounds
     float32s itself), float8s stored (the store's ``cvt`` rounds), and picks of them that are
     themselves so read. A 16- or 8-bit result there needs no rounding of its own; a float32
     quotient no correctly rounded division."""
@@ -78,7 +79,7 @@ def rounded_by_readers(stmts) -> set:
             return x is s.values and x.dtype.is_float8
         if not isinstance(s, Op):
             return False
-        if s.op == "pack16":
+        if s.op in ("pack16", "pack8"):
             return x.dtype.name == "float32" or s.attr == x.dtype
         if s.op == "pick":
             return s.dst in found
@@ -157,6 +158,10 @@ class ThreadEmitter:
             return self.special(s)
         if s.op == "pack16":
             return self.target.pack16(s.attr, self.get(s.args[0], r), self.get(s.args[1], r))
+        if s.op == "pack8":  # (each float32 rounded as a store to the float8 would round it)
+            quad = self.target.float8_bits(s.attr, [self.get(a, r) for a in s.args])
+            word = [self.builder.shl(self.builder.zext(q, I32), ir.Constant(I32, 8 * i)) for i, q in enumerate(quad)]
+            return functools.reduce(self.builder.or_, word)
         if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
             word = self.target.tf32_bits(self.get(s.args[0], r))
             return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)

@@ -836,8 +836,8 @@ def dot_result_dtype(d: DType) -> DType:
 def _dot_type(a, b, acc, precision="ieee"):
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise TileShapeError(f"dot: needs 2-d tiles (M,K) and (K,N), got {a} and {b}")
-    if a.dtype is not b.dtype:
-        raise TileTypeError(f"dot: operands must have one dtype, got {a} and {b}")
+    if a.dtype is not b.dtype and not (a.dtype.is_float8 and b.dtype.is_float8):
+        raise TileTypeError(f"dot: operands must have one dtype (or two float8 ones), got {a} and {b}")
     _kinds("dot", a, "iuf")
     shape = (a.shape[0], b.shape[1])
     if acc.shape != shape or acc.dtype is not dot_result_dtype(a.dtype):

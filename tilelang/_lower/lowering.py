@@ -377,13 +377,14 @@ class Lowering:
 
     def words(self, atom, layout: Layout):
         """``atom``'s raw words in ``layout`` (two 16-bit values to each, as :meth:`set_words`
-        says): those it was made with, else its values packed."""
+        says, or four 8-bit ones): those it was made with, else its values packed."""
         if self.layout(atom) == layout and atom in self.packed:
             return self.packed[atom]
-        values, n = self._unrounded(self.regs(atom, layout), atom.type.dtype), layout.num_regs
-        halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
-        pair = (self.pick(values, halves, n // 2, const=c) for c in (0, 1))
-        return self.op(D.uint32, "pack16", *pair, attr=atom.type.dtype)
+        d, n = atom.type.dtype, layout.num_regs
+        values, per = self._unrounded(self.regs(atom, layout), d), 32 // d.bits
+        parts = word_parts(layout, per)  # word w: slots per * w onwards
+        parts = [self.pick(values, parts, n // per, const=c) for c in range(per)]
+        return self.op(D.uint32, "pack16" if per == 2 else "pack8", *parts, attr=d)
 
     def _unrounded(self, x, d):
         """The float32 register the 16-bit floats ``x`` (of dtype ``d``) were just rounded from,
@@ -472,18 +473,26 @@ class Lowering:
         self.loc = outer
 
 
-def zero_padding(lw: Lowering, words, layout: Layout, axis: int):
-    """``words`` (two 16-bit values each, as :meth:`Lowering.words` makes them) with the
-    halves past the tile along ``axis`` zeroed: a dot would add whatever the registers hold."""
+def zero_padding(lw: Lowering, words, layout: Layout, axis: int, per: int = 2):
+    """``words`` (``per`` values each, as :meth:`Lowering.words` makes them) with the parts
+    past the tile along ``axis`` zeroed: a dot would add whatever the registers hold."""
     if layout.shape[axis] == layout.padded[axis]:
         return words
-    n = layout.num_regs
-    halves = [(i, i + 1) for i in range(len(layout.reg) - 1)]  # word w: slots 2w and 2w + 1
+    n, bits = layout.num_regs, 32 // per
     valid = lw.valid(layout, dims=(axis,))
-    lo, hi = (lw.pick(valid, halves, n // 2, const=c) for c in (0, 1))
-    keep = lw.op(D.uint32, "or", *(lw.op(D.uint32, "select", ok, Imm(m, D.uint32), Imm(0, D.uint32))
-                                  for ok, m in ((lo, 0xFFFF), (hi, 0xFFFF0000))))  # fmt: skip
+    keep = None
+    for c in range(per):
+        ok = lw.pick(valid, word_parts(layout, per), n // per, const=c)
+        mask = lw.op(D.uint32, "select", ok, Imm(((1 << bits) - 1) << (bits * c), D.uint32), Imm(0, D.uint32))
+        keep = mask if keep is None else lw.op(D.uint32, "or", keep, mask)
     return lw.op(D.uint32, "and", words, keep)
+
+
+def word_parts(layout: Layout, per: int) -> list:
+    """The slot map of the ``c``-th value (``const=c``) of each word of ``per`` values
+    (``per`` a power of two): word ``w`` holds slots ``per * w`` to ``per * w + per - 1``."""
+    shift = log2(per)
+    return [(i, i + shift) for i in range(len(layout.reg) - shift)]
 
 
 def all_slots(lw: Lowering, x, n: int):
@@ -496,9 +505,13 @@ def all_slots(lw: Lowering, x, n: int):
 
 
 def stored_as_matrices(ttype, layout: Layout) -> bool:
-    """Whether a tile of ``ttype`` held in ``layout`` is stored in words of two elements of a row."""
+    """Whether a tile of ``ttype`` held in ``layout`` is stored in 32-bit words of elements of
+    a row: two 16-bit floats, four 8-bit ones."""
     d = ttype.dtype
-    return d.is_float and d.bits == 16 and len(ttype.shape) == 2 and layout.reg[:1] == (layout.dim_bits(1).start,)
+    if not (d.is_float and d.bits in (8, 16) and len(ttype.shape) == 2):
+        return False
+    first, per = layout.dim_bits(1).start, 32 // d.bits
+    return layout.reg[: log2(per)] == tuple(range(first, first + log2(per)))
 
 
 def matrix_tile(layout: Layout) -> tuple:

@@ -1,11 +1,11 @@
 """Shared-memory tiles as dots read them: for warpgroup tensor cores (``wgmma``, sm_90a),
-16-bit 2-d tiles in the PTX ISA's swizzled canonical layouts, and the matrix descriptors
-that point ``wgmma`` at them; for CUDA cores, :class:`OperandTile`.
+16- and 8-bit 2-d tiles in the PTX ISA's swizzled canonical layouts, and the matrix
+descriptors that point ``wgmma`` at them; for CUDA cores, :class:`OperandTile`.
 
 A tile of ``rows x cols`` elements (powers of two; ``cols`` the dimension contiguous in
-memory) is stored as column blocks of ``width`` bytes (32, 64 or 128): block ``j`` holds
-columns ``j * width / 2`` onwards of every row, rows ``width`` bytes apart, blocks one after
-another. Within each 8-row group the 16-byte chunks of a row are XOR-swizzled by the
+memory) of ``itemsize`` bytes is stored as column blocks of ``width`` bytes (32, 64 or
+128): block ``j`` holds columns ``j * width / itemsize`` onwards of every row, rows
+``width`` bytes apart, blocks one after another. Within each 8-row group the 16-byte chunks of a row are XOR-swizzled by the
 row (``Swizzle<b,4,3>``: byte-address bits 4.. ^= bits 7..), so the eight rows of a group
 land in distinct banks for the copies that write them and for the tensor cores that read
 them. The swizzle acts on the absolute shared address: tiles start 1024-byte aligned.
@@ -13,6 +13,7 @@ them. The swizzle acts on the absolute shared address: tiles start 1024-byte ali
 Read as a wgmma operand the tile is *K-major* when ``cols`` is the k dimension (``a`` as
 loaded, ``b`` given as ``w.T``) and *MN-major* when ``cols`` is m or n (``b`` as loaded,
 ``a`` given as ``x.T``); the descriptor's strides say which (:meth:`SwizzledTile.strides`).
+8-bit operands are read K-major only (the PTX ISA's rule for them).
 """
 
 from __future__ import annotations
@@ -27,40 +28,62 @@ ALIGNMENT = 1024  # bytes: one period of the 128-byte swizzle
 MODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout-type field (bits 62-63) per swizzle width
 
 
+def ptx_type(d: D.DType) -> str:
+    """The PTX ISA's name of a wgmma operand type: f16, bf16, e4m3, e5m2."""
+    return d.short.removeprefix("f8")
+
+
+def k_major_only(d: D.DType) -> bool:
+    """Whether wgmma reads operands of dtype ``d`` K-major only (8-bit ones: the PTX ISA's rule)."""
+    return d.bits == 8
+
+
+def k_step(d: D.DType) -> int:
+    """The k of one wgmma instruction on operands of dtype ``d``: 32 bytes of each row."""
+    return 32 // d.itemsize
+
+
 @dataclass(frozen=True)
 class SwizzledTile:
     rows: int
     cols: int
     width: int  # bytes per row of a column block: 32, 64 or 128
+    itemsize: int = 2  # bytes per element: 2 or 1
 
     @staticmethod
-    def fitting(rows: int, cols: int, mn_extent: int | None = None) -> SwizzledTile | None:
-        """The widest swizzle for a 16-bit ``rows x cols`` tile; for an MN-major operand
-        ``mn_extent`` (the columns one instruction reads) must be whole column blocks. None
-        when the tile is narrower than the narrowest swizzle (16 elements)."""
-        width = min(128, 2 * cols, 2 * (mn_extent or cols))
-        return SwizzledTile(rows, cols, width) if width >= 32 else None
+    def fitting(rows: int, cols: int, mn_extent: int | None = None, itemsize: int = 2) -> SwizzledTile | None:
+        """The widest swizzle for a ``rows x cols`` tile of ``itemsize``-byte elements; for an
+        MN-major operand ``mn_extent`` (the columns one instruction reads) must be whole
+        column blocks. None when the tile is narrower than the narrowest swizzle (32 bytes)."""
+        width = min(128, itemsize * cols, itemsize * (mn_extent or cols))
+        return SwizzledTile(rows, cols, width, itemsize) if width >= 32 else None
 
     @property
     def words(self) -> int:
         """32-bit words the tile takes, rounded up to the alignment (a ring's stages stay aligned)."""
-        return -(-self.rows * self.cols * 2 // ALIGNMENT) * ALIGNMENT // 4
+        return -(-self.rows * self.cols * self.itemsize // ALIGNMENT) * ALIGNMENT // 4
+
+    @property
+    def per_block(self) -> int:
+        """Elements of a row in one column block."""
+        return self.width // self.itemsize
 
     def logical(self, r: int, c: int) -> int:
         """Byte offset of element ``(r, c)`` before the swizzle (what descriptors point at)."""
-        per_block = self.width // 2
-        return (c // per_block) * self.rows * self.width + r * self.width + (c % per_block) * 2
+        per_block = self.per_block
+        return (c // per_block) * self.rows * self.width + r * self.width + (c % per_block) * self.itemsize
 
     def logical_op(self, lw, r, c):
         """:meth:`logical` on registers (int32 thread-IR ops of the builder ``lw``)."""
-        i32, per_block = D.int32, self.width // 2
+        i32, per_block = D.int32, self.per_block
         block = lw.op(i32, "shr", c, _imm(log2(per_block)))
         out = lw.op(i32, "mul", block, _imm(self.rows * self.width))
         out = lw.op(i32, "add", out, lw.op(i32, "mul", r, _imm(self.width)))
-        return lw.op(i32, "add", out, lw.op(i32, "shl", lw.op(i32, "and", c, _imm(per_block - 1)), _imm(1)))
+        within = lw.op(i32, "shl", lw.op(i32, "and", c, _imm(per_block - 1)), _imm(log2(self.itemsize)))
+        return lw.op(i32, "add", out, within)
 
     def word_op(self, lw, r, c):
-        """The 32-bit word holding element ``(r, c)`` (``c`` even) after the swizzle."""
+        """The 32-bit word holding element ``(r, c)`` (the first of a word's) after the swizzle."""
         i32, at = D.int32, self.logical_op(lw, r, c)
         chunk = lw.op(i32, "and", lw.op(i32, "shr", at, _imm(7)), _imm(self.width // 16 - 1))
         return lw.op(i32, "shr", lw.op(i32, "xor", at, lw.op(i32, "shl", chunk, _imm(4))), _imm(2))

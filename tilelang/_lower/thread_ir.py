@@ -328,8 +328,9 @@ class Wgmma:
     ``a`` (m x k) and ``b`` (k x n) are ``SwizzledTile`` s (swizzled.py) from word ``*_index``
     of ``*_buffer`` (the warpgroup's own rows of ``a``, columns of ``b``), K-major or not as
     ``*_k_major`` says.
-    ``shape`` is ``(MB, NB, N, KS)``: instruction ``(mb, nb)`` (``m64nNk16``) reads rows
-    ``64 mb`` of ``a`` and columns ``N nb`` of ``b`` over ``KS`` k-steps of 16 and
+    ``shape`` is ``(MB, NB, N, KS)``: instruction ``(mb, nb)`` (``m64nNk16``, ``k32`` for
+    8-bit operands: ``dtypes`` are a's and b's) reads rows ``64 mb`` of ``a`` and columns
+    ``N nb`` of ``b`` over ``KS`` k-steps of 16 (32) and
     accumulates slots ``N / 2 * (nb + NB * mb)`` onwards of ``c`` (float32), placed as the
     PTX ISA says (layout.py ``wgmma_layout``). With ``pending`` 1 the statement ends with
     ``wgmma.wait_group 1``: ``dst`` (then ``c`` itself, accumulated in place) is complete
@@ -350,7 +351,7 @@ class Wgmma:
     b_tile: object
     b_k_major: bool
     shape: tuple
-    dtype: DType
+    dtypes: tuple
     pending: int = 0
     a_regs: object = None
     USES: ClassVar = ("c", "a_index", "b_index", "a_regs")
@@ -546,6 +547,7 @@ OPS = {
     "pick": 1,  # dst[r] = arg[attr(r)]
     "from_bits": 1,  # a 16-bit float from its raw bits (a uint16)
     "pack16": 2,  # a uint32 of two 16-bit floats' bits (attr: their dtype), the first low
+    "pack8": 4,  # a uint32 of four float8s' bits (attr: their dtype), the first lowest
     "tf32": 1,  # a float32 rounded to TF32 (to nearest, ties away): its bits in a uint32 dst, or the value
     "thread_id": 0,
     "block_id": 0,
@@ -687,7 +689,8 @@ def _lines(stmts, indent):
             yield f"{pad}{_typed(s.dst)} = mma[{shape}] {_text(s.a)} {_text(s.b)} {_text(s.c)}"
         elif isinstance(s, Wgmma):
             mb, nb, n, ks = s.shape
-            shape = f"{mb}x{nb}x{ks} m64n{n}k16.{s.dtype.short}"
+            kinds = ".".join(d.short for d in dict.fromkeys(s.dtypes))
+            shape = f"{mb}x{nb}x{ks} m64n{n}k{32 // s.dtypes[0].itemsize}.{kinds}"
             a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}" if s.a_regs is None else s.a_regs
             b = f"{s.b_buffer}[{_text(s.b_index)}]{'' if s.b_k_major else '.mn'}"
             flight = f" in_flight={s.pending}" if s.pending else ""

@@ -33,11 +33,17 @@ def dot_layouts(eqn, num_threads: int, arch: str = "sm_80"):
     """The operand and result layouts of the dot ``eqn``'s tensor-core strategy, or None
     where none applies: on sm_90a (None, None, the wgmma accumulator: the operands may come
     in any layout), else the mma.sync fragments; for ``precision="tf32"`` (None, None, the
-    m16n8k8 accumulator: the operands go to shared memory, read from there as fragments)."""
+    m16n8k8 accumulator: the operands go to shared memory, read from there as fragments).
+    float8 operands take wgmma alone (``k32``, each operand four elements a thread at least:
+    whole words), else None (``widen_float8_dots`` makes the dot a float16 one)."""
     (m, k), (_, n) = eqn.inputs[0].type.shape, eqn.inputs[1].type.shape
     if is_tf32(eqn):
         plan = mma_layouts(m, n, k, num_threads, tf32=True)
         return plan and (None, None, plan[2])
+    if eqn.inputs[0].type.dtype.is_float8:
+        words = min(pow2_ceil(m), pow2_ceil(n)) * pow2_ceil(k) >= 4 * num_threads and pow2_ceil(k) >= 32
+        wgmma = wgmma_layout(m, n, k, num_threads) if arch == "sm_90a" and words else None
+        return wgmma and (None, None, wgmma)
     if eqn.inputs[0].type.dtype.name not in MMA_DTYPES:
         return None
     wgmma = wgmma_layout(m, n, k, num_threads) if arch == "sm_90a" else None
@@ -45,10 +51,10 @@ def dot_layouts(eqn, num_threads: int, arch: str = "sm_80"):
 
 
 def uses_tensor_cores(program) -> bool:
-    """Whether a dot of ``program`` has 16-bit or int8 operands, so that the target arch
+    """Whether a dot of ``program`` has 16- or 8-bit float operands, so that the target arch
     decides its strategy (other kernels compile alike for every arch)."""
     dots = (e for e, _ in tile_outputs(program.body) if e.prim.name == "dot")
-    return any(e.inputs[0].type.dtype.name in MMA_DTYPES for e in dots)
+    return any(e.inputs[0].type.dtype.name in MMA_DTYPES or e.inputs[0].type.dtype.is_float8 for e in dots)
 
 
 def dot_plan(eqn, layouts: dict) -> str:
@@ -56,7 +62,8 @@ def dot_plan(eqn, layouts: dict) -> str:
     strategy and, on tensor cores, how the warps split the result and each warp's fragments."""
     (a, b), out = eqn.inputs[:2], eqn.outputs[0]
     if isinstance(layouts[out], WgmmaLayout):
-        return wgmma_plan(layouts[out], a.type.dtype, a.type.shape[1], register_fragments(layouts.get(a), layouts[out]))
+        dtypes, in_registers = (a.type.dtype, b.type.dtype), register_fragments(layouts.get(a), layouts[out])
+        return wgmma_plan(layouts[out], dtypes, a.type.shape[1], in_registers)
     plan = dot_layouts(eqn, layouts[out].num_threads)
     if plan is None or layouts[out] != plan[2]:
         small = a.type.dtype.name in MMA_DTYPES

@@ -110,11 +110,13 @@ class _Copied:
         return lw.layout((self.reshape or self.load).outputs[0])
 
     def tma_boxes(self) -> bool:
-        """Whether TMA boxes can land this tile: a wgmma operand whose shape is its swizzled
-        tile's (no padding to zero along k), at most 256 rows (a box's limit), rank <= 5."""
-        shape = tuple((self.reshape or self.load).outputs[0].type.shape)
-        tile = self.tile
-        return self.wgmma() and shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
+        """Whether TMA boxes can land this tile: a 16-bit wgmma operand (the launcher encodes
+        maps of 16-bit elements) whose shape is its swizzled tile's (no padding to zero along
+        k), at most 256 rows (a box's limit), rank <= 5."""
+        if not self.wgmma() or self.tile.itemsize != 2:
+            return False
+        shape, tile = tuple((self.reshape or self.load).outputs[0].type.shape), self.tile
+        return shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
 
 
 class Pipeline:
@@ -519,7 +521,7 @@ def _wgmma_reads(lw, x, users, used) -> list:
     is an operand of a wgmma dot, directly or through a transpose; else []."""
 
     def tile(dot, role, transposed):
-        return wgmma_tile(lw.layout(dot.outputs[0]), role, x.type.shape, transposed)[0]
+        return wgmma_tile(lw.layout(dot.outputs[0]), role, x.type, transposed)[0]
 
     return _dot_reads(x, users, used, lambda dot, operand: is_wgmma_operand(lw, dot, operand), tile)
 

@@ -22,7 +22,7 @@ from .. import dtypes as D
 from .._ir.core import Block, Var, nested_blocks, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
 from .._lower.lowering import InShared, all_slots, i32, output, stored_as_matrices, zero_padding
-from .._lower.swizzled import RegisterTile, SwizzledTile
+from .._lower.swizzled import RegisterTile, SwizzledTile, k_major_only, k_step, ptx_type
 from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma, WgmmaWait
 from ..errors import TileCompilerError
 
@@ -37,17 +37,19 @@ def wgmma_shape(lc: WgmmaLayout) -> tuple[int, int, int, int]:
     return mb, n_wg // n, n, n_wg
 
 
-def operand_tile(lc: WgmmaLayout, role: int, stored_shape, transposed: bool) -> tuple[SwizzledTile, bool]:
-    """The swizzled tile operand ``role`` (0: a, 1: b) is stored as, a tile of
-    ``stored_shape`` (the operand itself, or the tile it is the transpose of), and whether
-    the tensor cores read it K-major."""
+def operand_tile(lc: WgmmaLayout, role: int, stored, transposed: bool) -> tuple[SwizzledTile, bool]:
+    """The swizzled tile operand ``role`` (0: a, 1: b) is stored as, a tile of the type
+    ``stored`` (the operand's, or the tile's it is the transpose of), and whether the tensor
+    cores read it K-major (8-bit operands must be: ``k_major_only``)."""
     _, _, n, _ = wgmma_shape(lc)
     k_major = transposed == (role == 1)
-    rows, cols = (pow2_ceil(s) for s in stored_shape)
-    tile = SwizzledTile.fitting(rows, cols, None if k_major else (64 if role == 0 else n))
-    if tile is None:
-        raise TileCompilerError(f"wgmma: no swizzled layout for a {rows}x{cols} operand tile")
+    rows, cols = (pow2_ceil(s) for s in stored.shape)
+    itemsize = stored.dtype.itemsize
+    tile = SwizzledTile.fitting(rows, cols, None if k_major else (64 if role == 0 else n), itemsize)
+    if tile is None or not k_major and k_major_only(stored.dtype):
+        raise TileCompilerError(f"wgmma: no swizzled layout for a {rows}x{cols} {stored.dtype.name} operand tile")
     return tile, k_major
+
 
 
 def operand_wants(layouts: dict, eqn, i: int):
@@ -91,8 +93,9 @@ def lower_wgmma(lw, eqn, a, b, acc):
     # left in flight, the dot accumulates into the loop's own registers in place: a copy
     # would read them before they land (ptxas would then wait for the dot right there)
     dst = c if pending else lw.reg(D.float32, lc.num_regs, "acc")
-    ks = pow2_ceil(a.type.shape[1]) // 16
-    lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), a.type.dtype, pending, a_regs))
+    ks = pow2_ceil(a.type.shape[1]) // k_step(a.type.dtype)
+    dtypes = (a.type.dtype, b.type.dtype)
+    lw.stmts.append(Wgmma(dst, c, *operands, (mb, nb, n, ks), dtypes, pending, a_regs))
     if not pending:  # (moved to where the result is first needed: place_wgmma_waits.py)
         lw.stmts.append(WgmmaWait(dst, 0))
     lw.release(*staged)
@@ -115,7 +118,7 @@ def register_fragments(la, lc: WgmmaLayout) -> bool:
 def register_operand(lw, lc: WgmmaLayout, a):
     """``a``'s uint32 words (its padding along k zeroed) when it is read from its registers
     (``register_fragments``), else None."""
-    if a in lw.in_shared or a in lw.transposed or not register_fragments(lw.layout(a), lc):
+    if a in lw.in_shared or a in lw.transposed or a.type.dtype.bits != 16 or not register_fragments(lw.layout(a), lc):
         return None
     return zero_padding(lw, lw.words(a, lw.layout(a)), lw.layout(a), 1)
 
@@ -144,7 +147,7 @@ def stage_invariant_operands(lw, body: Block) -> list:
                 continue
             if eqn.inputs[1 - role] is x or (y is not x and not stored_as_matrices(y.type, lw.layout(y))):
                 continue  # (x @ x.T: two tiles of one value)
-            tile, _ = operand_tile(lw.layout(eqn.outputs[0]), role, y.type.shape, y is not x)
+            tile, _ = operand_tile(lw.layout(eqn.outputs[0]), role, y.type, y is not x)
             # stored before an earlier loop of this block (its statements: so it ran) is still there
             buffer, block = lw.staged.get((y, tile, y is not x), (None, None))
             if block is not lw.stmts:
@@ -164,7 +167,7 @@ def stage_invariant_operands(lw, body: Block) -> list:
 def _stage(lw, lc: WgmmaLayout, role: int, y, transposed: bool) -> tuple[str, SwizzledTile, bool]:
     """Operand ``role`` stored from the registers of ``y`` (the operand, or with ``transposed``
     the tile it is the transpose of) to a fresh swizzled tile: ``(buffer, tile, K-major)``."""
-    tile, k_major = operand_tile(lc, role, y.type.shape, transposed)
+    tile, k_major = operand_tile(lc, role, y.type, transposed)
     buffer = lw.buffer(D.uint32, tile.words, "swizzled")
     _store(lw, y, tile, buffer, k_axis=0 if transposed == (role == 0) else 1)
     return buffer, tile, k_major
@@ -172,15 +175,16 @@ def _stage(lw, lc: WgmmaLayout, role: int, y, transposed: bool) -> tuple[str, Sw
 
 def _store(lw, y, tile: SwizzledTile, buffer: str, k_axis: int):
     """``y``'s words into ``buffer`` as ``tile`` lays them out, zero past the tile along k."""
-    layout = lw.layout(y)
+    layout, per = lw.layout(y), 4 // y.type.dtype.itemsize
     if not stored_as_matrices(y.type, layout):
-        raise TileCompilerError(f"wgmma: operand in layout {layout} is not held two elements to a word")
-    words = zero_padding(lw, lw.words(y, layout), layout, k_axis)
-    if layout.vector_width() >= 8:  # a thread's 8 elements of a row: a 16-byte chunk the swizzle moves whole
-        at = tile.group_words(lw, layout, 8, Imm(0, i32))
+        raise TileCompilerError(f"wgmma: operand in layout {layout} is not held {per} elements to a word")
+    words = zero_padding(lw, lw.words(y, layout), layout, k_axis, per)
+    chunk = 16 // y.type.dtype.itemsize
+    if layout.vector_width() >= chunk:  # a thread's 16 bytes of a row: a chunk the swizzle moves whole
+        at = tile.group_words(lw, layout, chunk, Imm(0, i32))
         lw.stmts.append(SharedStore(buffer, at, words, lw.owner(layout), lanes=4))
         return
-    r, c = lw.coords(layout, lanes=2)
+    r, c = lw.coords(layout, lanes=per)
     lw.stmts.append(SharedStore(buffer, tile.word_op(lw, r, c), words, lw.owner(layout)))
 
 
@@ -235,14 +239,15 @@ def is_wgmma_operand(lw, user, x) -> bool:
     )
 
 
-def wgmma_plan(lc: WgmmaLayout, dtype, k: int, a_in_registers: bool) -> str:
-    """The layouts stage's line for a dot on wgmma."""
+def wgmma_plan(lc: WgmmaLayout, dtypes, k: int, a_in_registers: bool) -> str:
+    """The layouts stage's line for a dot on wgmma (operands of ``dtypes``)."""
     mb, nb, n, n_wg = wgmma_shape(lc)
     groups = lc.num_threads // 128
     gm = 1 << sum(1 for w in lc.warp[2:] if w is not None and w in lc.dim_bits(0))
+    step, kinds = k_step(dtypes[0]), ".".join(ptx_type(d) for d in dict.fromkeys(dtypes))
     return (
-        f"tensor cores, wgmma.m64n{n}k16.{dtype.short} (sm_90a): {gm} x {groups // gm} warpgroups (m x n), "
-        f"each {mb} x {nb} instructions of 64x{n}, {pow2_ceil(k) // 16} k-steps of 16; "
+        f"tensor cores, wgmma.m64n{n}k{step}.{kinds} (sm_90a): {gm} x {groups // gm} warpgroups (m x n), "
+        f"each {mb} x {nb} instructions of 64x{n}, {pow2_ceil(k) // step} k-steps of {step}; "
         + (f"a from its registers, b from a {n_wg}-column" if a_in_registers else f"operands from {n_wg}-column")
         + (" swizzled shared tile" if a_in_registers else " swizzled shared tiles")
     )
