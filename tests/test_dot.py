@@ -163,6 +163,8 @@ def _check_float_matmul(data, d, how, tile, kernel) -> str:
     bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c)
     rtol, atol = tlt.tolerance(tl.float32)
     atol += (k + 1) * float(np.finfo(np.float32).eps) * float(np.max(bound, initial=0))
+    if d.is_float8:  # Hopper's float8 tensor cores keep ~13 bits of each k-step's sum (as cuBLAS's fast accumulation)
+        atol += (-(-k // 32) + 1) * 2.0**-12 * float(np.max(bound, initial=0))
     args = (*_transposed_args(how, a, b), c)
     tlt.check_kernel(
         kernel, (tl.cdiv(m, bm), tl.cdiv(n, bn)), args=args,
@@ -287,22 +289,65 @@ WGMMA_TILES = st.sampled_from([
 
 @given(
     data=st.data(),
-    d=st.sampled_from([tl.float16, tl.bfloat16, tl.float8_e4m3fn, tl.float8_e5m2]),  # (float8: as float16s)
+    d=st.sampled_from([tl.float16, tl.bfloat16, tl.float8_e4m3fn, tl.float8_e5m2]),
     how=st.sampled_from(["acc", "matmul", "init", "bt", "at"]),
     case=WGMMA_TILES,
 )
 def test_matmul_on_warpgroup_tensor_cores(data, d, how, case):
     """16-bit float dots on wgmma (arch sm_90a): operands copied ahead into swizzled shared
     tiles (or stored there from registers), read K-major or MN-major (a transposed operand
-    flips which). The CPU backend reads each operand element through the descriptor's fields
-    as the PTX ISA's canonical layouts place it, and each accumulator from the ISA's
-    fragment table, independently of how the lowering wrote them."""
+    flips which); float8 ones on wgmma's float8 instructions where both are K-major ("bt")
+    and k is at least 32, else as float16s. The CPU backend reads each operand element
+    through the descriptor's fields as the PTX ISA's canonical layouts place it, and each
+    accumulator from the ISA's fragment table, independently of how the lowering wrote them."""
     tile, threads = case
     # (128 accumulators a thread are the wgmma accumulator's alone: loaded, the initial
     # 128x256 tile is an ordinary one, limited to 64 a thread)
     assume(not (how == "init" and tile[0] * tile[1] // threads > 64))
     thread_ir = _check_float_matmul(data, d, how, tile, WGMMA_KERNELS[threads])
     assert "wgmma[" in thread_ir and "ldmatrix" not in thread_ir
+    words = min(pow2(tile[0]), pow2(tile[1])) * pow2(tile[2]) >= 4 * threads  # (each operand four elements a thread)
+    eight = d.is_float8 and how == "bt" and pow2(tile[2]) >= 32 and words
+    if d.is_float8:  # (its own instructions, or float16's)
+        assert (f"k32.{d.short}]" in thread_ir) == eight and (".f16]" in thread_ir) == (not eight)
+
+
+E4M3, E5M2 = tl.float8_e4m3fn, tl.float8_e5m2
+
+
+@pytest.mark.parametrize("da, db", [(E4M3, E4M3), (E5M2, E5M2), (E4M3, E5M2), (E5M2, E4M3)])
+@pytest.mark.parametrize("how, threads", [("bt", 128), ("bt", 256), ("acc", 128), ("at", 128)])
+def test_float8_dots_take_the_float8_tensor_cores_where_both_operands_are_k_major(da, db, how, threads):
+    """x @ w.T of float8 tiles (either format, mixed too) runs wgmma's own m64nNk32 float8
+    instructions (the PTX names both formats); a row-major b or a transposed a (read
+    MN-major, which 8-bit operands cannot be) makes the dot a float16 one, its operands
+    converted exactly (the layouts stage shows the conversions). Against float64 on the CPU
+    backend, which reads the bytes through the descriptors; a non-multiple of the tile."""
+    m, n, k, tile = 100, 136, 200, (64, 64, 64) if threads == 128 else (128, 64, 64)
+    g = np.random.default_rng(7)
+    a, b = (g.uniform(-4, 4, s).astype(x.np) for s, x in (((m, k), da), ((k, n), db)))
+    args = (*_transposed_args(how, a, b), np.zeros((m, n), np.float32))
+    kernel, consts = WGMMA_KERNELS[threads], dict(HOW=how, ACC=tl.float32, BM=tile[0], BN=tile[1], BK=tile[2])
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    tlt.check_kernel(kernel, (tl.cdiv(m, tile[0]), tl.cdiv(n, tile[1])), args=args,
+                     reference=lambda *_: (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32),
+                     rtol=0, atol=(k // 32 + 2) * 2.0**-12 * bound.max(), **consts)  # fmt: skip
+    e = tl.explain(kernel, *args, **consts, backend="cuda")
+    fp8 = f"wgmma.mma_async.sync.aligned.m64n64k32.f32.{da.short[2:]}.{db.short[2:]}"
+    assert (fp8 in e["ptx"]) == (how == "bt") and ("k16.f32.f16.f16" in e["ptx"]) == (how != "bt")
+    assert ("convert[dtype=float16]" in e["layouts"]) == (how != "bt")
+    assert "k32" in e["layouts"] if how == "bt" else "k16.f16" in e["layouts"]
+
+
+def test_float8_dots_before_hopper_are_float16_dots():
+    """On sm_80 (mma.sync has no float8 shape tilelang uses) x @ w.T of float8 runs mma.sync on float16s."""
+    a, w = np.ones((64, 64), tl.float8_e4m3fn.np), np.ones((64, 64), tl.float8_e4m3fn.np)
+    c = np.zeros((64, 64), np.float32)
+    kernel = MMA_KERNELS[128]
+    ptx = tl.explain(kernel, a, w, c, HOW="bt", ACC=tl.float32, BM=64, BN=64, BK=64, backend="cuda")["ptx"]
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "wgmma" not in ptx
+    tlt.check_kernel(kernel, (1, 1), args=(a, w, c), reference=lambda *_: np.full((64, 64), 64, np.float32),
+                     HOW="bt", ACC=tl.float32, BM=64, BN=64, BK=64)  # fmt: skip
 
 
 @pytest.mark.parametrize("d, tile, mma", [

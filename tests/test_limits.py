@@ -84,6 +84,27 @@ def test_the_largest_tiles_compile_and_more_threads_are_suggested():
     assert "num_threads" not in err.message  # no more threads to have
 
 
+@tl.tile_kernel(num_threads=256, arch="sm_90a")
+def wide_operand(x, w, out, ALSO_STORED: tl.Constant):
+    acc = tl.zeros((128, 256), tl.float32)
+    for k in tl.range(0, 2):
+        y = tl.load(w, index=(0, k), shape=(256, 128))
+        acc = tl.dot(tl.load(x, index=(0, k), shape=(128, 128)), y.T, acc)
+        if ALSO_STORED:
+            tl.store(w, y, index=(0, k))
+    tl.store(out, acc, index=(0, 0))
+
+
+def test_a_tile_only_wgmma_reads_may_hold_as_many_elements_as_an_accumulator():
+    """A 256 x 128 float8 operand at 256 threads (128 elements a thread, copied to shared memory
+    ahead of the loop, never in registers) compiles; the same tile also stored is refused."""
+    args = ("f8e4m3[:, :]", "f8e4m3[:, :]", "f32[:, :]")
+    ptx = tl.explain(wide_operand, *args, ALSO_STORED=False, backend="cuda")["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3" in ptx
+    err = launch_error(tl.TileLimitError, lambda: tl.explain(wide_operand, *args, ALSO_STORED=True, backend="cpu"))
+    assert "128 elements per thread" in err.message
+
+
 @tl.tile_kernel(num_threads=1024)
 def deep_dot(a, b, out, K: tl.Constant):
     x = tl.load(a, index=(0, 0), shape=(128, K))

@@ -555,6 +555,31 @@ def test_16_bit_dots_run_on_warpgroup_tensor_cores(dtype, tile, threads, n):
     assert not r["wgmma_serialized"] and r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, r
 
 
+@pytest.mark.parametrize("dtypes", [("f8e4m3", "f8e4m3"), ("f8e5m2", "f8e4m3")])
+@pytest.mark.parametrize("tile, threads, stages", [((128, 256, 64), 256, 4), ((128, 256, 128), 256, 3),
+                                                   ((128, 128, 128), 512, 3)])  # fmt: skip
+def test_float8_dots_run_on_the_float8_warpgroup_tensor_cores(dtypes, tile, threads, stages):
+    """x @ w.T of float8 tiles on sm_90a: one wgmma.mma_async.m64nNk32 of the two formats per
+    warpgroup share and k-step of 32, both operands K-major (TMA boxes of 8-bit elements; in
+    the version for other arrays, 16-byte cp.async of 16 of them), never in registers, no
+    local memory, no spills, no serialized wgmma."""
+    bm, bn, bk = tile
+    kernel = tl.tile_kernel(linear_layer.fn, num_threads=threads, arch="sm_90a", num_stages=stages)
+    signature = (f"{dtypes[0]}[:, :]", f"{dtypes[1]}[:, :]", "f32[:, :]")
+    e = explain(kernel, *signature, BM=bm, BN=bn, BK=bk)
+    with_tma = kernel.compile(kernel.specialize(kernel.bind((*signature,), dict(BM=bm, BN=bn, BK=bk)))[0], "cuda")
+    n = min(bn, 256) if threads // 128 <= bm // 64 else bn // (threads // 128 // (bm // 64))
+    per_warpgroup = bm * bn // (threads // 128) // (64 * n)
+    kinds = ".".join(d.removeprefix("f8") for d in dtypes)
+    for ptx, tma in ((e["ptx"], True), (with_tma.backend_kernel.general().ptx(), False)):
+        ops = instructions(ptx)
+        assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{kinds}") == bk // 32 * per_warpgroup
+        assert ("cp.async.bulk.tensor.2d" in ptx) == tma and ("cp.async.cg.shared.global" in ptx) != tma
+        assert not [op for op in ops if op.startswith(("ld.shared", "ld.local", "st.local", "ldmatrix"))]
+    r = with_tma.backend_kernel.resources()
+    assert not r["wgmma_serialized"] and r["stack"] == r["spill_stores"] == r["spill_loads"] == 0, r
+
+
 @tl.tile_kernel(num_threads=256, arch="sm_90a", num_stages=4)
 def grouped_scaled_matmul(a, b, c, scale, GROUP: tl.Constant):
     """c = (a @ b) / scale, blocks in groups of GROUP rows: int64 divisions by runtime values."""

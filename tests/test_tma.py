@@ -177,24 +177,26 @@ class _Encoder:
         return self.result
 
 
-def _launcher(encoder, without):
-    """A kernel of an int32 and a 2-d array (pointer, shape, strides) reading a (64, 32)
-    box of it with 64-byte swizzle through one tensor map."""
+def _launcher(encoder, without, itemsize=2):
+    """A kernel of an int32 and a 2-d array (pointer, shape, strides) of ``itemsize``-byte
+    elements reading a (64, 32) box of it with 64-byte swizzle through one tensor map."""
     fake = FakeDriver("iQqqqq", map_count=1)
     Launcher = launcher_module().Launcher
-    maps = ((1, 2, (32, 64), 2),)
+    maps = ((1, 2, (32, 64), 2, itemsize),)
     launcher = Launcher(0xF00, 128, 0, "iQqqqq", 0xC0, fake.launcher_entry_points, fake._failed, None,
                         maps=maps, encode=encoder.address, general=lambda: without.launcher)  # fmt: skip
     return fake, launcher
 
 
-def test_the_launcher_encodes_a_tensor_map_per_launch():
+@pytest.mark.parametrize("itemsize, code", [(2, 1), (1, 0)])
+def test_the_launcher_encodes_a_tensor_map_per_launch(itemsize, code):
     encoder, without = _Encoder(), FakeDriver("iQqqqq")
-    fake, launcher = _launcher(encoder, without)
-    launcher((2, 1, 1), 0, [7, 4096, 70, 104, 104, 1])
-    # innermost first: dims (104, 70), the outer stride in bytes, the box, UINT16, 64-byte swizzle, zeros past the end
-    assert encoder.calls == [(1, 2, 4096, [104, 70], [208], [32, 64], 2, 0)]
-    assert fake.values == (7, 4096, 70, 104, 104, 1) and not without.launches
+    fake, launcher = _launcher(encoder, without, itemsize)
+    launcher((2, 1, 1), 0, [7, 4096, 70, 112, 112, 1])
+    # innermost first: dims (112, 70), the outer stride in bytes, the box, UINT16 (UINT8), 64-byte swizzle, zeros
+    # past the end
+    assert encoder.calls == [(code, 2, 4096, [112, 70], [112 * itemsize], [32, 64], 2, 0)]
+    assert fake.values == (7, 4096, 70, 112, 112, 1) and not without.launches
     assert fake.maps == [b"\xab" * 128]
 
 
@@ -220,6 +222,8 @@ def test_tensor_maps_need_an_encoder_and_a_kernel_without_them():
     args = (0xF00, 128, 0, "iQqqqq", 0xC0, fake.launcher_entry_points, fake._failed, None)
     Launcher = launcher_module().Launcher
     with pytest.raises(ValueError, match="encode and general"):
-        Launcher(*args, maps=((1, 2, (32, 64), 2),))
+        Launcher(*args, maps=((1, 2, (32, 64), 2, 2),))
     with pytest.raises(ValueError, match="tensor map"):  # its strides past the parameters
-        Launcher(*args, maps=((4, 2, (32, 64), 2),), encode=1, general=print)
+        Launcher(*args, maps=((4, 2, (32, 64), 2, 2),), encode=1, general=print)
+    with pytest.raises(ValueError, match="itemsize 1 or 2"):
+        Launcher(*args, maps=((1, 2, (32, 64), 2, 4),), encode=1, general=print)

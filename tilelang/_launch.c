@@ -119,12 +119,14 @@ static int encode_map(Launcher *self, Params *params, Py_ssize_t j, void *map) {
         memcpy(&size, params->bytes + self->offsets[m->param + m->rank - d], 8);
         memcpy(&stride, params->bytes + self->offsets[m->param + 2 * m->rank - d], 8);
         if (size < 1 || size >= ((int64_t)1 << 31)) return 0;
-        if (d == 0 ? stride != 1 : (stride <= 0 || stride >= ((int64_t)1 << 39) || (stride * 2) % 16)) return 0;
+        int64_t bytes = stride * (int64_t)m->itemsize;
+        if (d == 0 ? stride != 1 : (stride <= 0 || bytes >= ((int64_t)1 << 40) || bytes % 16)) return 0;
         dims[d] = (uint64_t)size;
-        if (d) strides[d - 1] = (uint64_t)stride * 2;
+        if (d) strides[d - 1] = (uint64_t)bytes;
     }
-    /* 16-bit elements (UINT16), no interleave, the swizzle, L2 promotion of 256 bytes, zeros out of bounds */
-    return self->encode(map, 1, m->rank, (void *)(uintptr_t)pointer, dims, strides, m->box, ones, 0, m->swizzle, 3,
+    /* 8- or 16-bit elements (UINT8 = 0, UINT16 = 1), no interleave, the swizzle, L2 promotion of 256 bytes,
+       zeros out of bounds */
+    return self->encode(map, m->itemsize == 1 ? 0 : 1, m->rank, (void *)(uintptr_t)pointer, dims, strides, m->box, ones, 0, m->swizzle, 3,
                         0) == 0;
 }
 
@@ -285,14 +287,15 @@ static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         return PyErr_Format(PyExc_ValueError, "kernel parameters of %zd bytes (at most %d)", offset, MAX_BYTES);
     }
     self->map_count = map_count;
-    for (Py_ssize_t j = 0; j < map_count; j++) { /* (param, rank, box (innermost first), swizzle) */
+    for (Py_ssize_t j = 0; j < map_count; j++) { /* (param, rank, box (innermost first), swizzle, itemsize) */
         MapSpec *m = &self->maps[j];
         PyObject *box = NULL;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(maps, j), "nIO!I", &m->param, &m->rank, &PyTuple_Type, &box,
-                              &m->swizzle) ||
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(maps, j), "nIO!II", &m->param, &m->rank, &PyTuple_Type, &box,
+                              &m->swizzle, &m->itemsize) ||
             m->rank < 1 || m->rank > MAX_RANK || PyTuple_GET_SIZE(box) != m->rank || m->param < 0 ||
-            m->param + 2 * (Py_ssize_t)m->rank >= count) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "a tensor map is (param, rank, box, swizzle)");
+            m->param + 2 * (Py_ssize_t)m->rank >= count || (m->itemsize != 1 && m->itemsize != 2)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "a tensor map is (param, rank, box, swizzle, itemsize 1 or 2)");
             Py_DECREF(self);
             return NULL;
         }

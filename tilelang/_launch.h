@@ -27,8 +27,8 @@ typedef struct {
 
 typedef struct {
     Py_ssize_t param; /* the array's pointer parameter; its shape and strides follow */
-    unsigned rank, swizzle;
-    uint32_t box[MAX_RANK]; /* innermost first */
+    unsigned rank, swizzle, itemsize; /* itemsize: 1 or 2 bytes */
+    uint32_t box[MAX_RANK];           /* innermost first */
 } MapSpec;
 
 #define MAX_PARAMS 1024

@@ -65,7 +65,7 @@ from .host_llvm import HostTarget, host_module, jit, unique_name
 from .llvm_emit import ThreadEmitter, param_regs, stored_type
 from .llvm_values import convert
 
-I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 WGMMA_KINDS = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")  # cpu_intrinsics._element's kinds
 INVALID = 1 << 62  # an mbarrier's word while it is not valid (between Mbarriers statements)
 # what a kernel returns: 0, a loop's ZeroStep number + 1, or a broken promise of the lowering
@@ -566,6 +566,7 @@ class CpuEmitter(ThreadEmitter):
             ok = b.and_(b.icmp_signed(">=", coords[d], zero), b.icmp_signed("<", coords[d], shape[d]))
             inside, corner = b.and_(inside, ok), b.add(corner, b.mul(coords[d], strides[d]))
         words, width = self.shared[buffer], tmap.swizzle
+        raw, mask = (UINT16, 0xFFFF) if tmap.itemsize == 2 else (UINT8, 0xFF)
 
         def row(r):
             y = b.add(coords[1], r)
@@ -575,15 +576,14 @@ class CpuEmitter(ThreadEmitter):
                 ok = b.and_(inside, b.and_(b.icmp_signed(">=", y, zero), b.icmp_signed("<", y, shape[1])))
                 ok = b.and_(ok, b.and_(b.icmp_signed(">=", x, zero), b.icmp_signed("<", x, shape[0])))
                 element = b.add(corner, b.add(b.mul(y, strides[1]), b.mul(x, strides[0])))
-                bits = b.zext(memory.load(b, UINT16, ptr, element, ok, ir.Constant(I16, 0), self.host), I32)
+                bits = b.zext(memory.load(b, raw, ptr, element, ok, ir.Constant(stored_type(raw), 0), self.host), I32)
                 byte = b.add(b.mul(at, ir.Constant(I64, 4)), b.mul(r, ir.Constant(I64, width)))
-                byte = b.add(byte, b.mul(c, ir.Constant(I64, 2)))
+                byte = b.add(byte, b.mul(c, ir.Constant(I64, tmap.itemsize)))
                 swizzle = b.and_(b.lshr(byte, ir.Constant(I64, 7)), ir.Constant(I64, width // 16 - 1))
                 byte = b.xor(byte, b.shl(swizzle, ir.Constant(I64, 4)))
-                half = b.and_(b.lshr(byte, ir.Constant(I64, 1)), ir.Constant(I64, 1))
-                shift = b.trunc(b.shl(half, ir.Constant(I64, 4)), I32)
+                shift = b.trunc(b.shl(b.and_(byte, ir.Constant(I64, 3)), ir.Constant(I64, 3)), I32)  # (in its word)
                 word = b.gep(words, [b.lshr(byte, ir.Constant(I64, 2))])
-                kept = b.and_(b.load(word), b.not_(b.shl(ir.Constant(I32, 0xFFFF), shift)))
+                kept = b.and_(b.load(word), b.not_(b.shl(ir.Constant(I32, mask), shift)))
                 b.store(b.or_(kept, b.shl(bits, shift)), word)
 
             self.counted(box[0], column, "c")

@@ -129,9 +129,12 @@ def _array_params(program: ThreadProgram) -> dict:
 
 def map_specs(program: ThreadProgram) -> tuple:
     """What the launcher encodes each tensor map from: the index of its array's pointer among
-    the parameters, the rank, the box innermost first and the swizzle mode (CUtensorMapSwizzle)."""
+    the parameters, the rank, the box innermost first, the swizzle mode (CUtensorMapSwizzle)
+    and the itemsize."""
     first = _array_params(program)
-    return tuple((first[m.array][0], len(m.box), m.box[::-1], SWIZZLE_MODE[m.swizzle]) for m in program.tensor_maps)
+    return tuple(
+        (first[m.array][0], len(m.box), m.box[::-1], SWIZZLE_MODE[m.swizzle], m.itemsize) for m in program.tensor_maps
+    )
 
 
 def aligned_specs(program: ThreadProgram) -> tuple:

@@ -5,10 +5,11 @@ descriptors that point ``wgmma`` at them; for CUDA cores, :class:`OperandTile`.
 A tile of ``rows x cols`` elements (powers of two; ``cols`` the dimension contiguous in
 memory) of ``itemsize`` bytes is stored as column blocks of ``width`` bytes (32, 64 or
 128): block ``j`` holds columns ``j * width / itemsize`` onwards of every row, rows
-``width`` bytes apart, blocks one after another. Within each 8-row group the 16-byte chunks of a row are XOR-swizzled by the
-row (``Swizzle<b,4,3>``: byte-address bits 4.. ^= bits 7..), so the eight rows of a group
-land in distinct banks for the copies that write them and for the tensor cores that read
-them. The swizzle acts on the absolute shared address: tiles start 1024-byte aligned.
+``width`` bytes apart, blocks one after another. Within each 8-row group the 16-byte
+chunks of a row are XOR-swizzled by the row (``Swizzle<b,4,3>``: byte-address bits 4.. ^=
+bits 7..), so the eight rows of a group land in distinct banks for the copies that write
+them and for the tensor cores that read them. The swizzle acts on the absolute shared
+address: tiles start 1024-byte aligned.
 
 Read as a wgmma operand the tile is *K-major* when ``cols`` is the k dimension (``a`` as
 loaded, ``b`` given as ``w.T``) and *MN-major* when ``cols`` is m or n (``b`` as loaded,

@@ -380,7 +380,7 @@ class ProxyFence:
 
 @dataclass(frozen=True)
 class TensorMap:
-    """How the tensor memory accelerator sees a 16-bit array for ``TmaLoad`` (sm_90a): boxes
+    """How the tensor memory accelerator sees a 16- or 8-bit array for ``TmaLoad`` (sm_90a): boxes
     of ``box`` elements (one per axis, outermost first; the leading ones 1), rows of the box
     ``swizzle`` bytes apart in shared memory and their 16-byte chunks XOR-swizzled as
     ``SwizzledTile`` lays them out; elements past the array's bounds land as zeros. The
@@ -390,6 +390,7 @@ class TensorMap:
     array: str
     box: tuple
     swizzle: int
+    itemsize: int = 2
 
 
 def array_aligned(pointer: int, shape, strides, itemsize: int) -> bool:

@@ -12,14 +12,16 @@ sizes", states the limits for users.
 
 from __future__ import annotations
 
-from .._ir.core import Program, tile_outputs
+from .._ir.core import Program, tile_outputs, uses
 from .._lower.layout import WgmmaLayout, padded_size
 from .._lower.thread_ir import shared_offsets
 from ..errors import TileLimitError
 
 MAX_ELEMENTS_PER_THREAD = 64  # of one tile value under its layout (padded to powers of two)
 # a wgmma accumulator (and the epilogue on it, in its layout) may hold twice as many: the
-# m64n256 instructions of 2 warpgroups over a 128x256 block take 128 a thread
+# m64n256 instructions of 2 warpgroups over a 128x256 block take 128 a thread; so may a
+# tile read only by wgmma (copied ahead to shared memory, never in registers: a 256 x 128
+# float8 operand at 256 threads)
 MAX_ACCUMULATOR_ELEMENTS = 128
 MAX_THREADS = 1024  # what num_threads may be
 SHARED_LIMIT = 227 * 1024  # bytes of shared memory per block (sm_90's opt-in maximum)
@@ -28,9 +30,11 @@ SHARED_LIMIT = 227 * 1024  # bytes of shared memory per block (sm_90's opt-in ma
 def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
     """Every tile holds at most MAX_ELEMENTS_PER_THREAD elements per thread (the first one past
     it is reported, at the line that makes it)."""
+    used = uses(program.body)
     for eqn, out in tile_outputs(program.body):
         layout = layouts.get(out)
-        most = MAX_ACCUMULATOR_ELEMENTS if isinstance(layout, WgmmaLayout) else MAX_ELEMENTS_PER_THREAD
+        wide = isinstance(layout, WgmmaLayout) or _read_by_wgmma(out, used, layouts)
+        most = MAX_ACCUMULATOR_ELEMENTS if wide else MAX_ELEMENTS_PER_THREAD
         if not out.type.shape or layout is None or layout.num_regs <= most:
             continue
         padded = padded_size(out.type.shape)
@@ -45,6 +49,19 @@ def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
             + f"): {fix}",
             eqn.loc,
         )
+
+
+def _read_by_wgmma(x, used: dict, layouts: dict) -> bool:
+    """Whether every use of ``x`` is an operand of a dot on wgmma, directly or through a transpose."""
+    users = used.get(x, [])
+    for user in users:
+        if user is not None and user.prim.name == "transpose" and len(used.get(user.outputs[0], [])) == 1:
+            x, user = user.outputs[0], used[user.outputs[0]][0]
+        if user is None or user.prim.name != "dot" or not isinstance(layouts.get(user.outputs[0]), WgmmaLayout):
+            return False
+        if not any(x is v for v in user.inputs[:2]):
+            return False
+    return bool(users)
 
 
 def check_shared_memory(threads) -> None:

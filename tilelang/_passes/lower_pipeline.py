@@ -110,10 +110,9 @@ class _Copied:
         return lw.layout((self.reshape or self.load).outputs[0])
 
     def tma_boxes(self) -> bool:
-        """Whether TMA boxes can land this tile: a 16-bit wgmma operand (the launcher encodes
-        maps of 16-bit elements) whose shape is its swizzled tile's (no padding to zero along
-        k), at most 256 rows (a box's limit), rank <= 5."""
-        if not self.wgmma() or self.tile.itemsize != 2:
+        """Whether TMA boxes can land this tile: a wgmma operand whose shape is its swizzled
+        tile's (no padding to zero along k), at most 256 rows (a box's limit), rank <= 5."""
+        if not self.wgmma():
             return False
         shape, tile = tuple((self.reshape or self.load).outputs[0].type.shape), self.tile
         return shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
@@ -317,15 +316,16 @@ class Pipeline:
             array, *starts, _ = c.load.inputs
             starts = [lw.scalar(x) for x in starts]
             shape = c.load.outputs[0].type.shape
-            per_block = c.tile.width // 2
-            m = lw.tensor_map(TensorMap(lw.array_names[array], (*shape[:-1], per_block), c.tile.width))
+            per_block = c.tile.per_block
+            box = (*shape[:-1], per_block)
+            m = lw.tensor_map(TensorMap(lw.array_names[array], box, c.tile.width, c.tile.itemsize))
             ring = lw.op(i32, "mul", stage, Imm(c.stage_words, i32))
             for j in range(c.tile.cols // per_block):  # a box per column block
                 at = lw.op(i32, "add", ring, Imm(j * c.tile.rows * c.tile.width // 4, i32))
                 last = lw.op(i64, "add", starts[-1], Imm(j * per_block, i64))
                 coords = [_clamp32(lw, x) for x in (last, *starts[-2::-1])]
                 boxes.append((c.buffer, at, m, len(starts), coords))
-            size += c.tile.rows * c.tile.cols * 2
+            size += c.tile.rows * c.tile.cols * c.tile.itemsize
         step, stop = lw.scalar(self.step), lw.scalar(self.stop)
         if self.until is not None:
             stop = lw.op(i64, "maximum", stop, lw.scalar(self.until))

@@ -51,7 +51,6 @@ def operand_tile(lc: WgmmaLayout, role: int, stored, transposed: bool) -> tuple[
     return tile, k_major
 
 
-
 def operand_wants(layouts: dict, eqn, i: int):
     """Any layout that holds each word's two elements in one thread (a load's, an
     accumulator's); else the blocked one."""

@@ -32,7 +32,8 @@ def widen_float8_dots(program: Program, layouts: dict) -> bool:
     for block in nested_blocks(program.body):
         eqns = []
         for eqn in block.eqns:
-            if eqn.prim.name == "dot" and eqn.inputs[0].type.dtype.is_float8 and not _takes(eqn, layouts, producer, used):
+            eight = eqn.prim.name == "dot" and eqn.inputs[0].type.dtype.is_float8
+            if eight and not _takes(eqn, layouts, producer, used):
                 eqn.inputs = (*(_widened(x, eqn, eqns) for x in eqn.inputs[:2]), *eqn.inputs[2:])
                 changed = True
             eqns.append(eqn)
