@@ -505,8 +505,14 @@ def all_slots(lw: Lowering, x, n: int):
 
 
 def stored_as_matrices(ttype, layout: Layout) -> bool:
+    """Whether a tile of ``ttype`` held in ``layout`` is stored in words of two 16-bit floats
+    of a row (what ldmatrix reads)."""
+    return ttype.dtype.bits == 16 and stored_as_words(ttype, layout)
+
+
+def stored_as_words(ttype, layout: Layout) -> bool:
     """Whether a tile of ``ttype`` held in ``layout`` is stored in 32-bit words of elements of
-    a row: two 16-bit floats, four 8-bit ones."""
+    a row: two 16-bit floats, four 8-bit ones (what wgmma reads from shared memory)."""
     d = ttype.dtype
     if not (d.is_float and d.bits in (8, 16) and len(ttype.shape) == 2):
         return False

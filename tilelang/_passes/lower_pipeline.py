@@ -51,7 +51,16 @@ from dataclasses import dataclass
 from .. import dtypes as D
 from .._ir.core import Block, Eqn, Literal, Var, nested_blocks, sub_blocks, uses
 from .._lower.layout import Layout, reshaped
-from .._lower.lowering import InShared, Lowering, i32, i64, matrix_layout, matrix_tile, stored_as_matrices
+from .._lower.lowering import (
+    InShared,
+    Lowering,
+    i32,
+    i64,
+    matrix_layout,
+    matrix_tile,
+    stored_as_matrices,
+    stored_as_words,
+)
 from .._lower.swizzled import OperandTile, SwizzledTile
 from .._lower.thread_ir import (
     AsyncCommit,
@@ -409,7 +418,7 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
             continue
         chain = _chain(eqn.inputs[1:], producer)
         float32 = out.type.dtype.name == "float32" and len(out.type.shape) == 2
-        if not float32 and not stored_as_matrices(out.type, layout):
+        if not float32 and not stored_as_words(out.type, layout):
             continue
         if reads := (_thread_reads if float32 else _wgmma_reads)(lw, out, users, used):
             (dot, transpose, tile), *more = reads
@@ -417,7 +426,7 @@ def _copies(lw: Lowering, loop: Eqn) -> tuple:
                 more = tuple((d, t) for d, t, _ in more)
                 copies.append(_Copied(eqn, dot, chain, layout, transpose, reshape, tile, more))
             continue
-        if float32:
+        if float32 or not stored_as_matrices(out.type, layout):  # (ldmatrix reads 16-bit words)
             continue
         if len(users) != 1 or users[0] is None:  # (a loop result)
             continue

@@ -21,7 +21,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .._ir.core import Block, Var, nested_blocks, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
-from .._lower.lowering import InShared, all_slots, i32, output, stored_as_matrices, zero_padding
+from .._lower.lowering import InShared, all_slots, i32, output, stored_as_words, zero_padding
 from .._lower.swizzled import RegisterTile, SwizzledTile, k_major_only, k_step, ptx_type
 from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma, WgmmaWait
 from ..errors import TileCompilerError
@@ -56,7 +56,7 @@ def operand_wants(layouts: dict, eqn, i: int):
     accumulator's); else the blocked one."""
     x = eqn.inputs[i]
     have = layouts.get(x)
-    if have is not None and stored_as_matrices(x.type, have):
+    if have is not None and stored_as_words(x.type, have):
         return None
     return blocked(x.type.shape, 2, layouts[eqn.outputs[0]].num_threads)
 
@@ -144,7 +144,7 @@ def stage_invariant_operands(lw, body: Block) -> list:
             y = transposes.get(x, x)  # (``k.T`` in the loop of a ``k`` from before it: stored transposed)
             if not isinstance(x, Var) or y in inside or x in lw.in_shared or used.get(x, []) != [eqn]:
                 continue
-            if eqn.inputs[1 - role] is x or (y is not x and not stored_as_matrices(y.type, lw.layout(y))):
+            if eqn.inputs[1 - role] is x or (y is not x and not stored_as_words(y.type, lw.layout(y))):
                 continue  # (x @ x.T: two tiles of one value)
             tile, _ = operand_tile(lw.layout(eqn.outputs[0]), role, y.type, y is not x)
             # stored before an earlier loop of this block (its statements: so it ran) is still there
@@ -175,7 +175,7 @@ def _stage(lw, lc: WgmmaLayout, role: int, y, transposed: bool) -> tuple[str, Sw
 def _store(lw, y, tile: SwizzledTile, buffer: str, k_axis: int):
     """``y``'s words into ``buffer`` as ``tile`` lays them out, zero past the tile along k."""
     layout, per = lw.layout(y), 4 // y.type.dtype.itemsize
-    if not stored_as_matrices(y.type, layout):
+    if not stored_as_words(y.type, layout):
         raise TileCompilerError(f"wgmma: operand in layout {layout} is not held {per} elements to a word")
     words = zero_padding(lw, lw.words(y, layout), layout, k_axis, per)
     chunk = 16 // y.type.dtype.itemsize
@@ -214,7 +214,7 @@ def folded_wgmma_transposes(lw, block: Block) -> dict:
         users, y = used.get(eqn.outputs[0], []), eqn.inputs[0]
         if len(users) != 1 or users[0] is None or not is_wgmma_operand(lw, users[0], eqn.outputs[0]):
             continue
-        if not stored_as_matrices(y.type, lw.layout(y)):
+        if not stored_as_words(y.type, lw.layout(y)):
             continue
 
         def fold(lw, eqn, y, **params):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from .. import dtypes as D
 from .._ir.core import PRIMITIVES, Eqn, Program, TileType, Var, nested_blocks, uses
 from .._lower.layout import WgmmaLayout
-from .._lower.lowering import stored_as_matrices
+from .._lower.lowering import stored_as_words
 from .lower_wgmma import is_matrix_transpose
 
 
@@ -52,7 +52,7 @@ def _takes(dot: Eqn, layouts: dict, producer: dict, used: dict) -> bool:
     if transpose is None or not is_matrix_transpose(transpose) or used.get(b) != [dot]:
         return False
     w = transpose.inputs[0]
-    return isinstance(w, Var) and w in layouts and stored_as_matrices(w.type, layouts[w])
+    return isinstance(w, Var) and w in layouts and stored_as_words(w.type, layouts[w])
 
 
 def _widened(x, dot: Eqn, eqns: list) -> Var:
