@@ -2,11 +2,13 @@
 backend (their full-size checks run only where the benchmarks do)."""
 
 import axes
+import matmul
 import numpy as np
 import pytest
 import rows
 import run
 
+import tilelang as tl
 from tilelang.testing import default_backends
 
 BACKENDS = default_backends()
@@ -108,3 +110,17 @@ def test_norm_variants_agree(backend, kind, n):
         d = x64 - x64.mean(axis=1, keepdims=True)
         want = d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5) * w + b
     np.testing.assert_allclose(results[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float8_matmul_nt_on_the_float8_tensor_cores(backend):
+    """matmul.py's float8 ``x @ w.T`` in its first config (128x256x128, 4 stages), two tiles
+    of k and a partial block of rows, against float64 (within the float8 tensor cores'
+    ~13 bits a k-step on the GPU; the CPU backend and the interpreter sum exactly)."""
+    bm, bn, bk, t, s = matmul.FLOAT8_CONFIGS[0]
+    rng = np.random.default_rng(3)
+    a, w = (rng.standard_normal(shape).astype(tl.float8_e4m3fn.np) for shape in ((200, 2 * bk), (bn, 2 * bk)))
+    c = np.full((200, bn), np.nan, np.float32)
+    matmul.FLOAT8[t, s][tl.cdiv(200, bm)](a, w, c, BM=bm, BN=bn, BK=bk, GROUP=8, backend=backend)
+    want = a.astype(np.float64) @ w.astype(np.float64).T
+    np.testing.assert_allclose(c, want, rtol=0, atol=4 * 2.0**-12 * np.abs(want).max())
