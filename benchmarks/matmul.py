@@ -19,15 +19,20 @@ from timing import time_ms
 import tilelang as tl
 
 
+def grouped_tile(rows, cols, GROUP):
+    """The (row, column) of the result tile of this block: blocks take GROUP rows of tiles
+    at a time, column by column (the rows' tiles of ``a`` stay in L2)."""
+    pid = tl.block_id(0)
+    first = pid // (GROUP * cols) * GROUP
+    size = tl.minimum(rows - first, GROUP)
+    return first + pid % size, (pid % (GROUP * cols)) // size
+
+
 def matmul(a, b, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, GROUP: tl.Constant,
            PRECISION: tl.Constant = "ieee"):  # fmt: skip
     """c = a @ b, blocks grouped GROUP rows of tiles at a time (tiles of a stay in L2);
     float32 operands exact, or rounded to TF32 with ``PRECISION="tf32"``."""
-    pid, rows, cols = tl.block_id(0), tl.cdiv(a.shape[0], BM), tl.cdiv(b.shape[1], BN)
-    group = pid // (GROUP * cols)
-    first = group * GROUP
-    size = tl.minimum(rows - first, GROUP)
-    i, j = first + pid % size, (pid % (GROUP * cols)) // size
+    i, j = grouped_tile(tl.cdiv(a.shape[0], BM), tl.cdiv(b.shape[1], BN), GROUP)
     acc = tl.zeros((BM, BN), tl.float32)
     for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
         x, y = tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(b, index=(k, j), shape=(BK, BN))
@@ -39,11 +44,7 @@ def matmul_nt(a, w, c, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant, GROUP:
     """c = a @ w.T, ``w`` (N, K): both operands K-major, as float8 tensor cores read them (the
     float8 GEMM's usual form; ``torch._scaled_mm`` takes its b so too); blocks grouped as
     :func:`matmul`'s."""
-    pid, rows, cols = tl.block_id(0), tl.cdiv(a.shape[0], BM), tl.cdiv(w.shape[0], BN)
-    group = pid // (GROUP * cols)
-    first = group * GROUP
-    size = tl.minimum(rows - first, GROUP)
-    i, j = first + pid % size, (pid % (GROUP * cols)) // size
+    i, j = grouped_tile(tl.cdiv(a.shape[0], BM), tl.cdiv(w.shape[0], BN), GROUP)
     acc = tl.zeros((BM, BN), tl.float32)
     for k in tl.range(0, tl.cdiv(a.shape[1], BK)):
         acc = tl.dot(tl.load(a, index=(i, k), shape=(BM, BK)), tl.load(w, index=(j, k), shape=(BN, BK)).T, acc)
@@ -84,10 +85,11 @@ def triton_matmul(triton):
     @triton.jit
     def kernel(
         A, B, C, M, N, K, BM: tt.constexpr, BN: tt.constexpr, BK: tt.constexpr, GROUP: tt.constexpr,
-        PRECISION: tt.constexpr = "tf32",
+        PRECISION: tt.constexpr = "tf32", BT: tt.constexpr = False,
     ):  # fmt: skip
         """The Triton tutorial's matmul (grouped block order, rows and columns past the end
-        wrapped, masked K tail); ``PRECISION`` of float32 inputs: "ieee" or "tf32" (Triton's default)."""
+        wrapped, masked K tail); ``PRECISION`` of float32 inputs: "ieee" or "tf32" (Triton's
+        default); ``BT``: ``A @ B.T``, B given (N, K) (float8 dots on Hopper read both K-major)."""
         pid = tt.program_id(0)
         rows, cols = tt.cdiv(M, BM), tt.cdiv(N, BN)
         group = pid // (GROUP * cols)
@@ -96,40 +98,22 @@ def triton_matmul(triton):
         pm, pn = first + (pid % size), (pid % (GROUP * cols)) // size
         rm, rn, rk = pm * BM + tt.arange(0, BM), pn * BN + tt.arange(0, BN), tt.arange(0, BK)
         a = A + (rm % M)[:, None] * K + rk[None, :]
-        b = B + rk[:, None] * N + (rn % N)[None, :]
+        if BT:
+            b = B + (rn % N)[None, :] * K + rk[:, None]
+        else:
+            b = B + rk[:, None] * N + (rn % N)[None, :]
         acc = tt.zeros((BM, BN), dtype=tt.float32)
         for k in range(0, tt.cdiv(K, BK)):
             x = tt.load(a, mask=rk[None, :] < K - k * BK, other=0.0)
             y = tt.load(b, mask=rk[:, None] < K - k * BK, other=0.0)
             acc = tt.dot(x, y, acc, input_precision=PRECISION)
             a += BK
-            b += BK * N
+            if BT:
+                b += BK
+            else:
+                b += BK * N
         c = C + rm[:, None] * N + rn[None, :]
         tt.store(c, acc.to(C.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-    return kernel
-
-
-def triton_matmul_nt(triton):
-    import triton.language as tt
-
-    @triton.jit
-    def kernel(A, W, C, M, N, K, BM: tt.constexpr, BN: tt.constexpr, BK: tt.constexpr, GROUP: tt.constexpr):
-        """``triton_matmul``'s kernel for ``A @ W.T``, ``W`` (N, K) (what float8 dots need on
-        Hopper: both operands K-major); sizes multiples of the blocks."""
-        pid = tt.program_id(0)
-        rows, cols = tt.cdiv(M, BM), tt.cdiv(N, BN)
-        group = pid // (GROUP * cols)
-        first = group * GROUP
-        size = min(rows - first, GROUP)
-        pm, pn = first + (pid % size), (pid % (GROUP * cols)) // size
-        rm, rn, rk = pm * BM + tt.arange(0, BM), pn * BN + tt.arange(0, BN), tt.arange(0, BK)
-        acc = tt.zeros((BM, BN), dtype=tt.float32)
-        for k in range(0, tt.cdiv(K, BK)):
-            x = tt.load(A + rm[:, None] * K + (k * BK + rk)[None, :])
-            y = tt.load(W + rn[None, :] * K + (k * BK + rk)[:, None])
-            acc = tt.dot(x, y, acc)
-        tt.store(C + rm[:, None] * N + rn[None, :], acc.to(C.dtype.element_ty))
 
     return kernel
 
@@ -307,12 +291,12 @@ def bench_float8(torch, time_ms, report, quick):
     try:
         import triton
 
-        tk = triton_matmul_nt(triton)
+        tk = triton_matmul(triton)
     except Exception:
         return
     for bm, bn, bk, warps, stages in ((128, 256, 128, 8, 3), (128, 256, 64, 8, 4)):
         run = _launcher(tk, (tl.cdiv(n, bm) * tl.cdiv(n, bn),), (a, w, c, n, n, n), BM=bm, BN=bn, BK=bk, GROUP=8,
-                        num_warps=warps, num_stages=stages)  # fmt: skip
+                        BT=True, num_warps=warps, num_stages=stages)  # fmt: skip
         run()
         report(case, f"triton {bm}x{bn}x{bk} {warps}w {stages}s", time_ms(run, torch), flops, check(c))
 
