@@ -113,9 +113,18 @@ def dot_configs(bits: int = 16) -> list[Config]:
     per thread, 128 in the first, which only Hopper's wgmma dots take: elsewhere it does not
     compile and the tuner skips it; the stages' operand tiles within 200 KB of shared memory
     for ``bits``-wide operands: a GPU with less skips the rest) and ordered from the shapes
-    measured best on the H200 (docs/performance.md)."""
+    measured best on the H200 (docs/performance.md). ``bits=8`` (float8 ``x @ w.T`` on
+    Hopper's float8 tensor cores) puts first ``BK`` 128, a swizzle row of 128 bytes, in the
+    shapes measured best on the H100 (1173 TFLOP/s at 4096^3 for the first)::
+
+        from tilelang.autotune import dot_configs
+
+        @tl.autotune(configs=dot_configs(8), key=["x", "w"])
+        @tl.tile_kernel
+        def linear_fp8(x, w, out, BM: tl.Constant, BN: tl.Constant, BK: tl.Constant): ..."""
     configs = []
-    for bm, bn, bk, stages, accumulators in [
+    eight = [(128, 256, 128, 4, 128), (128, 256, 128, 3, 128), (256, 128, 128, 3, 128), (128, 128, 128, 4, 64)]
+    for bm, bn, bk, stages, accumulators in (eight if bits == 8 else []) + [
         (128, 256, 64, 4, 128), (128, 256, 64, 4, 64), (256, 128, 64, 3, 64),
         (128, 128, 32, 3, 64), (64, 64, 32, 3, 64), (64, 128, 32, 3, 64), (128, 64, 32, 3, 64),
         (128, 128, 64, 3, 64), (128, 256, 32, 3, 64), (256, 128, 32, 3, 64), (128, 128, 32, 4, 64),
