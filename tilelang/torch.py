@@ -120,6 +120,10 @@ class TileOp:
             self._lib.impl(op_name, self._bump_versions, "ADInplaceOrView", with_keyset=True)
         self._names = tuple(parameters)
         self._defaults = {k: p.default for k, p in parameters.items() if p.default is not inspect.Parameter.empty}
+        # where a call's tensors are (asked for requires_grad on each call): single ones, lists
+        kinds = [str(a.type) for a in self.op._schema.arguments]
+        self._tensors = tuple(i for i, k in enumerate(kinds) if k in ("Tensor", "Optional[Tensor]", "Tensor?"))
+        self._tensor_lists = tuple(i for i, k in enumerate(kinds) if "Tensor" in k and i not in self._tensors)
         self._backward = None  # the Function of register_autograd's backward
         functools.update_wrapper(self, fn)
         _DEFINED[name] = self
@@ -127,8 +131,13 @@ class TileOp:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) < len(self._names):  # (a Function and setup_context take every argument, in order)
             args = self._positional(args, kwargs)
-        if self._torch.is_grad_enabled() and any(_requires_grad(self._torch, a) for a in args):
-            return self._differentiated(args)
+        if self._torch.is_grad_enabled():  # (the schema's tensor arguments alone: a call costs ~1 us less)
+            for i in self._tensors:
+                if getattr(args[i], "requires_grad", False):
+                    return self._differentiated(args)
+            for i in self._tensor_lists:
+                if _requires_grad(self._torch, args[i]):
+                    return self._differentiated(args)
         return self.op(*args)
 
     def register_autograd(self, backward, /, *, setup_context=None):
