@@ -712,13 +712,19 @@ class _Builder:
     def loop_dot(self):
         """The matmul loop: ``acc = tl.dot(a_k, b_k, acc)`` over tiles of two 2-d inputs that move
         along K with the loop index (16-bit operands at tensor-core shapes take the mma.sync
-        path and, loaded with nothing in between, the cp.async pipeline)."""
+        path and, loaded with nothing in between, the cp.async pipeline; with 128 threads or
+        more, tiles of 64 rows and more now and then: warpgroup tensor cores, sm_90a)."""
         two_d = [a for a in self.arrays if a["role"] == "in" and len(a["shape"]) == 2 and a["dtype"] != "bool"]
         if not two_d:
             return None
         sa, sb = self.pick(two_d), self.pick(two_d)
         m, kk, n = self.pick([16, 32, 8, 5]), self.pick([16, 32, 8, 13]), self.pick([8, 16, 32, 7])
-        cast = self.pick([None, _dt.float16, _dt.bfloat16])
+        casts = [_dt.float16, _dt.bfloat16, _dt.float8_e4m3fn, _dt.float8_e5m2]
+        if self.threads >= 128 and self.draw(st.integers(0, 2)) == 0:  # (wgmma: a 64-row block a warpgroup)
+            m, kk, n = self.pick([64, 100]), self.pick([32, 64, 16, 24]), self.pick([32, 16, 40])
+            cast = self.pick(casts)  # (float8 with b transposed and k >= 32: its own instructions)
+        else:
+            cast = self.pick([None, *casts])
         a = self.data_value(sa, (m, kk), "a")
         b = self.data_value(sb, (kk, n), "b")
         dt = cast or _dt.promote_strong(a.dtype, b.dtype)

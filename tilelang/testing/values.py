@@ -383,9 +383,11 @@ def dot(a: Value, b: Value, acc: Value | None, k: int, dt: DType, out: DType, sh
         return None
     terms = Value(name, shape, out, -a.bound * b.bound, a.bound * b.bound, integral=a.integral and b.integral,
                   err=a.err * b.bound + b.err * a.bound + a.err * b.err)  # fmt: skip
-    v = _float_sum(terms, k + 1, -top, top, out, out, shape, name)
+    # (Hopper's float8 tensor cores keep ~13 bits of their sums, the accumulator's too: as float16's 11, to be safe)
+    sums = _dt.float16 if dt.is_float8 else out
+    v = _float_sum(terms, k + 1, -top, top, sums, out, shape, name)
     if v is None or acc is None:
         return v
     integral = v.integral and acc.integral
-    err = v.err + acc.err + (0 if integral and v.exact and acc.exact else 2 * eps(out) * top)
+    err = v.err + acc.err + (0 if integral and v.exact and acc.exact else 2 * eps(sums) * top)
     return replace(v, integral=integral, err=err)
