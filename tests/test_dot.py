@@ -715,3 +715,25 @@ def test_a_product_whose_parameter_the_back_edge_copies_completes_in_its_iterati
     p = [x.astype(np.float16).astype(np.float64) @ vv[64 * j : 64 * j + 64] for j, x in enumerate(s)]
     np.testing.assert_allclose(out, p[1] + p[2], rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(out2, sum(x.sum(axis=1) for x in s), rtol=1e-4, atol=1e-2)
+
+
+@tl.tile_kernel(num_threads=128, arch="sm_90a")
+def _promoted_float8(a, w, out):
+    acc = tl.zeros((64, 64), tl.float32)
+    for k in tl.range(0, tl.cdiv(a.shape[1], 64)):
+        acc += tl.dot(tl.load(a, index=(0, k), shape=(64, 64)), tl.load(w, index=(0, k), shape=(64, 64)).T)
+    tl.store(out, acc, index=(0, 0))
+
+
+def test_float8_sums_promoted_every_k_tile():
+    """``acc += tl.dot(x, w.T)`` (docs/dtypes.md): each iteration's float8 wgmma starts from
+    zero (no accumulator operand: the tensor cores' reduced-precision sums span one k-tile)
+    and its result is added to ``acc`` in float32."""
+    g = np.random.default_rng(1)
+    a, w = (g.uniform(-4, 4, (64, 200)).astype(E4M3.np) for _ in range(2))
+    e = tl.explain(_promoted_float8, a, w, np.zeros((64, 64), np.float32), backend="cpu")
+    wgmma = [line for line in e["thread_ir"].splitlines() if "= wgmma[" in line]
+    assert len(wgmma) == 1 and "k32.f8e4m3]" in wgmma[0] and wgmma[0].rstrip().endswith(" -"), wgmma
+    want = a.astype(np.float64) @ w.astype(np.float64).T
+    tlt.check_kernel(_promoted_float8, (1,), args=(a, w, np.zeros((64, 64), np.float32)),
+                     reference=lambda *_: want.astype(np.float32), rtol=1e-6, atol=1e-4)  # fmt: skip
