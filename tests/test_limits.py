@@ -105,6 +105,22 @@ def test_a_tile_only_wgmma_reads_may_hold_as_many_elements_as_an_accumulator():
     assert "128 elements per thread" in err.message
 
 
+@tl.tile_kernel(num_threads=512, arch="sm_90a")
+def register_hungry(x, w, out):
+    acc = tl.zeros((256, 256), tl.float32)
+    for k in tl.range(0, 4):
+        acc = tl.dot(tl.load(x, index=(0, k), shape=(256, 64)), tl.load(w, index=(0, k), shape=(256, 64)).T, acc)
+    tl.store(out, acc, index=(0, 0))
+
+
+def test_a_kernel_ptxas_has_too_few_registers_for_is_a_limit_error_at_the_users_line():
+    """256x256 accumulators over 512 threads (128 a thread) with their operands need more than
+    the 128 registers a thread 512 threads leave: ptxas refuses, and the user gets a
+    TileLimitError saying so at the launch's line, not nvJitLink's error."""
+    err = launch_error(tl.TileLimitError, lambda: tl.explain(register_hungry, "f16[:, :]", "f16[:, :]", "f32[:, :]"))
+    assert "512 threads per block" in err.message and "128 registers" in err.message and "num_threads" in err.message
+
+
 @tl.tile_kernel(num_threads=1024)
 def deep_dot(a, b, out, K: tl.Constant):
     x = tl.load(a, index=(0, 0), shape=(128, K))

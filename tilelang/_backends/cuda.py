@@ -20,7 +20,7 @@ import warnings
 import weakref
 
 from .._lower.thread_ir import ArrayParam, AsyncCopy, Loop, Mma, ThreadProgram, Wgmma, shared_offsets, walk_statements
-from ..errors import TileCompilerError
+from ..errors import TileCompilerError, TileError, TileLimitError
 from .cuda_driver import PARAM_CODES, kernel_launcher
 from .cuda_emit import STATIC_SHARED_LIMIT, emit_module
 
@@ -177,9 +177,13 @@ class CudaKernel:
 
         ptx = self.ptx(cc)
         options = LinkerOptions(arch=f"sm_{cc[0]}{cc[1]}{'a' if self.hopper else ''}", verbose=True)
-        linker = Linker(ObjectCode.from_ptx(ptx.encode()), options=options)
         entry = re.search(r"\.visible\s+\.entry\s+([\w$]+)\(", ptx).group(1)
-        built = (linker.link("cubin").code, linker.get_info_log(), entry)
+        try:  # (adding the PTX assembles it)
+            linker = Linker(ObjectCode.from_ptx(ptx.encode()), options=options)
+            code = linker.link("cubin").code
+        except Exception as err:  # noqa: BLE001 - nvJitLink's error (its type is cuda.bindings'): ptxas refused the PTX
+            raise _refused(self.program, str(err)) from None
+        built = (code, linker.get_info_log(), entry)
         store_cached(self.digest, cc, *built)
         return built
 
@@ -293,6 +297,20 @@ def _libdevice() -> bytes:
 
     with open(pathfinder.find_bitcode_lib("device"), "rb") as f:
         return f.read()
+
+
+def _refused(program: ThreadProgram, log: str) -> TileError:
+    """The error of a kernel ptxas would not assemble: a TileLimitError where its threads per
+    block leave too few registers (``num_threads`` threads share 65536, at most 255 each)."""
+    need = re.search(r"Insufficient registers \((\d+)\).*?register target of (\d+)", log, re.S)
+    if need:
+        have, want = need.groups()
+        return TileLimitError(
+            f"{program.name}: with {program.num_threads} threads per block each thread has {have} registers, and "
+            f"ptxas needs {want} for it: fewer threads per block (num_threads=) or smaller tiles (fewer results "
+            "a thread)"
+        )
+    return TileCompilerError(f"ptxas rejected the kernel {program.name}:\n{log.strip()}")
 
 
 def compile_ir(text: str, cc) -> str:
