@@ -737,3 +737,28 @@ def test_float8_sums_promoted_every_k_tile():
     want = a.astype(np.float64) @ w.astype(np.float64).T
     tlt.check_kernel(_promoted_float8, (1,), args=(a, w, np.zeros((64, 64), np.float32)),
                      reference=lambda *_: want.astype(np.float32), rtol=1e-6, atol=1e-4)  # fmt: skip
+
+
+@tl.tile_kernel(num_threads=128, arch="sm_90a")
+def _transposed_before_the_loop(a, w, c):
+    acc = tl.zeros((64, 64), tl.float32)
+    x = tl.load(a, index=(0, 0), shape=(64, 64))
+    wt = tl.load(w, index=(0, 0), shape=(64, 64)).T
+    for _ in tl.range(0, 3):
+        acc = tl.dot(x, wt, acc)
+    tl.store(c, acc, index=(0, 0))
+
+
+@pytest.mark.parametrize("d", [E4M3, E5M2, tl.float16])
+def test_a_transposed_operand_from_before_the_loop(d):
+    """``w.T`` taken before the loop of the dot that reads it: stored transposed once, before the
+    loop (K-major: float8's own instructions). Float8 refused to compile (an MN-major 8-bit
+    tile) and float16 failed in the lowering before this was fixed (a review found both)."""
+    g = np.random.default_rng(0)
+    a, w = (g.uniform(-2, 2, (64, 64)).astype(d.np) for _ in range(2))
+    want = 3 * (a.astype(np.float64) @ w.astype(np.float64).T)
+    args = (a, w, np.zeros((64, 64), np.float32))
+    tlt.check_kernel(_transposed_before_the_loop, (1,), args=args, reference=lambda *_: want.astype(np.float32),
+                     rtol=1e-6, atol=1e-4)  # fmt: skip
+    ir = tl.explain(_transposed_before_the_loop, *args, backend="cpu")["thread_ir"]
+    assert f"k{32 if d.is_float8 else 16}.{d.short}]" in ir

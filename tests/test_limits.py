@@ -105,6 +105,36 @@ def test_a_tile_only_wgmma_reads_may_hold_as_many_elements_as_an_accumulator():
     assert "128 elements per thread" in err.message
 
 
+@tl.tile_kernel(num_threads=128, arch="sm_90a")
+def wide_twice(x, w, v, out1, out2, T_FIRST: tl.Constant, BATCHED: tl.Constant):
+    acc1, acc2 = tl.zeros((64, 256), tl.float32), tl.zeros((256, 64), tl.float32)
+    for k in tl.range(0, 2):
+        if BATCHED:  # (a batched array's tile: the reshape drops the axis of 1)
+            y = tl.reshape(tl.load(w, index=(0, 0, k), shape=(1, 256, 64)), (256, 64))
+        else:
+            y = tl.load(w, index=(0, k), shape=(256, 64))  # 128 elements a thread, read only by wgmma
+        xk, vk = tl.load(x, index=(0, k), shape=(64, 64)), tl.load(v, index=(k, 0), shape=(64, 64))
+        if T_FIRST:
+            acc1 = tl.dot(xk, y.T, acc1)
+            acc2 = tl.dot(y, vk, acc2)
+        else:
+            acc2 = tl.dot(y, vk, acc2)
+            acc1 = tl.dot(xk, y.T, acc1)
+    tl.store(out1, acc1, index=(0, 0))
+    tl.store(out2, acc2, index=(0, 0))
+
+
+@pytest.mark.parametrize("t_first, batched", [(False, False), (True, False), (True, True)])
+def test_a_tile_only_wgmma_reads_in_any_order_and_through_a_reshape(t_first, batched):
+    """A tile read by two wgmma dots, as b transposed and as a, whichever comes first, and one
+    from a batched array (reshaped), may hold 128 elements a thread (a review found the second
+    order and the reshape refused)."""
+    w = "f16[:, :, :]" if batched else "f16[:, :]"
+    ir = tl.explain(wide_twice, "f16[:, :]", w, "f16[:, :]", "f32[:, :]", "f32[:, :]", T_FIRST=t_first,
+                    BATCHED=batched, backend="cpu")["thread_ir"]  # fmt: skip
+    assert ir.count("= wgmma[") == 2
+
+
 @tl.tile_kernel(num_threads=512, arch="sm_90a")
 def register_hungry(x, w, out):
     acc = tl.zeros((256, 256), tl.float32)

@@ -743,8 +743,9 @@ def dot(a, b, acc=None, precision="ieee") -> Tile:
     the accumulator's dtype. float16/bfloat16 tiles of at least 16 x 16 (``a``) and 16 x 8
     (``b``) run on tensor cores. float8 ones (either format, mixed too) run on Hopper's
     float8 tensor cores where ``b`` is given transposed (``x @ w.T``: both operands K-major,
-    wgmma's rule for 8-bit operands) and the tiles are at least 64 x 32 (``a``); elsewhere on
-    the float16 ones, as the float16 values they are exactly.
+    wgmma's rule for 8-bit operands), ``a`` is at least 64 x 32 and each operand holds four
+    elements a thread or more; elsewhere on the float16 ones, as the float16 values they are
+    exactly (``tl.explain``'s ``layouts`` stage says which).
     float32 operands multiply exactly (``precision="ieee"``), or with ``precision="tf32"``
     rounded to TF32 first (10 mantissa bits, to nearest, ties away from zero, as
     ``cvt.rna.tf32.f32``) and multiplied on tensor cores where the tiles are at least 16 x 8

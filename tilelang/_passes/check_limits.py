@@ -39,29 +39,43 @@ def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
             continue
         padded = padded_size(out.type.shape)
         fix = "use smaller tiles (loop over the data with tl.range)"
-        if num_threads < MAX_THREADS and padded <= MAX_ELEMENTS_PER_THREAD * MAX_THREADS:
-            fix += f", or more threads per block: @tl.tile_kernel(num_threads={padded // MAX_ELEMENTS_PER_THREAD})"
+        if num_threads < MAX_THREADS and padded <= most * MAX_THREADS:
+            fix += f", or more threads per block: @tl.tile_kernel(num_threads={padded // most})"
         raise TileLimitError(
             f"this {out.type.strong()} tile is {layout.num_regs} elements per thread with {num_threads} threads per "
-            f"block; a tile may hold at most {MAX_ELEMENTS_PER_THREAD} elements per thread (a tile of "
-            f"{MAX_ELEMENTS_PER_THREAD * num_threads} elements at {num_threads} threads"
-            + (f", {MAX_ELEMENTS_PER_THREAD * MAX_THREADS} at {MAX_THREADS}" if num_threads < MAX_THREADS else "")
+            f"block; a tile may hold at most {most} elements per thread (a tile of "
+            f"{most * num_threads} elements at {num_threads} threads"
+            + (f", {most * MAX_THREADS} at {MAX_THREADS}" if num_threads < MAX_THREADS else "")
             + f"): {fix}",
             eqn.loc,
         )
 
 
 def _read_by_wgmma(x, used: dict, layouts: dict) -> bool:
-    """Whether every use of ``x`` is an operand of a dot on wgmma, directly or through a transpose."""
+    """Whether every use of ``x`` is an operand of a dot on wgmma, directly or through a
+    transpose or a reshape dropping leading axes of 1 (a batched array's tile), as the
+    pipeline copies such tiles."""
     users = used.get(x, [])
     for user in users:
-        if user is not None and user.prim.name == "transpose" and len(used.get(user.outputs[0], [])) == 1:
-            x, user = user.outputs[0], used[user.outputs[0]][0]
-        if user is None or user.prim.name != "dot" or not isinstance(layouts.get(user.outputs[0]), WgmmaLayout):
+        if user is not None and _passes_on(user):
+            if not _read_by_wgmma(user.outputs[0], used, layouts):
+                return False
+        elif user is None or user.prim.name != "dot" or not isinstance(layouts.get(user.outputs[0]), WgmmaLayout):
             return False
-        if not any(x is v for v in user.inputs[:2]):
+        elif not any(x is v for v in user.inputs[:2]):
             return False
     return bool(users)
+
+
+def _passes_on(eqn) -> bool:
+    """A transpose, or a reshape that drops leading axes of 1."""
+    if eqn.prim.name == "transpose":
+        return True
+    if eqn.prim.name != "reshape":
+        return False
+    before, after = eqn.inputs[0].type.shape, eqn.outputs[0].type.shape
+    lead = len(before) - len(after)
+    return lead > 0 and tuple(before[lead:]) == tuple(after) and set(before[:lead]) == {1}
 
 
 def check_shared_memory(threads) -> None:

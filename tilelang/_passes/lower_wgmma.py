@@ -141,7 +141,8 @@ def stage_invariant_operands(lw, body: Block) -> list:
         if eqn.prim.name != "dot" or not isinstance(lw.layout(eqn.outputs[0]), WgmmaLayout):
             continue
         for role, x in enumerate(eqn.inputs[:2]):
-            y = transposes.get(x, x)  # (``k.T`` in the loop of a ``k`` from before it: stored transposed)
+            # (``k.T`` in the loop of a ``k`` from before it, or a ``k.T`` from before it, folded: stored transposed)
+            y = transposes.get(x) or lw.transposed.get(x, x)
             if not isinstance(x, Var) or y in inside or x in lw.in_shared or used.get(x, []) != [eqn]:
                 continue
             if eqn.inputs[1 - role] is x or (y is not x and not stored_as_words(y.type, lw.layout(y))):
