@@ -302,6 +302,7 @@ def bench_float8(torch, time_ms, report, quick):
         pass
     for label, run in peers.items():
         try:  # (a peer that fails, an older torch or Triton, is reported, not the end of the run)
+            c.fill_(float("nan"))  # (Triton's result lands in c: checked from NaN, not tilelang's)
             out = run()
             report(case, label, time_ms(run, torch), flops, check(out if isinstance(out, torch.Tensor) else c))
         except Exception as err:  # noqa: BLE001
