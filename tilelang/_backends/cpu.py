@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
-import functools
 import os
 import sys
 
@@ -486,9 +485,7 @@ class CpuEmitter(ThreadEmitter):
                 at_lane = b.add(offset, ir.Constant(I64, i))
                 words.append(memory.load(b, raw, ptr, at_lane, inside, ir.Constant(stored_type(raw), 0), self.host))
             if per > 1:  # two raw 16-bit lanes a word (four 8-bit ones), the first lowest
-                parts = [[b.shl(b.zext(words[per * w + j], I32), ir.Constant(I32, 32 // per * j)) for j in range(per)]
-                         for w in range(4)]  # fmt: skip
-                words = [functools.reduce(b.or_, part) for part in parts]
+                words = [memory.packed_word(b, words[w : w + per]) for w in range(0, len(words), per)]
             for w, word in enumerate(words):
                 where = b.add(at, ir.Constant(I64, w))
                 b.store(word, b.gep(pending, [where]))

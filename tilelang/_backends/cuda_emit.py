@@ -105,10 +105,6 @@ class CudaTarget:
         low, high = (b.zext(h, I32) for h, _ in bits)
         return b.or_(low, b.shl(high, ir.Constant(I32, 16)))
 
-    def float8_bits(self, d, values):
-        """The bits (``i8``) of float32s rounded to the float8 ``d``, two per ``cvt``."""
-        return memory.narrowed(self.builder, values, d, None)
-
     def tf32_bits(self, x):
         return tf32_bits(self.builder, x)
 

@@ -86,15 +86,17 @@ def _words(builder, elements, d: DType, lanes: int):
     """The inverse of :func:`_elements`: narrow elements packed into the access's vector."""
     if _access_type(d, lanes).element == memory_type(d):
         return vector(builder, elements)
-    per_word, bits = 4 // d.itemsize, d.itemsize * 8
-    words = []
-    for w in range(lanes // per_word):
-        word = ir.Constant(I32, 0)
-        for k in range(per_word):
-            part = builder.zext(elements[w * per_word + k], I32)
-            word = builder.or_(word, builder.shl(part, ir.Constant(I32, k * bits)) if k else part)
-        words.append(word)
-    return vector(builder, words)
+    per = 4 // d.itemsize
+    return vector(builder, [packed_word(builder, elements[w : w + per]) for w in range(0, lanes, per)])
+
+
+def packed_word(builder, parts):
+    """The integers ``parts`` (two i16 or four i8) in one ``i32``, the first lowest."""
+    word = builder.zext(parts[0], I32)
+    for k, part in enumerate(parts[1:], 1):
+        shift = ir.Constant(I32, k * part.type.width)
+        word = builder.or_(word, builder.shl(builder.zext(part, I32), shift))
+    return word
 
 
 def widen(builder, raw, d: DType, host=None):
@@ -447,15 +449,14 @@ def _copy_narrow(builder, words, ptr, offset, inside, itemsize: int):
     now and stored to the 4 words at ``words``, ``4 / itemsize`` to a word, the first lowest."""
     per, raw = 4 // itemsize, dtypes.uint16 if itemsize == 2 else dtypes.uint8
     for w in range(4):
-        word = ir.Constant(I32, 0)
+        parts = []
         for h in range(per):
             slot = local(builder, ir.Constant(ir.IntType(8 * itemsize), 0))
             with builder.if_then(inside[per * w + h]):
                 lane = builder.add(offset, ir.Constant(I64, per * w + h))
                 builder.store(builder.load(_address(builder, ptr, lane, raw), align=itemsize), slot)
-            part = builder.zext(builder.load(slot), I32)
-            word = builder.or_(word, builder.shl(part, ir.Constant(I32, 8 * itemsize * h)))
-        builder.store(word, builder.gep(words, [ir.Constant(I32, w)]))
+            parts.append(builder.load(slot))
+        builder.store(packed_word(builder, parts), builder.gep(words, [ir.Constant(I32, w)]))
 
 
 def whole_copy(builder, itemsize: int, to, ptr, base, offset, ok, first, last):

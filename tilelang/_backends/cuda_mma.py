@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .._lower.swizzled import k_step, ptx_type
+from .._lower.swizzled import k_major_only, k_step, ptx_type
 
 I32, F32 = ir.IntType(32), ir.FloatType()
 _PTX = {"float16": "f16", "bfloat16": "bf16", "tf32": "tf32"}
@@ -87,7 +87,7 @@ def _wgmma_asm(n: int, dtypes, a: str, a_types: list, trans: str):
     d, kinds = ",".join(f"${i}" for i in range(q)), ".".join(ptx_type(t) for t in dtypes)
     text = f"{{\n.reg .pred p;\nsetp.ne.b32 p, ${q + na + 1}, 0;\n"
     text += f"wgmma.mma_async.sync.aligned.m64n{n}k{k_step(dtypes[0])}.f32.{kinds} "
-    text += f"{{{d}}}, {a}, ${q + na}, p, 1, 1{', ' + trans if dtypes[0].bits == 16 else ''};\n}}"  # (p: add)
+    text += f"{{{d}}}, {a}, ${q + na}, p, 1, 1{'' if k_major_only(dtypes[0]) else ', ' + trans};\n}}"  # (p: add)
     constraints = ",".join(["=f"] * q + ["l" if x == ir.IntType(64) else "r" for x in a_types] + ["l", "r"])
     return ir.InlineAsm(fn, text, constraints + "," + ",".join(str(i) for i in range(q)), side_effect=True)
 

@@ -145,10 +145,6 @@ class HostTarget:
         words = [b.zext(self.bits(x, d), I32) for x in (lo, hi)]
         return b.or_(words[0], b.shl(words[1], _const(I32, 16)))
 
-    def float8_bits(self, d: DType, values):
-        """The bits (``i8``) of float32s rounded to the float8 ``d``."""
-        return [self.bits(x, d) for x in values]
-
     def tf32_bits(self, x):
         """A float32 rounded to TF32 as ``cvt.rna.tf32.f32`` does (ties away; NaN kept): its bits."""
         b = self.builder

@@ -14,7 +14,6 @@ overriding ``get``/``define``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import types
 
 from llvmlite import ir
@@ -159,9 +158,8 @@ class ThreadEmitter:
         if s.op == "pack16":
             return self.target.pack16(s.attr, self.get(s.args[0], r), self.get(s.args[1], r))
         if s.op == "pack8":  # (each float32 rounded as a store to the float8 would round it)
-            quad = self.target.float8_bits(s.attr, [self.get(a, r) for a in s.args])
-            word = [self.builder.shl(self.builder.zext(q, I32), ir.Constant(I32, 8 * i)) for i, q in enumerate(quad)]
-            return functools.reduce(self.builder.or_, word)
+            quad = memory.narrowed(self.builder, [self.get(a, r) for a in s.args], s.attr, self.host)
+            return memory.packed_word(self.builder, quad)
         if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
             word = self.target.tf32_bits(self.get(s.args[0], r))
             return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)

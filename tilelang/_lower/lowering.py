@@ -478,11 +478,11 @@ def zero_padding(lw: Lowering, words, layout: Layout, axis: int, per: int = 2):
     past the tile along ``axis`` zeroed: a dot would add whatever the registers hold."""
     if layout.shape[axis] == layout.padded[axis]:
         return words
-    n, bits = layout.num_regs, 32 // per
+    n, bits, parts = layout.num_regs, 32 // per, word_parts(layout, per)
     valid = lw.valid(layout, dims=(axis,))
     keep = None
     for c in range(per):
-        ok = lw.pick(valid, word_parts(layout, per), n // per, const=c)
+        ok = lw.pick(valid, parts, n // per, const=c)
         mask = lw.op(D.uint32, "select", ok, Imm(((1 << bits) - 1) << (bits * c), D.uint32), Imm(0, D.uint32))
         keep = mask if keep is None else lw.op(D.uint32, "or", keep, mask)
     return lw.op(D.uint32, "and", words, keep)

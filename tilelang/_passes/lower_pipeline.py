@@ -121,10 +121,9 @@ class _Copied:
     def tma_boxes(self) -> bool:
         """Whether TMA boxes can land this tile: a wgmma operand whose shape is its swizzled
         tile's (no padding to zero along k), at most 256 rows (a box's limit), rank <= 5."""
-        if not self.wgmma():
-            return False
-        shape, tile = tuple((self.reshape or self.load).outputs[0].type.shape), self.tile
-        return shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
+        shape = tuple((self.reshape or self.load).outputs[0].type.shape)
+        tile = self.tile
+        return self.wgmma() and shape == (tile.rows, tile.cols) and tile.rows <= 256 and len(self.load.inputs) <= 7
 
 
 class Pipeline:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from hypothesis import strategies as st
 
 from .. import dtypes as _dt
+from .._ir.primitives import dot_result_dtype
 from . import values as V
 from .values import INF, Value
 
@@ -92,13 +93,6 @@ def _reduced(shape, axis, keep):
 def _tl(d) -> str:
     """Source text of dtype ``d``: ``tl.float16``, ``tl.bool_``."""
     return "tl.bool_" if d.is_bool else f"tl.{d.name}"
-
-
-def _dot_accumulator(d):
-    """What ``tl.dot`` of ``d`` operands accumulates in (docs/dtypes.md, Accumulation)."""
-    if d.is_float:
-        return _dt.float32 if d.is_narrow_float else d
-    return _dt.int64 if d.bits == 64 else _dt.int32
 
 
 def _atomic_dtype(d) -> bool:
@@ -462,7 +456,7 @@ class _Builder:
         b = replace(b, name=f"{b.name}.T", shape=b.shape[::-1]) if b.shape[0] != k else b
         n = b.shape[1]
         dt = _dt.promote_strong(a.dtype, b.dtype)
-        out = _dot_accumulator(dt)
+        out = dot_result_dtype(dt)
         acc = self.recent(lambda v: v.shape == (m, n) and v.dtype is out) if self.draw(st.booleans()) else None
         name = self.name()
         text = (
@@ -728,7 +722,7 @@ class _Builder:
         a = self.data_value(sa, (m, kk), "a")
         b = self.data_value(sb, (kk, n), "b")
         dt = cast or _dt.promote_strong(a.dtype, b.dtype)
-        out = _dot_accumulator(dt)
+        out = dot_result_dtype(dt)
         rng, trips, _ = self.loop_header()
         acc = Value(self.name("acc"), (m, n), out, 0, 0, integral=True)
         state = acc
