@@ -13,17 +13,19 @@ a shuffle, a loop): held longer, the values took registers (a row cumsum went fr
 original order among themselves and never move past a use of their results, so the
 program computes the same values.
 
-First, a load from an array the kernel never writes is hoisted, with the ops that compute
-its address and mask, above what it does not depend on: the loads, reductions, shuffles
-and barriers before it (no loop is crossed but the short folds of reductions: values held
-through one take its registers). A norm's weight and bias loads then go out before its row
-and its reduction, as the hand-written "weights first" kernels of benchmarks/rows.py have
-them. Nothing writes such an array while the kernel runs (array arguments do not overlap,
-docs/language.md), so the load reads the same values earlier. H100, benchmarks/run.py,
-against the same kernels without it: layernorm 4096x4096 f32 0.0486 vs 0.0499 ms (Triton
-0.0503), 16384x8192 f32 0.3570 vs 0.3583, 16384x4096 bf16 0.0935 vs 0.0947 (Triton 0.0941),
-rmsnorm 4096x8192 bf16 0.0492 vs 0.0499, rows of 4095 bf16 0.1284 vs 0.1327. Not at 512
-threads a block: there the held values cost blocks per SM (the same norms 1-27% slower).
+First, a small load (at most ``HOISTED_BYTES`` a thread) from an array the kernel never
+writes is hoisted, with the ops that compute its address and mask, above what it does not
+depend on: the loads, reductions, shuffles and barriers before it (no loop is crossed but the
+short folds of reductions: values held through one take its registers). A cross-entropy's
+target index then goes out with its row, not after the row's reductions. Nothing writes such
+an array while the kernel runs (array arguments do not overlap, docs/language.md), so the
+load reads the same values earlier. Larger loads stay where they are: a norm's weight and
+bias hoisted above its row's reductions held 16-64 bytes a thread through them, registers
+that cost blocks per SM. H200, benchmarks/run.py, one run each (2026-12-05), GB/s, larger
+loads hoisted vs not: layernorm 16384x4096 bf16 3539 vs 3814 (Triton 3742), 4096x4096 f32
+3484 vs 3548 (3507), 16384x8192 f32 3972 vs 4106 (4048), rmsnorm 4096x8192 bf16 3501 vs 3554
+(3605); rows of 4095 bf16 2180 vs 2134 (1617); cross-entropy (its 8-byte target) 4228 hoisted,
+3741 not. (On the H100 hoisting the weights was ~1% faster.)
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from .._lower.thread_ir import (
     walk_statements,
 )
 
+HOISTED_BYTES = 16  # (a thread's share of a load hoisted above the reductions before it)
+
 
 def schedule_loads(program: ThreadProgram) -> ThreadProgram:
     written = {s.array for s in walk_statements(program.body) if isinstance(s, (Store, Atomic))}
@@ -52,15 +56,15 @@ def schedule_loads(program: ThreadProgram) -> ThreadProgram:
 
 
 def _hoisted(stmts: list, written: set) -> list:
-    """``stmts`` with each load of an array not in ``written`` moved up, with the ops it reads
+    """``stmts`` with each small load of an array not in ``written`` moved up, with the ops it reads
     (directly or through others), to just after the last statement of another kind that
     defines one of their registers or the last long loop, whichever is later: above the
-    loads before it too (a norm's weights then go out before its row, as the hand-written
-    "weights first" kernels load them)."""
+    loads before it too."""
     for s in stmts:
         if isinstance(s, Loop):
             s.body = _hoisted(s.body, written)
-    for load in [s for s in stmts if isinstance(s, Load) and s.array not in written]:
+    small = [s for s in stmts if isinstance(s, Load) and s.dst.slots * s.dst.dtype.itemsize <= HOISTED_BYTES]
+    for load in [s for s in small if s.array not in written]:
         p = stmts.index(load)
         need, members = {r for r in registers(load, load.USES) if isinstance(r, Reg)}, {p}
         for i in range(p - 1, -1, -1):
