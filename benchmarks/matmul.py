@@ -203,7 +203,10 @@ def _square(torch, time_ms, report, check, tk, n, dtype, configs):
     grid = lambda args: (tl.cdiv(n, args["BM"]) * tl.cdiv(n, args["BN"]),)  # noqa: E731
     run, tunings = functools.partial(AUTOTUNED[grid], a, b, c, GROUP=8), len(AUTOTUNED.tunings)
     run()  # tunes (or finds the choice in the cache): the times of every config are in AUTOTUNED.tunings
-    tuned = "cached" if len(AUTOTUNED.tunings) == tunings else f"tuned in {AUTOTUNED.tunings[-1]['seconds']:.1f} s"
+    record = AUTOTUNED.tunings[-1] if len(AUTOTUNED.tunings) > tunings else None
+    tuned = f"tuned in {record['seconds']:.1f} s: {record['chosen']}" if record else "cached"
+    if record:  # (each config's time, for the log: which ones the choice was between)
+        print(f"{case}: autotune ms {record['times_ms']}", flush=True)
     report(case, f"tilelang autotuned ({tuned})", time_ms(run, torch), flops, check(c, want, n))
     report(case, "torch (cuBLAS)", time_ms(functools.partial(torch.matmul, a, b), torch), flops)
     if tk is not None:
