@@ -263,9 +263,11 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     whose bit ``b`` is 1 takes the total of the run below it on its left (``reverse``, the
     scan of the flipped axis: one whose bit is 0 takes the run above's, on its left too).
     The partner run's total comes from another slot (a register bit), a warp shuffle (a lane
-    bit) or shared memory (a warp bit). The totals drop each register bit once it is
-    combined, so later steps work on fewer slots: they end up in the register slots of the
-    other axes. ``ordered``: each thread puts the lower run on the left (the builtin sums
+    bit) or shared memory (a warp bit); across lane and warp bits the runs taken gather into
+    one prefix per held total, combined into each element once, before the next register bit
+    or at the end (one combine an element, not one per bit). The totals drop each register
+    bit once it is combined, so later steps work on fewer slots: they end up in the register
+    slots of the other axes. ``ordered``: each thread puts the lower run on the left (the builtin sums
     and products commute, so they need not). A forward scan never takes padding (it sits
     past the end of the axis, above every real element); ``reverse`` and ``exact`` (totals
     without padding) skip the runs that hold padding only.
@@ -282,10 +284,11 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     def every_slot(x):  # the totals ``x`` in every slot of the layout
         return tuple(lw.pick(v, [(layout.reg.index(h), j) for j, h in enumerate(held)], n) for v in x)
 
-    def fold_warps(group, scan, total):
+    def fold_warps(group, total):
         """The consecutive warp bits ``group`` of the axis at once, as Triton's scan does: each
         group of warps' totals to shared memory, one barrier, and every thread folds the runs'
-        totals in order (its prefix: those of the runs below its own; ``reverse``: above)."""
+        totals in order: ``(prefix, has, totals)``, its prefix those of the runs below its own
+        (``reverse``: above), in the held slots, where ``has``."""
         ts, low, count = [hardware[b] for b in group], bits.start, 1 << len(group)
         distinct, writer = _distinct_runs(lw, layout, low, group[-1], ts)
         size = 1 << (len(held) + len(distinct))
@@ -314,8 +317,29 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
             here = lw.op(b1, "eq", run, Imm(r - 1 if reverse else r + 1, i32))  # the run next past r is this one
             before = acc if before is None else _select(lw, here, acc, before)
             before_has = lw.land(here, has) if before_has is None else lw.op(b1, "select", here, has, before_has)
-        scan = _select(lw, every_slot((before_has,))[0], combine(every_slot(before), scan), scan)
-        return scan, acc
+        return before, before_has, acc
+
+    pending = None  # (prefix, has): the runs before this thread's own taken since the scan was last updated
+
+    def prepend(runs, take):
+        """``runs`` (totals in the held slots), where ``take``, before the pending prefix: the
+        runs of higher bits lie further from the element than those of lower bits."""
+        nonlocal pending
+        if pending is None:
+            pending = (runs, take)
+        else:
+            prefix, has = pending
+            prefix = _select(lw, take, _select(lw, has, combine(runs, prefix), runs), prefix)
+            pending = (prefix, lw.op(b1, "lor", has, take))
+
+    def settled(scan):
+        """``scan`` with the pending prefix combined into every slot (one combine a slot for
+        all the lane and warp bits since the last register bit, not one per bit)."""
+        nonlocal pending
+        if pending is None:
+            return scan
+        (prefix, has), pending = pending, None
+        return _select(lw, every_slot((has,))[0], combine(every_slot(prefix), scan), scan)
 
     position = 0
     while position < len(bits):
@@ -323,7 +347,8 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         group = list(itertools.takewhile(lambda c: c not in layout.reg and hardware[c] >= 5, bits[position:]))
         group = group[:3]  # (at most 8 groups a pass: each thread reads and folds every group's totals)
         if len(group) > 1:
-            scan, total = fold_warps(group, scan, total)
+            before, before_has, total = fold_warps(group, total)
+            prepend(before, before_has)
             position += len(group)
             continue
         position += 1
@@ -334,6 +359,7 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
             filled = lw.op(b1, "lt", start, Imm(layout.shape[axis], i32))
         upper = index_bit(lw, layout, b)
         if b in layout.reg:
+            scan = settled(scan)
             j, before = held.index(b), list(held)
             del held[j]
             low, high = (tuple(held_slots(x, before, c) for x in total) for c in (0, 1 << j))
@@ -346,15 +372,18 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
             else:
                 partner = _exchange(lw, layout, total, t, upper, held, bits.start, b)
             low, high = _in_order(lw, upper, total, partner) if ordered else (partner, total)
-            below = above = every_slot(partner)
-        if reverse:
+        if b in layout.reg and reverse:
             take = lw.land(_not(lw, upper), *([filled] if padded else []))
             scan = _select(lw, take, combine(above, scan), scan)
-        else:
+        elif b in layout.reg:
             scan = _select(lw, upper, combine(below, scan), scan)
+        elif reverse:  # (a run above: its totals, in the held slots, once it holds a real element)
+            prepend(partner, lw.land(_not(lw, upper), *([held_slots(filled, layout.reg)] if padded else [])))
+        else:
+            prepend(partner, upper)
         combined = combine(high, low) if reverse else combine(low, high)
         total = _select(lw, held_slots(filled, layout.reg), combined, low) if padded else combined
-    return scan, total
+    return settled(scan), total
 
 
 def _exchange(lw, layout, values, t, upper, held, low, b):
