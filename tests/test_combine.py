@@ -182,7 +182,7 @@ def recurrence(a, b, h, T: tl.Constant):
 def test_the_scan_compiles_to_shuffles_without_local_memory():
     e = tl.explain(recurrence, "f32[:, :]", "f32[:, :]", "f32[:, :]", T=4096)
     assert "combine={ lambda" in e["tile_ir"]  # the traced combine function, printed under its scan
-    assert "shfl.sync.bfly.b32" in e["ptx"] and "bar.sync" in e["ptx"]  # lanes by shuffles, warps through smem
+    assert "shfl.sync.up.b32" in e["ptx"] and "bar.sync" in e["ptx"]  # lanes by shuffles, warps through smem
     assert "stack 0 bytes, spills 0 bytes stored / 0 bytes loaded" in e["resources"], e["resources"]
 
 

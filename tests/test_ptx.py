@@ -265,21 +265,24 @@ def test_a_row_scan_across_warps_takes_one_barrier_and_the_totals_alone():
     (no reduction of its own): the fold's and the loop end's are all the barriers."""
     e = explain(rows.row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)
     ptx = e["ptx"]
-    stores = re.findall(r"st\.shared\.v4\.f32\s+\[(%rd\d+)(?:\+\d+)?\]", ptx)
+    stores = re.findall(r"st\.shared\.v4\.[fu]32\s+\[(%rd\d+)(?:\+\d+)?\]", ptx)
     loads = re.findall(r"ld\.shared\.v4\.f32\s+\{[^}]*\}, \[(smem_float32_\d+)(?:\+\d+)?\]", ptx)
     assert len(stores) == 2 and len(set(stores)) == 1 and len(loads) == 8, re.findall(r"\w+\.shared[^;]*", ptx)
     assert ptx.count("bar.sync") == 2 and "shared memory per block 128 bytes" in e["resources"], e["resources"]
     assert int(re.search(r"registers per thread (\d+)", e["resources"])[1]) <= 80, e["resources"]
 
 
-def test_a_scan_combines_the_lane_and_warp_steps_into_each_element_once():
-    """The lane and warp bits' partner runs gather into one prefix per held total, combined
-    into every element once (Triton's scan does so too), not at each of the bits: a linear
-    recurrence of 32 (a, x) pairs a thread took 339 FMAs and 570 selects, now 219 and 408
-    (128 threads, rows of 4096); a row cumsum 368 adds, now 256."""
+def test_a_scan_takes_lanes_by_shuffles_up_and_combines_each_element_once():
+    """Lanes as Triton's scan takes them: a Kogge-Stone scan of the threads' totals by
+    ``shfl.sync.up``, one shuffle and one combine a lane bit, and the lane and warp steps'
+    runs gathered into one prefix, combined into every element once. A linear recurrence of
+    32 (a, x) pairs a thread (rows of 4096, 128 threads) took 339 FMAs and 570 selects with a
+    butterfly that updated every element at every bit, now 187 and 200; a row cumsum 368
+    adds, now 224."""
     ptx = explain(rows.recurrence_rows, "f32[:, :]", "f32[:, :]", "f32[:, :]", BLOCK=4096)["ptx"]
-    assert ptx.count("fma.rn.f32") <= 240 and ptx.count("selp.f32") <= 440, (ptx.count("fma.rn.f32"), ptx.count("selp"))
-    assert explain(rows.row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)["ptx"].count("add.f32") <= 270
+    assert "shfl.sync.up.b32" in ptx and "shfl.sync.bfly" not in ptx
+    assert ptx.count("fma.rn.f32") <= 200 and ptx.count("selp.f32") <= 230, (ptx.count("fma.rn.f32"), ptx.count("selp"))
+    assert explain(rows.row_cumsum, "f32[:, :]", "f32[:, :]", BLOCK=4096)["ptx"].count("add.f32") <= 240
 
 
 def test_strided_arrays_use_scalar_accesses():

@@ -6,12 +6,12 @@ shuffle or collective) become one ``for t in range(THREADS)`` loop, a *phase*. A
 read only in the phase defining it is a value of that loop's body, one per slot (as on the
 GPU, ``llvm_emit.ThreadEmitter``); one living across phases, or read by a shuffle or a warp
 collective, lives in a per-thread table (a row per slot, one table per register type).
-Shuffles read the source's row of thread ``t ^ xor``; shared memory is a per-block buffer;
-loops whose bodies synchronise run at block level with their phases inside. Tensor-core
-collectives (mma, ldmatrix, wgmma) are numba-compiled helpers the kernel calls by address
-(``cpu_intrinsics.py``, computing from the PTX ISA's fragment tables); each asynchronous
-copy is held aside and lands at the wait covering it, so a missing wait reads stale data;
-a TMA box lands as it is issued. The kernel runs blocks ``[begin, end)``: blocks run in
+Shuffles read the source's row of the partner thread (``t ^ b`` for a butterfly); shared
+memory is a per-block buffer; loops whose bodies synchronise run at block level with their
+phases inside. Tensor-core collectives (mma, ldmatrix, wgmma) are numba-compiled helpers
+the kernel calls by address (``cpu_intrinsics.py``, computing from the PTX ISA's fragment
+tables); each asynchronous copy is held aside and lands at the wait covering it, so a
+missing wait reads stale data; a TMA box lands as it is issued. The kernel runs blocks ``[begin, end)``: blocks run in
 parallel (threads over chunks of blocks) unless the kernel has atomics. So the CPU executes
 exactly what the GPU would, barriers and shuffles included, and hypothesis can test the
 lowering.
@@ -328,14 +328,28 @@ class CpuEmitter(ThreadEmitter):
                 self.block_loop(item)
 
     def shuffles(self, group):
-        b = self.builder
         for s in group:
-            partner = b.xor(self.t, ir.Constant(I32, s.xor))
+            partner = self.partner(s)
             for r in range(s.dst.slots):
                 slot = r if s.src.slots > 1 else 0
                 # (not in a table: a parameter or a block-level value, the same in every thread)
                 value = self.load_row(s.src, slot, partner) if s.src in self.tables else self.get(s.src, slot)
                 self.store_row(s.dst, r, self.t, value)
+
+    def partner(self, s: Shuffle):
+        """The thread whose ``s.src`` this thread reads (``Shuffle``'s modes)."""
+        b, t, lanes = self.builder, self.t, lambda v: ir.Constant(I32, v)
+        lane = b.and_(t, lanes(31))
+        if s.mode == "bfly":
+            return b.xor(t, lanes(s.b))
+        if s.mode == "idx":
+            return b.or_(b.and_(t, lanes(~31 | s.keep)), lanes(s.b & 31 & ~s.keep))
+        inside = (
+            b.icmp_signed(">=", b.sub(lane, lanes(s.b)), lanes(0))
+            if s.mode == "up"
+            else (b.icmp_signed("<=", b.add(lane, lanes(s.b)), lanes(31)))
+        )
+        return b.select(inside, b.sub(t, lanes(s.b)) if s.mode == "up" else b.add(t, lanes(s.b)), t)
 
     def block_loop(self, s: Loop):
         """A loop whose body synchronises: its index the same in every thread, its carried

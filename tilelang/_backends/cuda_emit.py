@@ -321,10 +321,11 @@ class KernelEmitter(ThreadEmitter):
 
     def _Shuffle(self, s: Shuffle):
         b, d = self.builder, s.dst.dtype
-        fn = self.module.declare_intrinsic("llvm.nvvm.shfl.sync.bfly.i32", fnty=ir.FunctionType(I32, [I32] * 4))
+        fn = self.module.declare_intrinsic(f"llvm.nvvm.shfl.sync.{s.mode}.i32", fnty=ir.FunctionType(I32, [I32] * 4))
+        c = 0 if s.mode == "up" else s.keep << 8 | 31  # (PTX's c: the segment mask, the clamp lane)
 
         def exchange(word):
-            return b.call(fn, [ir.Constant(I32, -1), word, ir.Constant(I32, s.xor), ir.Constant(I32, 31)])
+            return b.call(fn, [ir.Constant(I32, -1), word, ir.Constant(I32, s.b), ir.Constant(I32, c)])
 
         out = []
         for r in range(s.dst.slots):

@@ -287,11 +287,16 @@ class Barrier:
 
 @dataclass
 class Shuffle:
-    """``dst = src`` of the lane ``lane ^ xor`` (all 32 lanes take part)."""
+    """``dst = src`` of another lane (all 32 lanes take part), by PTX's ``shfl.sync`` modes:
+    ``bfly`` the lane ``lane ^ b``; ``up`` ``lane - b`` and ``down`` ``lane + b`` (a lane whose
+    partner lies outside the warp keeps its own value); ``idx`` the lane with this lane's
+    bits ``keep`` and ``b``'s others."""
 
     dst: Reg
     src: object
-    xor: int
+    b: int
+    mode: str = "bfly"
+    keep: int = 0
     USES: ClassVar = ("src",)
     DEFS: ClassVar = ("dst",)
 
@@ -677,7 +682,9 @@ def _lines(stmts, indent):
         elif isinstance(s, AsyncWait):
             yield f"{pad}async_wait {s.pending}"
         elif isinstance(s, Shuffle):
-            yield f"{pad}{_typed(s.dst)} = shuffle_xor {_text(s.src)} {s.xor}"
+            mode = {"bfly": "xor"}.get(s.mode, s.mode)
+            keep = f" keep {s.keep}" if s.mode == "idx" else ""
+            yield f"{pad}{_typed(s.dst)} = shuffle_{mode} {_text(s.src)} {s.b}{keep}"
         elif isinstance(s, LdMatrix):
             yield f"{pad}{_typed(s.dst)} = ldmatrix{'.trans' if s.trans else ''} {s.buffer}[{_text(s.index)}]"
         elif isinstance(s, Mma):

@@ -341,9 +341,36 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         (prefix, has), pending = pending, None
         return _select(lw, every_slot((has,))[0], combine(every_slot(prefix), scan), scan)
 
+    def scan_lanes(group, total):
+        """The consecutive lane bits ``group`` of the axis at once, as Triton's scan does: a
+        Kogge-Stone scan of the threads' totals over the run of lanes by ``shfl.sync.up``
+        (``reverse``: ``down``), one shuffle and one combine a bit; this thread's prefix is the
+        lane before's inclusive total, the run's total the last lane's (``reverse``: the first's)."""
+        t0, last = hardware[group[0]], (1 << len(group)) - 1
+        i = lw.cached(
+            ("lane run", t0, last), lambda: lw.op(i32, "and", lw.op(i32, "shr", lw.tid, Imm(t0, i32)), Imm(last, i32))
+        )
+        mode = "down" if reverse else "up"
+
+        def within(d):  # whether the lane d before this one (in the scan's order) is in the run
+            return lw.op(b1, "le", i, Imm(last - d, i32)) if reverse else lw.op(b1, "ge", i, Imm(d, i32))
+
+        inclusive = total
+        for k in range(len(group)):
+            partner = tuple(from_lane(lw, x, 1 << (t0 + k), mode) for x in inclusive)
+            inclusive = _select(lw, within(1 << k), combine(partner, inclusive), inclusive)
+        prepend(tuple(from_lane(lw, x, 1 << t0, mode) for x in inclusive), within(1))
+        ends = 0 if reverse else last << t0
+        return tuple(from_lane(lw, x, ends, "idx", 31 & ~(last << t0)) for x in inclusive)
+
     position = 0
     while position < len(bits):
         b = bits[position]
+        lanes = _lane_run(bits[position:], layout.reg, hardware)
+        if len(lanes) > 1 and not padded:
+            total = scan_lanes(lanes, total)
+            position += len(lanes)
+            continue
         group = list(itertools.takewhile(lambda c: c not in layout.reg and hardware[c] >= 5, bits[position:]))
         group = group[:3]  # (at most 8 groups a pass: each thread reads and folds every group's totals)
         if len(group) > 1:
@@ -384,6 +411,17 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
         combined = combine(high, low) if reverse else combine(low, high)
         total = _select(lw, held_slots(filled, layout.reg), combined, low) if padded else combined
     return settled(scan), total
+
+
+def _lane_run(bits, reg, hardware) -> list:
+    """The first of the axis's ``bits`` and those after it held by the lane bits after its
+    lane bit, in order: the bits a Kogge-Stone scan over lanes takes at once."""
+    run = []
+    for c in bits:
+        if c in reg or hardware[c] >= 5 or (run and hardware[c] != hardware[run[-1]] + 1):
+            break
+        run.append(c)
+    return run
 
 
 def _exchange(lw, layout, values, t, upper, held, low, b):
@@ -552,13 +590,14 @@ def _across_warps(lw, layout, values, bit, upper):
     return _through_buffers(lw, values, _padded_size(layout), index, lw.owner(layout), read)[0]
 
 
-def from_lane(lw, value, xor: int):
-    """``value`` of the lane ``lane ^ xor``: a shuffle, or the value itself where it is an
-    immediate (every lane holds it; the backends shuffle registers)."""
+def from_lane(lw, value, b: int, mode: str = "bfly", keep: int = 0):
+    """``value`` of another lane (the lane ``lane ^ b``; ``Shuffle``'s other modes): a shuffle,
+    or the value itself where it is an immediate (every lane holds it; the backends shuffle
+    registers)."""
     if isinstance(value, Imm):
         return value
     dst = lw.reg(value.dtype, slots(value), "s")
-    lw.stmts.append(Shuffle(dst, value, xor))
+    lw.stmts.append(Shuffle(dst, value, b, mode, keep))
     return dst
 
 
