@@ -421,9 +421,29 @@ def test_a_reduction_beside_a_scan_of_the_same_tile_reads_its_totals(axis):
     """No shuffle, barrier or shared-memory access beyond the scans' own."""
     x = np.zeros((16, 64), np.int32)
     ir, alone = (thread_ir(k, lambda: (x,) * 5, AXIS=axis, BM=16, BN=64) for k in (scan_kernel(128), scans_only))
-    keys = ("shuffle_", "barrier", "= shared ", "shared smem")
+    keys = ("shuffle_up", "shuffle_xor", "barrier", "= shared ", "shared smem")
     assert "shuffle_" in alone
     assert [ir.count(k) for k in keys] == [alone.count(k) for k in keys]
+    # (but the lanes' totals, read here by the sum and the product: one shuffle each)
+    assert ir.count("shuffle_idx") - alone.count("shuffle_idx") <= 2
+
+
+@tl.tile_kernel(num_threads=32)
+def row_prefixes(x, out, BM: tl.Constant, BN: tl.Constant):
+    t = tl.load(x, index=(tl.block_id(0), 0), shape=(BM, BN))
+    tl.store(out, tl.cumsum(t, axis=1), index=(tl.block_id(0), 0))
+
+
+def test_a_scan_whose_totals_nothing_reads_shuffles_no_totals():
+    """A row of 32 over 8 lanes of 4 registers: a Kogge-Stone scan by shuffle_up (3 lane bits and
+    the lane before's prefix), and the last lane's total (shuffle_idx), which nothing reads
+    here, is not shuffled (dead_code_threads)."""
+    x = np.arange(4 * 32, dtype=np.float32).reshape(4, 32)
+    ir = thread_ir(row_prefixes, lambda: (x, x), BM=4, BN=32)
+    assert ir.count("shuffle_up") == 3 + 1 and "shuffle_idx" not in ir and "shuffle_xor" not in ir
+    check(
+        row_prefixes, (1,), lambda: (x, np.zeros_like(x)), lambda x, out: (np.cumsum(x, axis=1),), ("out",), BM=4, BN=32
+    )
 
 
 # ----------------------------------------------------------------------- shape ops

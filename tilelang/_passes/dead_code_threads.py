@@ -6,13 +6,14 @@ and a dot that takes the words leaves those elements unread. LLVM would delete t
 only after numba has typed and lowered every one of their statements, which is most of
 the compile time. An ``Op`` (pure: thread and block ids included) or a load (global or
 shared: a read changes nothing; a layout conversion may leave the first load of a value
-unread) whose register no statement reads is dropped, repeatedly, so chains of them go too;
-every other statement (stores, barriers, shuffles, mma, loops) stays.
+unread) or a warp shuffle (every lane drops it alike: a scan's last totals, when only its
+prefixes are read) whose register no statement reads is dropped, repeatedly, so chains of
+them go too; every other statement (stores, barriers, mma, loops) stays.
 """
 
 from __future__ import annotations
 
-from .._lower.thread_ir import Load, Loop, Op, Reg, SharedLoad, ThreadProgram, registers, walk_statements
+from .._lower.thread_ir import Load, Loop, Op, Reg, SharedLoad, Shuffle, ThreadProgram, registers, walk_statements
 
 
 def eliminate_dead_code(program: ThreadProgram) -> ThreadProgram:
@@ -27,7 +28,7 @@ def eliminate_dead_code(program: ThreadProgram) -> ThreadProgram:
 def _without_unread(stmts: list, read: set) -> tuple[list, int]:
     out, dropped = [], 0
     for s in stmts:
-        if isinstance(s, (Op, Load, SharedLoad)) and s.dst not in read:
+        if isinstance(s, (Op, Load, SharedLoad, Shuffle)) and s.dst not in read:
             dropped += 1
             continue
         if isinstance(s, Loop):
