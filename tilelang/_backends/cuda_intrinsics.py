@@ -478,8 +478,10 @@ _ROUND = {
 # the PTX names of the float8 types, two to a 16-bit register
 _F8X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2"}
 # past these magnitudes float32 rounds to NaN (e4m3fn: no infinity) or infinity (e5m2), as in
-# ml_dtypes and torch; cvt.rn.satfinite, the only conversion to float8, saturates instead
-_F8_OVER = {"float8_e4m3fn": (464.0, "ogt", 0x7F), "float8_e5m2": (61440.0, "oge", 0x7C)}
+# ml_dtypes and torch; cvt.rn.satfinite, the only conversion to float8, gives the largest
+# finite value of the sign instead (0x7E / 0xFE, 0x7B / 0xFB), which one `or` (0x7F / 0xFF:
+# NaN) or `add` (0x7C / 0xFC: infinity) of the same byte makes torch's
+_F8_OVER = {"float8_e4m3fn": (464.0, "ogt", "or_", 0x7F), "float8_e5m2": (61440.0, "oge", "add", 1)}
 
 
 def _float8_pair(builder, lo, hi, d: DType):
@@ -488,14 +490,12 @@ def _float8_pair(builder, lo, hi, d: DType):
     fn = ir.FunctionType(I16, [F32, F32])
     asm = ir.InlineAsm(fn, f"cvt.rn.satfinite.{_F8X2[d.name]}.f32 $0, $1, $2;", "=h,f,f")
     pair = builder.call(asm, [hi, lo])  # (the first operand: the high byte)
-    limit, compare, code = _F8_OVER[d.name]
+    limit, compare, op, operand = _F8_OVER[d.name]
     fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
     out = []
     for x, bits in ((lo, builder.trunc(pair, I8)), (hi, builder.trunc(builder.lshr(pair, ir.Constant(I16, 8)), I8))):
         over = builder.fcmp_ordered(compare, builder.call(fabs, [x]), ir.Constant(F32, limit))
-        negative = builder.fcmp_ordered("<", x, ir.Constant(F32, 0.0))
-        past = builder.select(negative, ir.Constant(I8, code | 0x80), ir.Constant(I8, code))
-        out.append(builder.select(over, past, bits))
+        out.append(builder.select(over, getattr(builder, op)(bits, ir.Constant(I8, operand)), bits))
     return out
 
 
