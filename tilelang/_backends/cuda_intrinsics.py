@@ -492,11 +492,14 @@ def _float8_pair(builder, lo, hi, d: DType):
     pair = builder.call(asm, [hi, lo])  # (the first operand: the high byte)
     limit, compare, op, operand = _F8_OVER[d.name]
     fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
-    out = []
-    for x, bits in ((lo, builder.trunc(pair, I8)), (hi, builder.trunc(builder.lshr(pair, ir.Constant(I16, 8)), I8))):
+    zero, fix = ir.Constant(I16, 0), []
+    for x, shift in ((lo, 0), (hi, 8)):
         over = builder.fcmp_ordered(compare, builder.call(fabs, [x]), ir.Constant(F32, limit))
-        out.append(builder.select(over, getattr(builder, op)(bits, ir.Constant(I8, operand)), bits))
-    return out
+        fix.append(builder.select(over, ir.Constant(I16, operand << shift), zero))
+    # (on the pair, not on its bytes: the bytes stay halves of one i16, which LLVM packs into a
+    # word with the next pair's as one operation; the add carries nothing: 0xFB + 1)
+    pair = getattr(builder, op)(pair, builder.or_(*fix))
+    return [builder.trunc(pair, I8), builder.trunc(builder.lshr(pair, ir.Constant(I16, 8)), I8)]
 
 
 def _float8_values(builder, pair, d: DType):
