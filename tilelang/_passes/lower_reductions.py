@@ -265,10 +265,11 @@ def _butterfly(lw, layout, axis, values, combine, *, ordered=True, reverse=False
     The partner run's total comes from another slot (a register bit), a warp shuffle (a lane
     bit) or shared memory (a warp bit); across lane and warp bits the runs taken gather into
     one prefix per held total, combined into each element once, before the next register bit
-    or at the end (one combine an element, not one per bit). The totals drop each register
-    bit once it is combined, so later steps work on fewer slots: they end up in the register
-    slots of the other axes. ``ordered``: each thread puts the lower run on the left (the builtin sums
-    and products commute, so they need not). A forward scan never takes padding (it sits
+    or at the end (one combine an element, not one per bit); consecutive lane bits go at once,
+    by a Kogge-Stone scan (``scan_lanes``). The totals drop each register bit once it is
+    combined, so later steps work on fewer slots: they end up in the register slots of the
+    other axes. ``ordered``: each thread puts the lower run on the left (the builtin sums and
+    products commute, so they need not). A forward scan never takes padding (it sits
     past the end of the axis, above every real element); ``reverse`` and ``exact`` (totals
     without padding) skip the runs that hold padding only.
     """
