@@ -478,10 +478,9 @@ _ROUND = {
 # the PTX names of the float8 types, two to a 16-bit register
 _F8X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2"}
 # past these magnitudes float32 rounds to NaN (e4m3fn: no infinity) or infinity (e5m2), as in
-# ml_dtypes and torch; cvt.rn.satfinite, the only conversion to float8, gives the largest
-# finite value of the sign instead (0x7E / 0xFE, 0x7B / 0xFB), which one `or` (0x7F / 0xFF:
-# NaN) or `add` (0x7C / 0xFC: infinity) of the same byte makes torch's
-_F8_OVER = {"float8_e4m3fn": (464.0, "ogt", "or_", 0x7F), "float8_e5m2": (61440.0, "oge", "add", 1)}
+# ml_dtypes and torch: these bits below the sign; cvt.rn.satfinite, the only conversion to
+# float8, gives the largest finite value of the sign instead
+_F8_OVER = {"float8_e4m3fn": (464.0, "ogt", 0x7F), "float8_e5m2": (61440.0, "oge", 0x7C)}
 
 
 def _float8_pair(builder, lo, hi, d: DType):
@@ -490,15 +489,17 @@ def _float8_pair(builder, lo, hi, d: DType):
     fn = ir.FunctionType(I16, [F32, F32])
     asm = ir.InlineAsm(fn, f"cvt.rn.satfinite.{_F8X2[d.name]}.f32 $0, $1, $2;", "=h,f,f")
     pair = builder.call(asm, [hi, lo])  # (the first operand: the high byte)
-    limit, compare, op, operand = _F8_OVER[d.name]
+    limit, compare, code = _F8_OVER[d.name]
     fabs = builder.module.declare_intrinsic("llvm.fabs", [F32])
-    zero, fix = ir.Constant(I16, 0), []
+    zero, past = ir.Constant(I16, 0), []
     for x, shift in ((lo, 0), (hi, 8)):
         over = builder.fcmp_ordered(compare, builder.call(fabs, [x]), ir.Constant(F32, limit))
-        fix.append(builder.select(over, ir.Constant(I16, operand << shift), zero))
-    # (on the pair, not on its bytes: the bytes stay halves of one i16, which LLVM packs into a
-    # word with the next pair's as one operation; the add carries nothing: 0xFB + 1)
-    pair = getattr(builder, op)(pair, builder.or_(*fix))
+        past.append(builder.select(over, ir.Constant(I16, 0x7F << shift), zero))
+    # the bits below each byte's sign replaced where its value is past the range; on the pair,
+    # not on its bytes: they stay halves of one i16, which LLVM packs into words whole
+    past = builder.or_(*past)
+    kept = builder.and_(pair, builder.xor(past, ir.Constant(I16, -1)))
+    pair = builder.or_(kept, builder.and_(past, ir.Constant(I16, code * 0x101)))
     return [builder.trunc(pair, I8), builder.trunc(builder.lshr(pair, ir.Constant(I16, 8)), I8)]
 
 
