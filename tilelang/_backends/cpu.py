@@ -11,10 +11,10 @@ memory is a per-block buffer; loops whose bodies synchronise run at block level 
 phases inside. Tensor-core collectives (mma, ldmatrix, wgmma) are numba-compiled helpers
 the kernel calls by address (``cpu_intrinsics.py``, computing from the PTX ISA's fragment
 tables); each asynchronous copy is held aside and lands at the wait covering it, so a
-missing wait reads stale data; a TMA box lands as it is issued. The kernel runs blocks ``[begin, end)``: blocks run in
-parallel (threads over chunks of blocks) unless the kernel has atomics. So the CPU executes
-exactly what the GPU would, barriers and shuffles included, and hypothesis can test the
-lowering.
+missing wait reads stale data; a TMA box lands as it is issued. The kernel runs blocks
+``[begin, end)``: blocks run in parallel (threads over chunks of blocks) unless the kernel
+has atomics. So the CPU executes exactly what the GPU would, barriers and shuffles
+included, and hypothesis can test the lowering.
 """
 
 from __future__ import annotations
@@ -344,12 +344,9 @@ class CpuEmitter(ThreadEmitter):
             return b.xor(t, lanes(s.b))
         if s.mode == "idx":
             return b.or_(b.and_(t, lanes(~31 | s.keep)), lanes(s.b & 31 & ~s.keep))
-        inside = (
-            b.icmp_signed(">=", b.sub(lane, lanes(s.b)), lanes(0))
-            if s.mode == "up"
-            else (b.icmp_signed("<=", b.add(lane, lanes(s.b)), lanes(31)))
-        )
-        return b.select(inside, b.sub(t, lanes(s.b)) if s.mode == "up" else b.add(t, lanes(s.b)), t)
+        if s.mode == "up":  # (a lane whose partner is outside the warp reads its own)
+            return b.select(b.icmp_signed(">=", lane, lanes(s.b)), b.sub(t, lanes(s.b)), t)
+        return b.select(b.icmp_signed("<=", lane, lanes(31 - s.b)), b.add(t, lanes(s.b)), t)
 
     def block_loop(self, s: Loop):
         """A loop whose body synchronises: its index the same in every thread, its carried

@@ -33,9 +33,11 @@ def check_tile_sizes(program: Program, layouts: dict, num_threads: int) -> None:
     used = uses(program.body)
     for eqn, out in tile_outputs(program.body):
         layout = layouts.get(out)
+        if not out.type.shape or layout is None or layout.num_regs <= MAX_ELEMENTS_PER_THREAD:
+            continue
         wide = isinstance(layout, WgmmaLayout) or _read_by_wgmma(out, used, layouts)
         most = MAX_ACCUMULATOR_ELEMENTS if wide else MAX_ELEMENTS_PER_THREAD
-        if not out.type.shape or layout is None or layout.num_regs <= most:
+        if layout.num_regs <= most:
             continue
         padded = padded_size(out.type.shape)
         fix = "use smaller tiles (loop over the data with tl.range)"

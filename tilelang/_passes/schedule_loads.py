@@ -63,8 +63,7 @@ def _hoisted(stmts: list, written: set) -> list:
     for s in stmts:
         if isinstance(s, Loop):
             s.body = _hoisted(s.body, written)
-    small = [s for s in stmts if isinstance(s, Load) and s.dst.slots * s.dst.dtype.itemsize <= HOISTED_BYTES]
-    for load in [s for s in small if s.array not in written]:
+    for load in [s for s in stmts if isinstance(s, Load) and s.array not in written and _small(s)]:
         p = stmts.index(load)
         need, members = {r for r in registers(load, load.USES) if isinstance(r, Reg)}, {p}
         for i in range(p - 1, -1, -1):
@@ -83,6 +82,11 @@ def _hoisted(stmts: list, written: set) -> list:
             + [s for i, s in enumerate(stmts[floor:], floor) if i not in members]
         )
     return stmts
+
+
+def _small(load: Load) -> bool:
+    """Whether ``load`` moves at most ``HOISTED_BYTES`` a thread."""
+    return load.dst.slots * load.dst.dtype.itemsize <= HOISTED_BYTES
 
 
 def _long(s) -> bool:
