@@ -219,6 +219,33 @@ def test_float_division_in_a_wgmma_kernel_rounds_correctly(data):
         assert np.all(c == 16), backend
 
 
+@tl.tile_kernel(num_threads=32)
+def divide_by_one(x, s, q, BLOCK: tl.Constant):
+    """BLOCK / 32 quotients a thread by one divisor: on CUDA from its reciprocal by fmas, or, in
+    a thread with any dividend outside that route's exact range, through float64
+    (cuda_arith.divide_by_one)."""
+    tl.store(q, tl.load(x, index=(0,), shape=(BLOCK,)) / s, index=(0,))
+
+
+SHARED_DIVISORS = [3.0, -7.0, 1.0, 0.0, -0.0, np.inf, np.nan, TINY, 2.0**-126, 1e-38, 3e38, 2.0**125, 2.0**126, 0.1]
+
+
+@given(data=st.data())
+def test_quotients_by_one_divisor_round_correctly(data):
+    """Bit for bit NumPy's quotients: threads whose dividends are all ordinary (the fma route
+    on CUDA) and threads with a zero, infinity, NaN, subnormal or huge one among them."""
+    s = np.float32(data.draw(st.sampled_from(SHARED_DIVISORS) | st.floats(width=32)))
+    x = data.draw(hnp.arrays(np.float32, 256, elements=st.floats(-1e6, 1e6, width=32)))
+    specials = np.array([d for d, _ in DIVISIONS] + [TINY, -(2.0**-100), 2.0**-101, 3.4e38], np.float32)
+    x[:: len(x) // len(specials)][: len(specials)] = specials  # (a thread's 8 dividends are 8 consecutive ones)
+    with np.errstate(all="ignore"):
+        want = x / s
+    for backend in backends():
+        q = np.zeros_like(x)
+        divide_by_one[1](x, s, q, BLOCK=256, backend=backend)
+        assert_same_floats(q, want, f"/ {s!r} on {backend}")
+
+
 @tl.tile_kernel
 def scale_at_runtime(x, s, prod, less, filled):
     t = tl.load(x, index=(0,), shape=(N,))

@@ -13,10 +13,20 @@ inline code only (each function takes an IR builder and the operands' LLVM value
   magnitudes divide with one 32-bit ``div.u32`` when both fit in 32 bits, else by shifting and
   subtracting, a bit at a time (64 steps; only for quotients of numbers past 2^32).
 - ``div_rn_f32(a, b)``: ``a / b`` rounded to nearest even, through float64: the reciprocal
-  estimate refined by Newton steps, the quotient corrected once with an fma; a float64
-  quotient this close rounds to the correct float32 (53 >= 2 * 24 + 2 bits: rounding twice
-  is innocuous for division). Zeros, infinities and NaNs take ``a`` times the reciprocal
-  estimate, which gives IEEE's answer for each of them.
+  estimate refined by Newton steps to within 2^-52 of 1 / b, times ``a``. A quotient of
+  float32s is never within 2^-49 (relative) of a point halfway between two float32s unless
+  it is a float32 (a - m b, for such a point m, is a nonzero multiple of ulp(m) ulp(b) / 2),
+  so a float64 product this close rounds to the correct float32, subnormal quotients too.
+  Zeros, infinities and NaNs take ``a`` times the unrefined estimate: IEEE's answer for each.
+- ``divide_by_one(xs, b)``: many quotients by one divisor (a softmax's ``e / sum``): b's
+  float32 reciprocal y = RN(1 / b) once, then q = RN(x y) and twice q = RN(q + (x - q b) y)
+  by fmas. RN(x y) is within 1.5 ulps of x / b; the remainder x - q b is then exact (a
+  multiple of ulp(q) ulp(b) below 2^24 of them), the first correction makes q faithful and
+  the second correctly rounded (Markstein's theorem: |b y - 1| < 2^-24 keeps (x / b - q)(b y)
+  on the side of the halfway point x / b is on). That needs normal numbers and exact
+  remainders, which a range test of each x's bits checks; a thread with any x outside it
+  divides all its xs the float64 way instead. (tests/test_division.py runs this IR on the
+  host: all 2^23 dividend mantissas of the divisors whose reciprocal rounds worst.)
 
 And instructions the GPU has but numba does not emit:
 
@@ -101,22 +111,101 @@ def floor_divmod(builder, a, b, signed: bool):
     return builder.select(by_zero, zero, q), builder.select(by_zero, zero, r)
 
 
+def reciprocal64(builder, b):
+    """1 / ``b`` (a float32) as a float64 within ~2^-52 of it: ``rcp.approx.ftz.f64``'s
+    estimate refined by :func:`refine_reciprocal`; for 0, infinities and NaN the estimate
+    itself (inf, 0, NaN: what makes ``a * reciprocal`` IEEE's quotient for them)."""
+    y = builder.fpext(b, F64)
+    rcp = ir.InlineAsm(ir.FunctionType(F64, [F64]), "rcp.approx.ftz.f64 $0, $1;", "=d,d")
+    return refine_reciprocal(builder, y, builder.call(rcp, [y]))  # (y, a float32, is a normal float64)
+
+
+def refine_reciprocal(builder, y, estimate):
+    """``estimate`` of 1 / ``y`` (a float64; relative error ~2^-22) after two Newton steps, each
+    squaring the error (2^-44, then below float64's ulp), or ``estimate`` where ``y`` is 0, an
+    infinity or NaN."""
+    r, one, minus_y = estimate, ir.Constant(F64, 1.0), builder.fsub(ir.Constant(F64, -0.0), y)  # (NVVM: no fneg)
+    for _ in range(2):
+        r = builder.fma(r, builder.fma(minus_y, r, one), r)
+    zero = ir.Constant(F64, 0.0)
+    finite = builder.fcmp_ordered("==", builder.fsub(y, y), zero)  # (NVVM: no llvm.fabs)
+    return builder.select(builder.and_(finite, builder.fcmp_ordered("!=", y, zero)), r, estimate)
+
+
+def quotient_f32(builder, a, reciprocal):
+    """``a / b`` correctly rounded to float32, from ``reciprocal`` = :func:`reciprocal64` (b):
+    the float64 product is within 2^-52 of a / b, which lies at least 2^-49 (relative) from
+    any point halfway between two float32s (module docstring), so it rounds as a / b does;
+    zeros, infinities and NaNs of either come out as IEEE's."""
+    return builder.fptrunc(builder.fmul(builder.fpext(a, F64), reciprocal), F32)
+
+
 def div_rn_f32(builder, a, b):
     """``a / b`` of two float32s, correctly rounded, with no call (the module docstring)."""
-    x, y = builder.fpext(a, F64), builder.fpext(b, F64)
-    rcp = ir.InlineAsm(ir.FunctionType(F64, [F64]), "rcp.approx.ftz.f64 $0, $1;", "=d,d")
-    estimate = builder.call(rcp, [y])  # ~2^-22 relative error; y (a float32) is a normal float64
-    r, one, minus_y = estimate, ir.Constant(F64, 1.0), builder.fsub(ir.Constant(F64, -0.0), y)  # (NVVM: no fneg)
-    for _ in range(2):  # each Newton step squares the error: 2^-44, then below float64's ulp
-        r = builder.fma(r, builder.fma(minus_y, r, one), r)
-    q = builder.fmul(x, r)
-    q = builder.fma(builder.fma(minus_y, q, x), r, q)
-    zero = ir.Constant(F64, 0.0)
-    finite = [builder.fcmp_ordered("==", builder.fsub(v, v), zero) for v in (x, y)]  # (NVVM: no llvm.fabs)
-    nonzero = builder.and_(builder.fcmp_ordered("!=", x, zero), builder.fcmp_ordered("!=", y, zero))
-    ordinary = builder.and_(builder.and_(*finite), nonzero)
-    special = builder.fmul(x, estimate)  # 1/0 = inf, 1/inf = 0, -0/y = -0 (the fma would give +0), NaN: IEEE's
-    return builder.fptrunc(builder.select(ordinary, q, special), F32)
+    return quotient_f32(builder, a, reciprocal64(builder, b))
+
+
+def divide_by_one(builder, dividends: list, b) -> list:
+    """``x / b`` for each float32 ``x`` of ``dividends``, correctly rounded, ``b`` shared: its
+    float32 reciprocal once, then a multiply and two Markstein corrections a quotient
+    (:func:`markstein_quotient`, five float32 instructions); should any ``x`` leave the range
+    where that is exact (:func:`in_exact_range`), all take :func:`quotient_f32`."""
+    reciprocal = reciprocal64(builder, b)
+    y, minus_b = builder.fptrunc(reciprocal, F32), builder.fsub(ir.Constant(F32, -0.0), b)
+    start, span = exact_range(builder, b)
+    exact = [in_exact_range(builder, x, start, span) for x in dividends]
+    every = exact[0]
+    for e in exact[1:]:
+        every = builder.and_(every, e)
+    with builder.if_else(every) as (fast, slow):
+        with fast:
+            quick, quick_end = [markstein_quotient(builder, x, y, minus_b) for x in dividends], builder.block
+        with slow:
+            wide, wide_end = [quotient_f32(builder, x, reciprocal) for x in dividends], builder.block
+    out = []
+    for q, w in zip(quick, wide):
+        phi = builder.phi(F32)
+        phi.add_incoming(q, quick_end)
+        phi.add_incoming(w, wide_end)
+        out.append(phi)
+    return out
+
+
+def markstein_quotient(builder, x, y, minus_b):
+    """``x / b`` from ``y`` = RN(1 / b) (float32): q0 = RN(x y) (within 1.5 ulps), then twice q +=
+    (x - q b) y by fmas, whose remainder is exact: the first makes q faithful, the second
+    correctly rounded (Markstein's theorem). Exact for x, b in :func:`exact_range`."""
+    q = builder.fmul(x, y)
+    for _ in range(2):
+        q = builder.fma(builder.fma(q, minus_b, x), y, q)
+    return q
+
+
+def exact_range(builder, b):
+    """(start, span) of the magnitudes' bits of the dividends ``x`` that :func:`markstein_quotient`
+    divides by ``b`` exactly: 2^-101 <= |x| (remainders on float32's grid, subnormal or not),
+    2^-126 |b| <= |x| (a normal quotient) and |x| < 2^126 |b| (no overflow), for a ``b`` of
+    2^-126 <= |b| < 2^126 (1 / b normal; else the span is empty). Magnitudes of floats
+    order as their bits do; scaling by 2^k moves the exponent field."""
+    magnitude = builder.and_(builder.bitcast(b, I32), ir.Constant(I32, 0x7FFFFFFF))
+    smallest, largest, infinity = (
+        ir.Constant(I32, bits) for bits in (26 << 23, 0x7E800000, 0x7F800000)
+    )  # 2^-101, 2^126
+    normal = builder.and_(
+        builder.icmp_unsigned(">=", magnitude, ir.Constant(I32, 0x00800000)),
+        builder.icmp_unsigned("<", magnitude, largest),
+    )
+    scaled_down = builder.sub(magnitude, ir.Constant(I32, 125 << 23))  # 2^-125 |b| (2^-126 and a margin)
+    start = builder.select(builder.icmp_signed(">", scaled_down, smallest), scaled_down, smallest)
+    end = builder.add(magnitude, ir.Constant(I32, 126 << 23))  # 2^126 |b|, or past infinity's bits
+    end = builder.select(builder.icmp_unsigned("<", end, infinity), end, infinity)
+    return start, builder.select(normal, builder.sub(end, start), ir.Constant(I32, 0))
+
+
+def in_exact_range(builder, x, start, span):
+    """Whether float32 ``x``'s magnitude lies in [start, start + span) (bits; NaN never does)."""
+    magnitude = builder.and_(builder.bitcast(x, I32), ir.Constant(I32, 0x7FFFFFFF))
+    return builder.icmp_unsigned("<", builder.sub(magnitude, start), span)
 
 
 def instruction_f32(builder, instruction: str, *args):
