@@ -186,6 +186,11 @@ def promote(a: DType, a_weak: bool, b: DType, b_weak: bool) -> tuple[DType, bool
     return promote_strong(a, b), False
 
 
+def unsigned(bits: int) -> DType:
+    """The unsigned integer dtype of ``bits`` bits: what holds a value's raw bits (8 to 64)."""
+    return BY_NAME[f"uint{bits}"]
+
+
 def scalar_dtype(value) -> DType:
     """The (weak) dtype of a Python scalar; NumPy scalars keep their own dtype."""
     if isinstance(value, (bool, np.bool_)):

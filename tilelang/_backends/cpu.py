@@ -27,7 +27,6 @@ import sys
 import numpy as np
 from llvmlite import ir
 
-from .._lower.swizzled import k_step
 from .._lower.thread_ir import (
     ArrayParam,
     AsyncCopy,
@@ -49,6 +48,7 @@ from .._lower.thread_ir import (
     array_reg,
     box_coords,
     extent,
+    k_step,
     registers,
     takes_arrays,
     walk_statements,
@@ -56,8 +56,7 @@ from .._lower.thread_ir import (
 from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
-from ..dtypes import uint8 as UINT8
-from ..dtypes import uint16 as UINT16
+from ..dtypes import unsigned
 from ..errors import TileCompilerError, TileValueError
 from . import cuda_intrinsics as memory
 from .host_llvm import HostTarget, host_module, jit, unique_name
@@ -475,7 +474,7 @@ class CpuEmitter(ThreadEmitter):
         owner = self.pointers[f"{s.buffer}__owner"]
         tag = b.load(b.gep(self.pointers["async_groups"], [self.t]))
         per = 4 // d.itemsize  # lanes a word
-        raw = {2: UINT16, 1: UINT8}.get(d.itemsize) or self.program.shared[s.buffer][0]  # (what a lane holds)
+        raw = unsigned(8 * d.itemsize) if d.itemsize < 4 else self.program.shared[s.buffer][0]  # (what a lane holds)
         for r in range(extent(s)):
             offset = b.add(self.get(s.base, 0, INT64), self.get(s.offset, r, INT64))
             ok, first, last = self.get(s.mask, r, BOOL), self.get(s.first, r, INT32), self.get(s.last, r, INT32)
@@ -574,7 +573,7 @@ class CpuEmitter(ThreadEmitter):
             ok = b.and_(b.icmp_signed(">=", coords[d], zero), b.icmp_signed("<", coords[d], shape[d]))
             inside, corner = b.and_(inside, ok), b.add(corner, b.mul(coords[d], strides[d]))
         words, width = self.shared[buffer], tmap.swizzle
-        raw, mask = (UINT16, 0xFFFF) if tmap.itemsize == 2 else (UINT8, 0xFF)
+        raw, mask = unsigned(8 * tmap.itemsize), (1 << 8 * tmap.itemsize) - 1
 
         def row(r):
             y = b.add(coords[1], r)

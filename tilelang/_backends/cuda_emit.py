@@ -17,7 +17,7 @@ import functools
 
 from llvmlite import ir
 
-from .._lower.swizzled import MODE, k_step
+from .._lower.swizzled import MODE
 from .._lower.thread_ir import (
     AsyncCopy,
     AsyncWait,
@@ -36,6 +36,7 @@ from .._lower.thread_ir import (
     WgmmaWait,
     box_coords,
     extent,
+    k_step,
     shared_alignment,
     shared_offsets,
     walk_statements,

@@ -447,7 +447,7 @@ def async_copy(builder, d: DType, words, to, ptr, base, offset, ok, first, last)
 def _copy_narrow(builder, words, ptr, offset, inside, itemsize: int):
     """The 16 bytes of 8- or 16-bit lanes at ``offset`` (zeros where not ``inside``) loaded
     now and stored to the 4 words at ``words``, ``4 / itemsize`` to a word, the first lowest."""
-    per, raw = 4 // itemsize, dtypes.uint16 if itemsize == 2 else dtypes.uint8
+    per, raw = 4 // itemsize, dtypes.unsigned(8 * itemsize)
     for w in range(4):
         parts = []
         for h in range(per):

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from .._lower.swizzled import k_major_only, k_step, ptx_type
+from .._lower.swizzled import k_major_only, ptx_type
+from .._lower.thread_ir import k_step
 
 I32, F32 = ir.IntType(32), ir.FloatType()
 _PTX = {"float16": "f16", "bfloat16": "bf16", "tf32": "tf32"}

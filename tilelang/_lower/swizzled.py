@@ -39,11 +39,6 @@ def k_major_only(d: D.DType) -> bool:
     return d.bits == 8
 
 
-def k_step(d: D.DType) -> int:
-    """The k of one wgmma instruction on operands of dtype ``d``: 32 bytes of each row."""
-    return 32 // d.itemsize
-
-
 @dataclass(frozen=True)
 class SwizzledTile:
     rows: int

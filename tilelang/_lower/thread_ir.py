@@ -363,6 +363,11 @@ class Wgmma:
     DEFS: ClassVar = ("dst",)
 
 
+def k_step(d: DType) -> int:
+    """The k of one wgmma instruction on operands of dtype ``d``: 32 bytes of each row."""
+    return 32 // d.itemsize
+
+
 @dataclass
 class WgmmaWait:
     """Waits until at most ``pending`` of this warpgroup's wgmma groups are in flight (those
@@ -698,7 +703,7 @@ def _lines(stmts, indent):
         elif isinstance(s, Wgmma):
             mb, nb, n, ks = s.shape
             kinds = ".".join(d.short for d in dict.fromkeys(s.dtypes))
-            shape = f"{mb}x{nb}x{ks} m64n{n}k{32 // s.dtypes[0].itemsize}.{kinds}"
+            shape = f"{mb}x{nb}x{ks} m64n{n}k{k_step(s.dtypes[0])}.{kinds}"
             a = f"{s.a_buffer}[{_text(s.a_index)}]{'' if s.a_k_major else '.mn'}" if s.a_regs is None else s.a_regs
             b = f"{s.b_buffer}[{_text(s.b_index)}]{'' if s.b_k_major else '.mn'}"
             flight = f" in_flight={s.pending}" if s.pending else ""

@@ -22,8 +22,8 @@ from .. import dtypes as D
 from .._ir.core import Block, Var, nested_blocks, uses
 from .._lower.layout import WgmmaLayout, blocked, pow2_ceil, wgmma_layout
 from .._lower.lowering import InShared, all_slots, i32, output, stored_as_words, zero_padding
-from .._lower.swizzled import RegisterTile, SwizzledTile, k_major_only, k_step, ptx_type
-from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma, WgmmaWait
+from .._lower.swizzled import RegisterTile, SwizzledTile, k_major_only, ptx_type
+from .._lower.thread_ir import Imm, ProxyFence, SharedStore, Wgmma, WgmmaWait, k_step
 from ..errors import TileCompilerError
 
 
