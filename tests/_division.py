@@ -92,7 +92,7 @@ def rough_reciprocal(b: np.float32, error: float) -> float:
 
 def markstein(xs, b: np.float32) -> np.ndarray:
     """cuda_arith.markstein_quotient of each x by ``b``, its reciprocal rounded to float32
-    as divide_by_one rounds it."""
+    as divide_by_shared rounds it."""
     y = np.float32(1.0 / np.float64(b))  # (float64 then float32: innocuous, as for the quotients)
     return _run(_markstein(), [ctypes.c_float, ctypes.c_float], xs, np.float32, y, -np.float32(b))
 

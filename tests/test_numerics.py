@@ -220,14 +220,21 @@ def test_float_division_in_a_wgmma_kernel_rounds_correctly(data):
 
 
 @tl.tile_kernel(num_threads=32)
-def divide_by_one(x, s, q, BLOCK: tl.Constant):
+def divide_by_a_scalar(x, s, q, BLOCK: tl.Constant):
     """BLOCK / 32 quotients a thread by one divisor: on CUDA from its reciprocal by fmas, or, in
     a thread with any dividend outside that route's exact range, through float64
-    (cuda_arith.divide_by_one)."""
+    (cuda_arith.divide_by_shared)."""
     tl.store(q, tl.load(x, index=(0,), shape=(BLOCK,)) / s, index=(0,))
 
 
 SHARED_DIVISORS = [3.0, -7.0, 1.0, 0.0, -0.0, np.inf, np.nan, TINY, 2.0**-126, 1e-38, 3e38, 2.0**125, 2.0**126, 0.1]
+
+
+@tl.tile_kernel(num_threads=32)
+def divide_rows(x, s, q):
+    """A (8, 64) tile by its rows' divisors: a few divisors a thread, each shared by many quotients."""
+    t, d = tl.load(x, index=(0, 0), shape=(8, 64)), tl.load(s, index=(0,), shape=(8,))
+    tl.store(q, t / d[:, None], index=(0, 0))
 
 
 @given(data=st.data())
@@ -242,8 +249,15 @@ def test_quotients_by_one_divisor_round_correctly(data):
         want = x / s
     for backend in backends():
         q = np.zeros_like(x)
-        divide_by_one[1](x, s, q, BLOCK=256, backend=backend)
+        divide_by_a_scalar[1](x, s, q, BLOCK=256, backend=backend)
         assert_same_floats(q, want, f"/ {s!r} on {backend}")
+    rows = np.array([s, 3.0, -0.0, np.inf, TINY, 7.0, 1e-30, 0.1], np.float32)
+    with np.errstate(all="ignore"):
+        want = x.reshape(8, 32).repeat(2, axis=1) / rows[:, None]
+    for backend in backends():
+        q = np.zeros((8, 64), np.float32)
+        divide_rows[1](x.reshape(8, 32).repeat(2, axis=1), rows, q, backend=backend)
+        assert_same_floats(q, want, f"rows / {rows} on {backend}")
 
 
 @tl.tile_kernel

@@ -118,7 +118,7 @@ def test_a_threads_one_quotient_calls_no_subroutine():
 
 def test_quotients_by_one_divisor_share_its_reciprocal_and_call_nothing():
     """A softmax's ``e / sum``: 16 float32 quotients a thread (4096 at 256 threads) by one
-    divisor, correctly rounded by fmas from its reciprocal (cuda_arith.divide_by_one), not 16
+    divisor, correctly rounded by fmas from its reciprocal (cuda_arith.divide_by_shared), not 16
     ``div.rn.f32`` with their subroutine calls (48 registers then, 40 now; Triton: 32-38)."""
     e = explain(tl.tile_kernel(softmax.fn, num_threads=256), "f32[:, :]", "f32[:, :]", BLOCK=4096)
     ptx = e["ptx"]
@@ -721,7 +721,7 @@ def test_a_quotient_rounded_to_16_bits_is_divided_within_2_ulps(dtype, division)
     """A float32 quotient read only to be rounded to 16 bits needs no correctly rounded
     division (~10 instructions): div.full.f32's 2 ulps vanish in the rounding (docs/dtypes.md's
     1 ulp for 16-bit results); a float32 result stays correctly rounded (by fmas from the
-    divisor's reciprocal, cuda_arith.divide_by_one)."""
+    divisor's reciprocal, cuda_arith.divide_by_shared)."""
     ops = instructions(explain(_softmax_cast, f"{dtype}[:, :]", f"{dtype}[:, :]", BLOCK=2048)["ptx"])
     others = {"div.rn.f32", "div.full.f32", "rcp.approx.ftz.f64"} - {division}
     assert division in ops and others.isdisjoint(ops), ops

@@ -18,7 +18,7 @@ inline code only (each function takes an IR builder and the operands' LLVM value
   it is a float32 (a - m b, for such a point m, is a nonzero multiple of ulp(m) ulp(b) / 2),
   so a float64 product this close rounds to the correct float32, subnormal quotients too.
   Zeros, infinities and NaNs take ``a`` times the unrefined estimate: IEEE's answer for each.
-- ``divide_by_one(xs, b)``: many quotients by one divisor (a softmax's ``e / sum``): b's
+- ``divide_by_shared(xs, bs)``: many quotients by few divisors (a softmax's ``e / sum``): b's
   float32 reciprocal y = RN(1 / b) once, then q = RN(x y) and twice q = RN(q + (x - q b) y)
   by fmas. RN(x y) is within 1.5 ulps of x / b; the remainder x - q b is then exact (a
   multiple of ulp(q) ulp(b) below 2^24 of them), the first correction makes q faithful and
@@ -145,23 +145,29 @@ def div_rn_f32(builder, a, b):
     return quotient_f32(builder, a, reciprocal64(builder, b))
 
 
-def divide_by_one(builder, dividends: list, b) -> list:
-    """``x / b`` for each float32 ``x`` of ``dividends``, correctly rounded, ``b`` shared: its
-    float32 reciprocal once, then a multiply and two Markstein corrections a quotient
+def divide_by_shared(builder, dividends: list, divisors: list) -> list:
+    """``x / b`` for each float32 ``x`` of ``dividends`` by its ``b`` of ``divisors``, correctly
+    rounded, where few divisors serve many quotients (a row's sum, its elements): each
+    divisor's float32 reciprocal once, then a multiply and two Markstein corrections a quotient
     (:func:`markstein_quotient`, five float32 instructions); should any ``x`` leave the range
-    where that is exact (:func:`in_exact_range`), all take :func:`quotient_f32`."""
-    reciprocal = reciprocal64(builder, b)
-    y, minus_b = builder.fptrunc(reciprocal, F32), builder.fsub(ir.Constant(F32, -0.0), b)
-    start, span = exact_range(builder, b)
-    exact = [in_exact_range(builder, x, start, span) for x in dividends]
+    where that is exact for its divisor (:func:`in_exact_range`), all take :func:`quotient_f32`."""
+    shared = {}  # a divisor (LLVM value) -> (reciprocal, y, -b, start, span)
+    for b in divisors:
+        if id(b) not in shared:
+            reciprocal = reciprocal64(builder, b)
+            y, minus_b = builder.fptrunc(reciprocal, F32), builder.fsub(ir.Constant(F32, -0.0), b)
+            shared[id(b)] = (reciprocal, y, minus_b, *exact_range(builder, b))
+    each = [shared[id(b)] for b in divisors]
+    exact = [in_exact_range(builder, x, start, span) for x, (*_, start, span) in zip(dividends, each)]
     every = exact[0]
     for e in exact[1:]:
         every = builder.and_(every, e)
     with builder.if_else(every) as (fast, slow):
         with fast:
-            quick, quick_end = [markstein_quotient(builder, x, y, minus_b) for x in dividends], builder.block
+            quick = [markstein_quotient(builder, x, y, minus_b) for x, (_, y, minus_b, *_) in zip(dividends, each)]
+            quick_end = builder.block
         with slow:
-            wide, wide_end = [quotient_f32(builder, x, reciprocal) for x in dividends], builder.block
+            wide, wide_end = [quotient_f32(builder, x, r) for x, (r, *_) in zip(dividends, each)], builder.block
     out = []
     for q, w in zip(quick, wide):
         phi = builder.phi(F32)

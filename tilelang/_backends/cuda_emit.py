@@ -45,7 +45,7 @@ from ..dtypes import bool_ as BOOL
 from ..dtypes import int32 as INT32
 from ..dtypes import int64 as INT64
 from . import cuda_intrinsics as memory
-from .cuda_arith import div_rn_f32, divide_by_one, floor_divmod, instruction_f32
+from .cuda_arith import div_rn_f32, divide_by_shared, floor_divmod, instruction_f32
 from .cuda_mma import asm_statement, ldmatrix, mma, pack, tf32_bits, wgmma, wgmma_desc, wgmma_wait
 from .cuda_tma import mbarrier_op, mbarrier_try_wait, tma_load
 from .llvm_emit import ThreadEmitter, param_regs, stored_type
@@ -231,14 +231,15 @@ class KernelEmitter(ThreadEmitter):
     # ------------------------------------------------------------------ statements
 
     def _Op(self, s: Op):
-        """A thread's float32 quotients by one divisor (a softmax's ``e / sum``) share its
-        reciprocal and divide by fmas (cuda_arith.divide_by_one): ``div.rn.f32`` a quotient
-        was ~10 instructions, and its subroutine call's convention 48 registers where 32 do."""
-        if s.op == "div" and s.dst.slots > 1 and s.dst.dtype.name == "float32" and s.dst not in self.rounded_by_readers:
+        """A thread's float32 quotients by few divisors (a softmax's ``e / sum``: one) share their
+        reciprocals and divide by fmas (cuda_arith.divide_by_shared): ``div.rn.f32`` a quotient
+        was ~10 instructions, and its subroutine call's convention 48 registers where 40 do."""
+        n, d = s.dst.slots, s.dst.dtype
+        if s.op == "div" and d.name == "float32" and all(a.dtype == d for a in s.args):
             x, b = s.args
-            one = isinstance(b, Imm) or len({id(self.get(b, r)) for r in range(s.dst.slots)}) == 1  # (registers' own)
-            if one and x.dtype == b.dtype == s.dst.dtype:
-                self.define(s.dst, divide_by_one(self.builder, self.slots(x, s.dst.slots), self.get(b)))
+            divisors = self.slots(b, n) if not isinstance(b, Imm) else [self.get(b)] * n  # (one constant)
+            if 2 * len({id(v) for v in divisors}) <= n and s.dst not in self.rounded_by_readers:
+                self.define(s.dst, divide_by_shared(self.builder, self.slots(x, n), divisors))
                 return
         super()._Op(s)
 
