@@ -65,8 +65,9 @@ def _wide():
     def body(b, x, *args):
         if x is None:
             divisor, estimate = args
-            return (cuda_arith.refine_reciprocal(b, b.fpext(divisor, F64), estimate),)
-        return cuda_arith.quotient_f32(b, x, args[0])
+            wide = b.fpext(divisor, F64)
+            return wide, cuda_arith.refine_reciprocal(b, wide, estimate)
+        return cuda_arith.quotient_f32(b, x, args)
 
     return _elementwise([F32, F64], F32, body)
 

@@ -200,7 +200,7 @@ def divide_beside_a_dot(x, y, q, a, b, c):
 TINY = 2.0**-149  # the smallest float32 subnormal
 DIVISIONS = [(-0.0, 5.0), (0.0, -5.0), (0.0, 0.0), (1.0, 0.0), (-1.0, 0.0), (np.inf, np.inf), (1.0, -np.inf),
              (-np.inf, 3.0), (np.nan, 1.0), (3 * TINY, 2.0), (5 * TINY, 2.0), (3e38, 1e-38), (TINY, 3e38),
-             (1.0, 3.0), (6.0, 3.0), (3.4028235e38, 0.5)]  # fmt: skip
+             (1.0, 3.0), (6.0, 3.0), (3.4028235e38, 0.5), (147 * TINY, 98.0), (2175 * TINY, 150.0)]  # fmt: skip
 
 
 @given(data=st.data())

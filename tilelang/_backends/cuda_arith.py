@@ -13,20 +13,25 @@ inline code only (each function takes an IR builder and the operands' LLVM value
   magnitudes divide with one 32-bit ``div.u32`` when both fit in 32 bits, else by shifting and
   subtracting, a bit at a time (64 steps; only for quotients of numbers past 2^32).
 - ``div_rn_f32(a, b)``: ``a / b`` rounded to nearest even, through float64: the reciprocal
-  estimate refined by Newton steps to within 2^-52 of 1 / b, times ``a``. A quotient of
-  float32s is never within 2^-49 (relative) of a point halfway between two float32s unless
-  it is a float32 (a - m b, for such a point m, is a nonzero multiple of ulp(m) ulp(b) / 2),
-  so a float64 product this close rounds to the correct float32, subnormal quotients too.
-  Zeros, infinities and NaNs take ``a`` times the unrefined estimate: IEEE's answer for each.
+  estimate refined by Newton steps to within 2^-52 of 1 / b, times ``a``, that product
+  corrected once by an fma. A quotient of float32s that is not a float32 lies at least 2^-49
+  (relative) from every point halfway between two normal float32s (a - m b, for such a point
+  m, is a nonzero multiple of ulp(m) ulp(b) / 2), so the product alone would round right;
+  but a subnormal halfway point m has few bits and can be the quotient exactly (147 * 2^-149
+  / 98 = 1.5 * 2^-149), where only m itself rounds right (ties to even): the corrected
+  quotient is m, exactly. Zeros, infinities and NaNs take ``a`` times the unrefined
+  estimate: IEEE's answer for each (the fma would make -0 / y +0).
 - ``divide_by_shared(xs, bs)``: many quotients by few divisors (a softmax's ``e / sum``): b's
   float32 reciprocal y = RN(1 / b) once, then q = RN(x y) and twice q = RN(q + (x - q b) y)
-  by fmas. RN(x y) is within 1.5 ulps of x / b; the remainder x - q b is then exact (a
-  multiple of ulp(q) ulp(b) below 2^24 of them), the first correction makes q faithful and
-  the second correctly rounded (Markstein's theorem: |b y - 1| < 2^-24 keeps (x / b - q)(b y)
-  on the side of the halfway point x / b is on). That needs normal numbers and exact
-  remainders, which a range test of each x's bits checks; a thread with any x outside it
-  divides all its xs the float64 way instead. (tests/test_division.py runs this IR on the
-  host: all 2^23 dividend mantissas of the divisors whose reciprocal rounds worst.)
+  by fmas. RN(x y) is within 1.5 ulps of x / b, and the first correction, its remainder
+  rounded or not, brings q within a few 2^-24 ulps before rounding: q is then faithful. Its
+  remainder x - q b is exact (a multiple of ulp(q) ulp(b), fewer than 2^24 of them), and the
+  second correction is correctly rounded (Markstein's theorem: |b y - 1| < 2^-24 keeps
+  (x / b - q)(b y) on the side of the halfway point x / b is on). That needs normal
+  quotients and exact remainders, which a range test of each x's bits checks; a thread with
+  any x outside it divides all its xs the float64 way instead. (tests/test_division.py runs
+  this IR on the host: all 2^23 dividend mantissas of the divisors whose reciprocal rounds
+  worst.)
 
 And instructions the GPU has but numba does not emit:
 
@@ -45,6 +50,7 @@ And instructions the GPU has but numba does not emit:
 
 from __future__ import annotations
 
+import numpy as np
 from llvmlite import ir
 
 I32, I64, F32, F64 = ir.IntType(32), ir.IntType(64), ir.FloatType(), ir.DoubleType()
@@ -111,13 +117,15 @@ def floor_divmod(builder, a, b, signed: bool):
     return builder.select(by_zero, zero, q), builder.select(by_zero, zero, r)
 
 
-def reciprocal64(builder, b):
-    """1 / ``b`` (a float32) as a float64 within ~2^-52 of it: ``rcp.approx.ftz.f64``'s
-    estimate refined by :func:`refine_reciprocal`; for 0, infinities and NaN the estimate
-    itself (inf, 0, NaN: what makes ``a * reciprocal`` IEEE's quotient for them)."""
-    y = builder.fpext(b, F64)
+def reciprocal64(builder, b) -> tuple:
+    """(b, 1 / b) as float64s for a float32 ``b``: ``rcp.approx.ftz.f64``'s estimate refined by
+    :func:`refine_reciprocal` (a constant's reciprocal computed here)."""
+    wide = builder.fpext(b, F64)
+    if isinstance(b, ir.Constant):
+        with np.errstate(divide="ignore"):
+            return wide, ir.Constant(F64, float(np.float64(1.0) / np.float64(b.constant)))
     rcp = ir.InlineAsm(ir.FunctionType(F64, [F64]), "rcp.approx.ftz.f64 $0, $1;", "=d,d")
-    return refine_reciprocal(builder, y, builder.call(rcp, [y]))  # (y, a float32, is a normal float64)
+    return wide, refine_reciprocal(builder, wide, builder.call(rcp, [wide]))  # (b, a float32, is a normal float64)
 
 
 def refine_reciprocal(builder, y, estimate):
@@ -127,17 +135,27 @@ def refine_reciprocal(builder, y, estimate):
     r, one, minus_y = estimate, ir.Constant(F64, 1.0), builder.fsub(ir.Constant(F64, -0.0), y)  # (NVVM: no fneg)
     for _ in range(2):
         r = builder.fma(r, builder.fma(minus_y, r, one), r)
+    return builder.select(_ordinary(builder, y), r, estimate)
+
+
+def _ordinary(builder, v):
+    """Whether float64 ``v`` is finite and not zero."""
     zero = ir.Constant(F64, 0.0)
-    finite = builder.fcmp_ordered("==", builder.fsub(y, y), zero)  # (NVVM: no llvm.fabs)
-    return builder.select(builder.and_(finite, builder.fcmp_ordered("!=", y, zero)), r, estimate)
+    finite = builder.fcmp_ordered("==", builder.fsub(v, v), zero)  # (NVVM: no llvm.fabs)
+    return builder.and_(finite, builder.fcmp_ordered("!=", v, zero))
 
 
-def quotient_f32(builder, a, reciprocal):
-    """``a / b`` correctly rounded to float32, from ``reciprocal`` = :func:`reciprocal64` (b):
-    the float64 product is within 2^-52 of a / b, which lies at least 2^-49 (relative) from
-    any point halfway between two float32s (module docstring), so it rounds as a / b does;
-    zeros, infinities and NaNs of either come out as IEEE's."""
-    return builder.fptrunc(builder.fmul(builder.fpext(a, F64), reciprocal), F32)
+def quotient_f32(builder, a, divisor):
+    """``a / b`` correctly rounded to float32, from ``divisor`` = :func:`reciprocal64` (b): the
+    product with the reciprocal corrected once by an fma (the module docstring); where ``a``
+    or ``b`` is a zero, an infinity or NaN, the product alone: IEEE's answer for each (the
+    fmas would give NaN, or +0 for -0 / b)."""
+    b, reciprocal = divisor
+    x = builder.fpext(a, F64)
+    q = builder.fmul(x, reciprocal)
+    corrected = builder.fma(builder.fma(builder.fsub(ir.Constant(F64, -0.0), b), q, x), reciprocal, q)
+    ordinary = builder.and_(_ordinary(builder, x), _ordinary(builder, b))
+    return builder.fptrunc(builder.select(ordinary, corrected, q), F32)
 
 
 def div_rn_f32(builder, a, b):
@@ -151,12 +169,12 @@ def divide_by_shared(builder, dividends: list, divisors: list) -> list:
     divisor's float32 reciprocal once, then a multiply and two Markstein corrections a quotient
     (:func:`markstein_quotient`, five float32 instructions); should any ``x`` leave the range
     where that is exact for its divisor (:func:`in_exact_range`), all take :func:`quotient_f32`."""
-    shared = {}  # a divisor (LLVM value) -> (reciprocal, y, -b, start, span)
+    shared = {}  # a divisor (LLVM value) -> ((b, 1 / b) in float64, y = RN(1 / b), -b, start, span)
     for b in divisors:
         if id(b) not in shared:
-            reciprocal = reciprocal64(builder, b)
-            y, minus_b = builder.fptrunc(reciprocal, F32), builder.fsub(ir.Constant(F32, -0.0), b)
-            shared[id(b)] = (reciprocal, y, minus_b, *exact_range(builder, b))
+            divisor = reciprocal64(builder, b)
+            y, minus_b = builder.fptrunc(divisor[1], F32), builder.fsub(ir.Constant(F32, -0.0), b)
+            shared[id(b)] = (divisor, y, minus_b, *exact_range(builder, b))
     each = [shared[id(b)] for b in divisors]
     exact = [in_exact_range(builder, x, start, span) for x, (*_, start, span) in zip(dividends, each)]
     every = exact[0]
@@ -167,7 +185,7 @@ def divide_by_shared(builder, dividends: list, divisors: list) -> list:
             quick = [markstein_quotient(builder, x, y, minus_b) for x, (_, y, minus_b, *_) in zip(dividends, each)]
             quick_end = builder.block
         with slow:
-            wide, wide_end = [quotient_f32(builder, x, r) for x, (r, *_) in zip(dividends, each)], builder.block
+            wide, wide_end = [quotient_f32(builder, x, v) for x, (v, *_) in zip(dividends, each)], builder.block
     out = []
     for q, w in zip(quick, wide):
         phi = builder.phi(F32)
@@ -190,7 +208,7 @@ def markstein_quotient(builder, x, y, minus_b):
 def exact_range(builder, b):
     """(start, span) of the magnitudes' bits of the dividends ``x`` that :func:`markstein_quotient`
     divides by ``b`` exactly: 2^-101 <= |x| (remainders on float32's grid, subnormal or not),
-    2^-126 |b| <= |x| (a normal quotient) and |x| < 2^126 |b| (no overflow), for a ``b`` of
+    2^-125 |b| <= |x| (a normal quotient, with a margin) and |x| < 2^126 |b| (no overflow), for a ``b`` of
     2^-126 <= |b| < 2^126 (1 / b normal; else the span is empty). Magnitudes of floats
     order as their bits do; scaling by 2^k moves the exponent field."""
     magnitude = builder.and_(builder.bitcast(b, I32), ir.Constant(I32, 0x7FFFFFFF))
