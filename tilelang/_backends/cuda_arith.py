@@ -139,8 +139,8 @@ def refine_reciprocal(builder, y, estimate):
 
 
 def _ordinary(builder, v):
-    """Whether float64 ``v`` is finite and not zero."""
-    zero = ir.Constant(F64, 0.0)
+    """Whether float ``v`` is finite and not zero."""
+    zero = ir.Constant(v.type, 0.0)
     finite = builder.fcmp_ordered("==", builder.fsub(v, v), zero)  # (NVVM: no llvm.fabs)
     return builder.and_(finite, builder.fcmp_ordered("!=", v, zero))
 
@@ -154,7 +154,7 @@ def quotient_f32(builder, a, divisor):
     x = builder.fpext(a, F64)
     q = builder.fmul(x, reciprocal)
     corrected = builder.fma(builder.fma(builder.fsub(ir.Constant(F64, -0.0), b), q, x), reciprocal, q)
-    ordinary = builder.and_(_ordinary(builder, x), _ordinary(builder, b))
+    ordinary = builder.and_(_ordinary(builder, a), _ordinary(builder, b))
     return builder.fptrunc(builder.select(ordinary, corrected, q), F32)
 
 
