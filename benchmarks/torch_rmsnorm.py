@@ -1,8 +1,10 @@
 """tilelang's RMSNorm as a torch op (examples/torch_rmsnorm.py) against torch's ``rms_norm``,
 on the GPU, same run: the forward and backward alone (GB/s), and a training step of the
-example's model, compiled with ``torch.compile(fullgraph=True)`` (ms per step): on
-tilelang's norm with the residual add fused in (``AddRMSNorm``, as Inductor fuses it into
-torch's), on tilelang's norm beside a separate add (``RMSNorm``), and on torch's.
+example's model, compiled with ``torch.compile(fullgraph=True)`` in its default mode and in
+``mode="reduce-overhead"`` (CUDA graphs of the forward and backward), and captured whole in
+one CUDA graph (ms per step): on tilelang's norm with the residual add fused in
+(``AddRMSNorm``, as Inductor fuses it into torch's), on tilelang's norm beside a separate
+add (``RMSNorm``), and on torch's.
 
     python benchmarks/torch_rmsnorm.py [--out FILE.md]
 """
@@ -67,27 +69,34 @@ def call_overhead_us():
     return out
 
 
-def training_step(tokens, dim, depth, dtype, rounds=5, steps=30, graphed=False):
-    """ms per training step of the example's model (SGD, MSE loss), tilelang's norms or torch's,
-    compiled: wall time of ``steps`` steps back to back (what a training loop sees, host
-    included), median of ``rounds`` rounds taken in turn between the models. ``graphed``:
-    the whole step (forward, backward, SGD) captured in a CUDA graph once and replayed, as a
-    host-bound loop is run (the GPU's time, without the host's)."""
+HOW = ("compiled", "reduce-overhead", "CUDA graph")  # how a training step runs (training_step)
+
+
+def training_step(tokens, dim, depth, dtype, rounds=5, steps=30, how="compiled"):
+    """ms per training step of the example's model (SGD, MSE loss), tilelang's norms or torch's:
+    wall time of ``steps`` steps back to back (what a training loop sees, host included),
+    median of ``rounds`` rounds taken in turn between the models. ``how``: ``"compiled"``
+    (torch.compile, its default mode), ``"reduce-overhead"`` (torch.compile's mode that
+    replays the forward and backward graphs as CUDA graphs: what a host-bound model is
+    compiled with), ``"CUDA graph"`` (compiled, then the whole step, SGD included, captured
+    once and replayed: the GPU's time, without the host's)."""
     x = torch.randn(tokens, dim, device="cuda", dtype=dtype)
     target = torch.randn(tokens, dim, device="cuda")
     steps_of = {}
     norms = {"tilelang": example.AddRMSNorm, "tilelang, add unfused": example.RMSNorm, "torch": example.TorchRMSNorm}
+    mode = "reduce-overhead" if how == "reduce-overhead" else None
     for name, norm in norms.items():
         net = example.model(dim, depth, norm, "cuda", dtype)
         optimizer = torch.optim.SGD(net.parameters(), lr=1e-3)
-        steps_of[name] = functools.partial(example.train_step, torch.compile(net, fullgraph=True), optimizer, x, target)
+        compiled = torch.compile(net, fullgraph=True, mode=mode)
+        steps_of[name] = functools.partial(example.train_step, compiled, optimizer, x, target)
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):  # (compiles; warm-up outside any capture)
             for _ in range(5):
                 steps_of[name]()
         torch.cuda.current_stream().wait_stream(side)
-        if graphed:
+        if how == "CUDA graph":
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 loss = steps_of[name]()
@@ -123,9 +132,9 @@ def main():
     lines += ["", "| training step (tokens, dim, blocks, dtype) | tilelang ms | tilelang, add unfused ms | torch ms |"
               " torch / tilelang | torch / unfused |", "|---|---|---|---|---|---|"]  # fmt: skip
     for tokens, dim, depth in ((8192, 1024, 4), (16384, 4096, 2)):
-        for graphed in (False, True):
-            t = training_step(tokens, dim, depth, torch.bfloat16, graphed=graphed)
-            case = f"{tokens}, {dim}, {depth}, bf16" + (", CUDA graph" if graphed else "")
+        for how in HOW:
+            t = training_step(tokens, dim, depth, torch.bfloat16, how=how)
+            case = f"{tokens}, {dim}, {depth}, bf16, {how}"
             fused, unfused, torch_ms = t["tilelang"], t["tilelang, add unfused"], t["torch"]
             lines.append(f"| {case} | {fused:.3f} | {unfused:.3f} | {torch_ms:.3f} | {torch_ms / fused:.3f} | "
                          f"{torch_ms / unfused:.3f} |")  # fmt: skip

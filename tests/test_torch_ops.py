@@ -456,6 +456,21 @@ def test_training_step_replays_in_a_cuda_graph(mark):
     assert results[1][-1] < results[1][0]
 
 
+@pytest.mark.parametrize("mark", [pytest.param(0, marks=cuda_only)])
+def test_training_step_compiles_with_reduce_overhead(mark):
+    """torch.compile(mode="reduce-overhead") replays the forward and backward graphs, the ops'
+    launches in them, as CUDA graphs: the same losses as the model uncompiled."""
+    x, target = torch.randn(512, 256, device="cuda"), torch.randn(512, 256, device="cuda")
+    results = []
+    for mode in (None, "reduce-overhead"):
+        net = example.model(256, 2, example.AddRMSNorm, "cuda", torch.float32)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        run = net if mode is None else torch.compile(net, fullgraph=True, mode=mode)
+        results.append(torch.stack([example.train_step(run, optimizer, x, target) for _ in range(5)]).cpu())
+    torch.testing.assert_close(results[1], results[0], rtol=1e-4, atol=0)
+    assert results[1][-1] < results[1][0]
+
+
 def _ddp_worker(rank, world, port, result):
     import torch.distributed as dist
 
