@@ -83,6 +83,16 @@ def _exact_range():
     return _elementwise([F32], ir.IntType(8), body)
 
 
+@functools.cache
+def _by_constant(bits: int):  # (keyed on the bits: -0.0 == 0.0)
+    b = float(np.uint32(bits).view(np.float32))
+
+    def body(builder, x):
+        return () if x is None else cuda_arith.divide_by_shared(builder, [x], [ir.Constant(F32, b)])[0]
+
+    return _elementwise([], F32, body)
+
+
 def rough_reciprocal(b: np.float32, error: float) -> float:
     """An estimate of 1 / b off by the relative ``error`` (rcp.approx.ftz.f64's is ~2^-22), or
     IEEE's 1 / b where that is 0, an infinity or NaN (as the instruction gives)."""
@@ -106,3 +116,9 @@ def wide(xs, b: np.float32, error: float = 2.0**-22) -> np.ndarray:
 def in_exact_range(xs, b: np.float32) -> np.ndarray:
     """cuda_arith.in_exact_range of each x for the divisor ``b``."""
     return _run(_exact_range(), [ctypes.c_float], xs, np.bool_, b)
+
+
+def by_constant(xs, b: np.float32) -> np.ndarray:
+    """cuda_arith.divide_by_shared of each x by the constant ``b`` (its reciprocals computed at
+    compile time: cuda_arith.reciprocal64), one dividend a "thread"."""
+    return _run(_by_constant(int(np.float32(b).view(np.uint32))), [], xs, np.float32)

@@ -58,6 +58,13 @@ def test_the_float64_route_rounds_quotients_halfway_between_subnormals_to_even()
         assert_ieee(division.wide(np.array([xi, -xi]), bi), np.array([xi, -xi]), bi, "quotient_f32")
 
 
+def test_constant_divisors_divide_as_ieee():
+    """A constant divisor's reciprocals are computed at compile time (both routes)."""
+    xs = np.concatenate([SPECIALS, random_bits(20000, 7)])
+    for b in np.float32([3.0, 0.1, 98.0, -7.0, 0.0, -0.0, np.inf, np.nan, 1e-40, 3e38, 2.0**-126, 2.0**126]):
+        assert_ieee(division.by_constant(xs, b), xs, b, "divide_by_shared, constant")
+
+
 def test_the_fma_route_divides_as_ieee_where_its_range_test_admits():
     """markstein_quotient for the worst-rounded reciprocals and random divisors, each scaled
     from 2^-126 up past 2^125, over dividends of every size; only those in_exact_range

@@ -19,8 +19,9 @@ inline code only (each function takes an IR builder and the operands' LLVM value
   m, is a nonzero multiple of ulp(m) ulp(b) / 2), so the product alone would round right;
   but a subnormal halfway point m has few bits and can be the quotient exactly (147 * 2^-149
   / 98 = 1.5 * 2^-149), where only m itself rounds right (ties to even): the corrected
-  quotient is m, exactly. Zeros, infinities and NaNs take ``a`` times the unrefined
-  estimate: IEEE's answer for each (the fma would make -0 / y +0).
+  quotient is m, exactly. Where either is a zero, an infinity or NaN, the product without
+  the correction is IEEE's answer (for such a b the reciprocal is the unrefined estimate:
+  inf, 0 or NaN), where the fmas would give NaN, or +0 for -0 / b.
 - ``divide_by_shared(xs, bs)``: many quotients by few divisors (a softmax's ``e / sum``): b's
   float32 reciprocal y = RN(1 / b) once, then q = RN(x y) and twice q = RN(q + (x - q b) y)
   by fmas. RN(x y) is within 1.5 ulps of x / b, and the first correction, its remainder
@@ -197,8 +198,9 @@ def divide_by_shared(builder, dividends: list, divisors: list) -> list:
 
 def markstein_quotient(builder, x, y, minus_b):
     """``x / b`` from ``y`` = RN(1 / b) (float32): q0 = RN(x y) (within 1.5 ulps), then twice q +=
-    (x - q b) y by fmas, whose remainder is exact: the first makes q faithful, the second
-    correctly rounded (Markstein's theorem). Exact for x, b in :func:`exact_range`."""
+    (x - q b) y by fmas: the first (its remainder rounded or not) makes q faithful, the
+    second, whose remainder is then exact, correctly rounded (Markstein's theorem). Exact
+    for x, b in :func:`exact_range`."""
     q = builder.fmul(x, y)
     for _ in range(2):
         q = builder.fma(builder.fma(q, minus_b, x), y, q)
