@@ -469,6 +469,9 @@ def whole_copy(builder, itemsize: int, to, ptr, base, offset, ok, first, last):
     builder.call(_COPY16, [to, source, builder.zext(builder.and_(ok, inside), I32)])
 
 
+# (inline PTX, not fptrunc/fpext: seeing those, LLVM shrinks a rounded float32 op to a half one,
+# `mul.f16` with no rounding modifier, which ptxas may fuse with an add: one rounding where a
+# 16-bit `a * b + c` rounds twice, docs/dtypes.md)
 _ROUND = {
     "float16": "cvt.rn.f16.f32 h, $1; cvt.f32.f16 $0, h;",
     "bfloat16": "cvt.rn.bf16.f32 h, $1; cvt.f32.bf16 $0, h;",
