@@ -152,7 +152,7 @@ def triton_kernels(triton):
     return layernorm_k, rmsnorm_k, softmax_k, recurrence_k, quantize_k
 
 
-def _warps(block):
+def warps_for(block):
     """The Triton tutorials' rule: one warp per 256 elements of the row, 1 to 8."""
     return min(max(block // 256, 1), 8)
 
@@ -203,7 +203,7 @@ def _recurrence_case(torch, time_ms, report, tk, quick):
     case, nbytes = f"linear recurrence rows {m}x{n} f32", 3 * 4 * m * n
     report(case, "tilelang", time_ms(lambda: recurrence_rows[m](a, x, h, BLOCK=n), torch), nbytes, ok)
     if tk:
-        theirs = lambda: tk[3][(m,)](a, x, h, n, n, BLOCK=n, num_warps=_warps(n))  # noqa: E731
+        theirs = lambda: tk[3][(m,)](a, x, h, n, n, BLOCK=n, num_warps=warps_for(n))  # noqa: E731
         report(case, "triton", time_ms(theirs, torch), nbytes)
 
 
@@ -231,7 +231,7 @@ def _quantize_case(torch, time_ms, report, tk, quick):
     report(case, "torch", time_ms(peer, torch), nbytes)
     report(case, "torch.compile", time_ms(torch.compile(peer), torch), nbytes)
     if tk:
-        theirs = lambda: tk[4][(m,)](x, q, scales, n, n, BLOCK=n, num_warps=_warps(n))  # noqa: E731
+        theirs = lambda: tk[4][(m,)](x, q, scales, n, n, BLOCK=n, num_warps=warps_for(n))  # noqa: E731
         report(case, "triton", time_ms(theirs, torch), nbytes)
 
 
@@ -254,7 +254,7 @@ def _row_case(torch, time_ms, report, tk, kind, m, n, dtype):
     x = (torch.randn(m, n, device="cuda") * 3 + 1).to(dtype)
     w, b = (torch.randn(n, device="cuda").to(dtype) for _ in range(2))
     out = torch.full_like(x, float("nan"))
-    block, eps, warps = 1 << (n - 1).bit_length(), 1e-5, _warps(1 << (n - 1).bit_length())
+    block, eps, warps = 1 << (n - 1).bit_length(), 1e-5, warps_for(1 << (n - 1).bit_length())
     x64, w64, b64 = x.double(), w.double(), b.double()
     if kind == "layernorm":
         args = (x, w, b, out, n, eps)

@@ -2,6 +2,7 @@
 backend (their full-size checks run only where the benchmarks do)."""
 
 import axes
+import machine_code
 import matmul
 import numpy as np
 import pytest
@@ -124,3 +125,15 @@ def test_float8_matmul_nt_on_the_float8_tensor_cores(backend):
     matmul.FLOAT8[t, s][tl.cdiv(200, bm)](a, w, c, BM=bm, BN=bn, BK=bk, GROUP=8, backend=backend)
     want = a.astype(np.float64) @ w.astype(np.float64).T
     np.testing.assert_allclose(c, want, rtol=0, atol=4 * 2.0**-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", list(machine_code.CASES))
+def test_machine_code_compares_kernels_that_build(kind):
+    """benchmarks/machine_code.py's kernels build to sm_90 cubins without a GPU, and where
+    nvdisasm is at hand their SASS has the 16-byte accesses the table counts."""
+    ptx, cubin, threads = machine_code.ours(kind, 1024, None)
+    assert cubin and ".target sm_90" in ptx and threads >= 32
+    tool = machine_code.nvdisasm()
+    if tool is not None:
+        row = machine_code.row(kind, ptx, cubin, tool, None).split(" | ")
+        assert int(row[4]) > 0  # LDG.128
