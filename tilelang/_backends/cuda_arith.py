@@ -209,18 +209,14 @@ def markstein_quotient(builder, x, y, minus_b):
 
 def exact_range(builder, b):
     """(start, span) of the magnitudes' bits of the dividends ``x`` that :func:`markstein_quotient`
-    divides by ``b`` exactly: 2^-101 <= |x| (remainders on float32's grid, subnormal or not),
-    2^-125 |b| <= |x| (a normal quotient, with a margin) and |x| < 2^126 |b| (no overflow), for a ``b`` of
-    2^-126 <= |b| < 2^126 (1 / b normal; else the span is empty). Magnitudes of floats
-    order as their bits do; scaling by 2^k moves the exponent field."""
+    divides by ``b`` exactly: 2^-101 <= |x| (remainders on float32's grid, subnormal or
+    not), 2^-125 |b| <= |x| (a normal quotient, with a margin) and |x| < 2^126 |b| (no
+    overflow), for a ``b`` of 2^-126 <= |b| < 2^126 (1 / b normal; else the span is empty).
+    Magnitudes of floats order as their bits do; scaling by 2^k moves the exponent field."""
     magnitude = builder.and_(builder.bitcast(b, I32), ir.Constant(I32, 0x7FFFFFFF))
-    smallest, largest, infinity = (
-        ir.Constant(I32, bits) for bits in (26 << 23, 0x7E800000, 0x7F800000)
-    )  # 2^-101, 2^126
-    normal = builder.and_(
-        builder.icmp_unsigned(">=", magnitude, ir.Constant(I32, 0x00800000)),
-        builder.icmp_unsigned("<", magnitude, largest),
-    )
+    # the bits of 2^-126, 2^-101, 2^126 and infinity
+    tiny, smallest, largest, infinity = (ir.Constant(I32, v) for v in (0x00800000, 0x0D000000, 0x7E800000, 0x7F800000))
+    normal = builder.and_(builder.icmp_unsigned(">=", magnitude, tiny), builder.icmp_unsigned("<", magnitude, largest))
     scaled_down = builder.sub(magnitude, ir.Constant(I32, 125 << 23))  # 2^-125 |b| (2^-126 and a margin)
     start = builder.select(builder.icmp_signed(">", scaled_down, smallest), scaled_down, smallest)
     end = builder.add(magnitude, ir.Constant(I32, 126 << 23))  # 2^126 |b|, or past infinity's bits
