@@ -122,3 +122,41 @@ def by_constant(xs, b: np.float32) -> np.ndarray:
     """cuda_arith.divide_by_shared of each x by the constant ``b`` (its reciprocals computed at
     compile time: cuda_arith.reciprocal64), one dividend a "thread"."""
     return _run(_by_constant(int(np.float32(b).view(np.uint32))), [], xs, np.float32)
+
+
+@functools.cache
+def _grouped(bits: tuple):
+    """``f(xs, rows, out)``: each row's 8 dividends, the first 4 by one constant divisor, the
+    others by another, in one divide_by_shared (as a thread's slots: one branch for all)."""
+    module, name = host_module("division"), unique_name("grouped")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32.as_pointer(), I64, F32.as_pointer()]), name)
+    xs, rows, out = fn.args
+    entry, loop, done = (fn.append_basic_block(s) for s in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    divisors = [ir.Constant(F32, float(np.uint32(v).view(np.float32))) for v in bits]  # (one object each)
+    b.cbranch(b.icmp_signed(">", rows, ir.Constant(I64, 0)), loop, done)
+    b.position_at_end(loop)
+    r = b.phi(I64)
+    r.add_incoming(ir.Constant(I64, 0), entry)
+    at = [b.add(b.mul(r, ir.Constant(I64, 8)), ir.Constant(I64, k)) for k in range(8)]
+    quotients = cuda_arith.divide_by_shared(
+        b, [b.load(b.gep(xs, [k])) for k in at], [divisors[k // 4] for k in range(8)]
+    )
+    for k, q in zip(at, quotients):
+        b.store(q, b.gep(out, [k]))
+    after = b.add(r, ir.Constant(I64, 1))
+    r.add_incoming(after, b.block)
+    b.cbranch(b.icmp_signed("<", after, rows), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return jit(module, name)
+
+
+def grouped(xs, b0: np.float32, b1: np.float32) -> np.ndarray:
+    """cuda_arith.divide_by_shared of rows of 8 (``xs``: (rows, 8)), by ``b0`` then ``b1``."""
+    xs = np.ascontiguousarray(xs, np.float32)
+    out = np.empty_like(xs)
+    bits = tuple(int(np.float32(v).view(np.uint32)) for v in (b0, b1))
+    f = ctypes.CFUNCTYPE(None, _FLOATS, ctypes.c_int64, _FLOATS)(_grouped(bits))
+    f(xs.ctypes.data_as(_FLOATS), len(xs), out.ctypes.data_as(_FLOATS))
+    return out

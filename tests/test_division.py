@@ -65,6 +65,19 @@ def test_constant_divisors_divide_as_ieee():
         assert_ieee(division.by_constant(xs, b), xs, b, "divide_by_shared, constant")
 
 
+def test_a_threads_quotients_by_two_divisors_take_one_route_together():
+    """divide_by_shared over a thread's 8 slots, two divisors: rows all in range (the fma
+    route) and rows with one special dividend (all 8 the float64 way), each quotient IEEE's."""
+    rng = np.random.default_rng(8)
+    xs = rng.standard_normal((4000, 8)).astype(np.float32) * np.float32(1e3)
+    specials = np.concatenate([SPECIALS, random_bits(500, 9)])
+    xs[::4, 5] = specials[np.arange(len(xs[::4])) % len(specials)]  # (every 4th row falls back)
+    for b0, b1 in ((3.0, 0.1), (-7.0, 1e-40), (98.0, 0.0), (np.inf, 2.0**-126)):
+        got = division.grouped(xs, np.float32(b0), np.float32(b1))
+        assert_ieee(got[:, :4].ravel(), xs[:, :4].ravel(), np.float32(b0), "divide_by_shared, slots 0-3")
+        assert_ieee(got[:, 4:].ravel(), xs[:, 4:].ravel(), np.float32(b1), "divide_by_shared, slots 4-7")
+
+
 def test_the_fma_route_divides_as_ieee_where_its_range_test_admits():
     """markstein_quotient for the worst-rounded reciprocals and random divisors, each scaled
     from 2^-126 up past 2^125, over dividends of every size; only those in_exact_range
