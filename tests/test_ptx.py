@@ -119,15 +119,15 @@ def test_a_threads_one_quotient_calls_no_subroutine():
 def test_quotients_by_one_divisor_share_its_reciprocal_and_call_nothing():
     """A softmax's ``e / sum``: 16 float32 quotients a thread (4096 at 256 threads) by one
     divisor, correctly rounded by fmas from its reciprocal (cuda_arith.divide_by_shared), not
-    16 ``div.rn.f32`` with their subroutine calls (48 registers then, 42 now: the fallback's
-    float64 corrections; 40 without them; Triton: 32-38)."""
+    16 ``div.rn.f32`` with their subroutine calls: 48 registers then (5 blocks of 256 threads
+    an SM), 34 now (groups of 4 quotients take a route together); <= 40 keeps 6 blocks."""
     e = explain(tl.tile_kernel(softmax.fn, num_threads=256), "f32[:, :]", "f32[:, :]", BLOCK=4096)
     ptx = e["ptx"]
     ops = instructions(ptx)
     assert not {op for op in ops if op.startswith(("call", "div."))}, ops
     assert "rcp.approx.ftz.f64" in ops  # (the divisor's reciprocal, refined in float64)
     assert len(re.findall(r"^\s+fma\.rn\.f32", ptx, re.M)) >= 4 * 16  # two corrections a quotient
-    assert int(re.search(r"registers per thread (\d+)", e["resources"]).group(1)) <= 42
+    assert int(re.search(r"registers per thread (\d+)", e["resources"]).group(1)) <= 40
 
 
 def test_a_threads_vector_accesses_go_back_to_back_when_all_are_whole():

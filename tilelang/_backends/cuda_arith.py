@@ -29,8 +29,8 @@ inline code only (each function takes an IR builder and the operands' LLVM value
   remainder x - q b is exact (a multiple of ulp(q) ulp(b), fewer than 2^24 of them), and the
   second correction is correctly rounded (Markstein's theorem: |b y - 1| < 2^-24 keeps
   (x / b - q)(b y) on the side of the halfway point x / b is on). That needs normal
-  quotients and exact remainders, which a range test of each x's bits checks; a thread with
-  any x outside it divides all its xs the float64 way instead. (tests/test_division.py runs
+  quotients and exact remainders, which a range test of each x's bits checks; a group of 4
+  of a thread's quotients with any x outside it divides the float64 way instead. (tests/test_division.py runs
   this IR on the host: all 2^23 dividend mantissas of the divisors whose reciprocal rounds
   worst.)
 
@@ -164,12 +164,17 @@ def div_rn_f32(builder, a, b):
     return quotient_f32(builder, a, reciprocal64(builder, b))
 
 
+GROUP = 4  # quotients that take a route together: ptxas interleaves no further (softmax 42 -> 34 registers)
+
+
 def divide_by_shared(builder, dividends: list, divisors: list) -> list:
     """``x / b`` for each float32 ``x`` of ``dividends`` by its ``b`` of ``divisors``, correctly
     rounded, where few divisors serve many quotients (a row's sum, its elements): each
     divisor's float32 reciprocal once, then a multiply and two Markstein corrections a quotient
-    (:func:`markstein_quotient`, five float32 instructions); should any ``x`` leave the range
-    where that is exact for its divisor (:func:`in_exact_range`), all take :func:`quotient_f32`."""
+    (:func:`markstein_quotient`, five float32 instructions); should any ``x`` of a group of
+    :data:`GROUP` leave the range where that is exact for its divisor (:func:`in_exact_range`),
+    the group takes :func:`quotient_f32`. (A branch a group: one for all let ptxas interleave
+    all the float64 fallbacks, which held the softmax at 42 registers.)"""
     shared = {}  # a divisor (LLVM value) -> ((b, 1 / b) in float64, y = RN(1 / b), -b, start, span)
     for b in divisors:
         if id(b) not in shared:
@@ -177,6 +182,13 @@ def divide_by_shared(builder, dividends: list, divisors: list) -> list:
             y, minus_b = builder.fptrunc(divisor[1], F32), builder.fsub(ir.Constant(F32, -0.0), b)
             shared[id(b)] = (divisor, y, minus_b, *exact_range(builder, b))
     each = [shared[id(b)] for b in divisors]
+    out = []
+    for at in range(0, len(dividends), GROUP):
+        out += _divided_group(builder, dividends[at : at + GROUP], each[at : at + GROUP])
+    return out
+
+
+def _divided_group(builder, dividends: list, each: list) -> list:
     exact = [in_exact_range(builder, x, start, span) for x, (*_, start, span) in zip(dividends, each)]
     every = exact[0]
     for e in exact[1:]:

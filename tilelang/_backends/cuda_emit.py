@@ -233,7 +233,7 @@ class KernelEmitter(ThreadEmitter):
     def _Op(self, s: Op):
         """A thread's float32 quotients by few divisors (a softmax's ``e / sum``: one) share their
         reciprocals and divide by fmas (cuda_arith.divide_by_shared): ``div.rn.f32`` a quotient
-        was ~10 instructions, and its subroutine calls held the softmax at 48 registers (42 now)."""
+        was ~10 instructions, and its subroutine calls held the softmax at 48 registers (34 now)."""
         n, d = s.dst.slots, s.dst.dtype
         if s.op == "div" and d.name == "float32" and all(a.dtype == d for a in s.args):
             x, b = s.args
