@@ -19,8 +19,9 @@ F32, F64, I1, I32, I64 = ir.FloatType(), ir.DoubleType(), ir.IntType(1), ir.IntT
 _FLOATS = ctypes.POINTER(ctypes.c_float)
 
 
-def _elementwise(extra: list, out_type, body):
-    """``f(xs, n, out, *extra)``: ``out[i] = body(builder, xs[i], *extra)`` for i < n."""
+def _elementwise(extra: list, out_type, body, width: int = 1):
+    """``f(xs, n, out, *extra)``: ``out[i] = body(builder, xs[i], *extra)`` for i < n; with a
+    ``width``, n groups of that many: the body takes and gives lists (a thread's slots)."""
     module = host_module("division")
     name = unique_name("division")
     types = [F32.as_pointer(), I64, out_type.as_pointer(), *extra]
@@ -33,8 +34,11 @@ def _elementwise(extra: list, out_type, body):
     b.position_at_end(loop)
     i = b.phi(I64)
     i.add_incoming(ir.Constant(I64, 0), entry)
-    value = body(b, b.load(b.gep(xs, [i])), *prepared)
-    b.store(value, b.gep(out, [i]))
+    at = [b.add(b.mul(i, ir.Constant(I64, width)), ir.Constant(I64, k)) for k in range(width)]
+    values = [b.load(b.gep(xs, [k])) for k in at]
+    results = body(b, values, *prepared) if width > 1 else [body(b, values[0], *prepared)]
+    for k, value in zip(at, results):
+        b.store(value, b.gep(out, [k]))
     after = b.add(i, ir.Constant(I64, 1))
     i.add_incoming(after, b.block)
     b.cbranch(b.icmp_signed("<", after, n), loop, done)
@@ -126,30 +130,14 @@ def by_constant(xs, b: np.float32) -> np.ndarray:
 
 @functools.cache
 def _grouped(bits: tuple):
-    """``f(xs, rows, out)``: each row's 8 dividends, the first 4 by one constant divisor, the
-    others by another, in one divide_by_shared (as a thread's slots: one branch for all)."""
-    module, name = host_module("division"), unique_name("grouped")
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32.as_pointer(), I64, F32.as_pointer()]), name)
-    xs, rows, out = fn.args
-    entry, loop, done = (fn.append_basic_block(s) for s in ("entry", "loop", "done"))
-    b = ir.IRBuilder(entry)
+    """Each row's 8 dividends, the first 4 by one constant divisor, the others by another, in
+    one divide_by_shared (as a thread's 8 slots)."""
     divisors = [ir.Constant(F32, float(np.uint32(v).view(np.float32))) for v in bits]  # (one object each)
-    b.cbranch(b.icmp_signed(">", rows, ir.Constant(I64, 0)), loop, done)
-    b.position_at_end(loop)
-    r = b.phi(I64)
-    r.add_incoming(ir.Constant(I64, 0), entry)
-    at = [b.add(b.mul(r, ir.Constant(I64, 8)), ir.Constant(I64, k)) for k in range(8)]
-    quotients = cuda_arith.divide_by_shared(
-        b, [b.load(b.gep(xs, [k])) for k in at], [divisors[k // 4] for k in range(8)]
-    )
-    for k, q in zip(at, quotients):
-        b.store(q, b.gep(out, [k]))
-    after = b.add(r, ir.Constant(I64, 1))
-    r.add_incoming(after, b.block)
-    b.cbranch(b.icmp_signed("<", after, rows), loop, done)
-    b.position_at_end(done)
-    b.ret_void()
-    return jit(module, name)
+
+    def body(builder, xs):
+        return () if xs is None else cuda_arith.divide_by_shared(builder, xs, [divisors[k // 4] for k in range(8)])
+
+    return _elementwise([], F32, body, width=8)
 
 
 def grouped(xs, b0: np.float32, b1: np.float32) -> np.ndarray:
