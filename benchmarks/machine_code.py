@@ -91,28 +91,28 @@ def nvdisasm() -> str | None:
         return None
 
 
-def opcodes(cubin: bytes, tool: str) -> tuple[str, list]:
+def _read(cubin: bytes, *command) -> str:
+    """What ``command`` (a CUDA binary tool) prints of ``cubin``."""
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
     try:
-        text = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, check=True).stdout
+        return subprocess.run([*command, f.name], capture_output=True, text=True, check=True).stdout
     finally:
         os.unlink(f.name)
+
+
+def opcodes(cubin: bytes, tool: str) -> tuple[str, list]:
+    text = _read(cubin, tool, "-c")
     return text, re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text)
 
 
 def ours(kind: str, n: int, threads: int | None):
+    """tilelang's (PTX, cubin, threads) for ``kind``, built as a launch builds them (no GPU)."""
     fn, args_of, *_ = CASES[kind]
     kernel = tl.tile_kernel(fn, **({"num_threads": threads} if threads else {}))
-    e = tl.explain(kernel, *args_of(n), grid=(4,), backend="cuda", BLOCK=n)
-    threads = int(re.search(r"threads per block (\d+)", e["resources"]).group(1))
-    return str(e["ptx"]), _cubin(str(e["ptx"])), threads
-
-
-def _cubin(ptx: str) -> bytes:
-    from cuda.core import Linker, LinkerOptions, ObjectCode
-
-    return bytes(Linker(ObjectCode.from_ptx(ptx.encode()), options=LinkerOptions(arch="sm_90")).link("cubin").code)
+    key, _ = kernel.specialize(kernel.bind(args_of(n), {"BLOCK": n}))
+    code = kernel.compile(key, "cuda").backend_kernel
+    return code.ptx(), code.cubin()[0], code.resources()["threads"]
 
 
 def theirs(kind: str, n: int, warps: int):
@@ -131,14 +131,7 @@ def theirs(kind: str, n: int, warps: int):
 
 def registers(cubin: bytes, tool: str) -> str:
     """ptxas's count, read back from the cubin by cuobjdump (beside nvdisasm)."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-        f.write(cubin)
-    try:
-        cuobjdump = os.path.join(os.path.dirname(tool), "cuobjdump")
-        out = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
-    finally:
-        os.unlink(f.name)
-    found = re.search(r"REG:(\d+)", out)
+    found = re.search(r"REG:(\d+)", _read(cubin, os.path.join(os.path.dirname(tool), "cuobjdump"), "-res-usage"))
     return found.group(1) if found else "?"
 
 
