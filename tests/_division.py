@@ -68,10 +68,8 @@ def _markstein():
 def _wide():
     def body(b, x, *args):
         if x is None:
-            divisor, estimate = args
-            wide = b.fpext(divisor, F64)
-            return wide, cuda_arith.refine_reciprocal(b, wide, estimate)
-        return cuda_arith.quotient_f32(b, x, args)
+            return (cuda_arith.divisor64(b, *args),)
+        return cuda_arith.quotient_f32(b, x, args[0])
 
     return _elementwise([F32, F64], F32, body)
 

@@ -119,24 +119,26 @@ def floor_divmod(builder, a, b, signed: bool):
 
 
 def reciprocal64(builder, b) -> tuple:
-    """(b, 1 / b) as float64s for a float32 ``b``: ``rcp.approx.ftz.f64``'s estimate refined by
-    :func:`refine_reciprocal` (a constant's reciprocal computed here)."""
-    wide = builder.fpext(b, F64)
+    """:func:`divisor64` of a float32 ``b`` from ``rcp.approx.ftz.f64``'s estimate of 1 / b (a
+    constant's reciprocal computed here: the Newton steps fold away)."""
     if isinstance(b, ir.Constant):
         with np.errstate(divide="ignore"):
-            return wide, ir.Constant(F64, float(np.float64(1.0) / np.float64(b.constant)))
+            return divisor64(builder, b, ir.Constant(F64, float(np.float64(1.0) / np.float64(b.constant))))
     rcp = ir.InlineAsm(ir.FunctionType(F64, [F64]), "rcp.approx.ftz.f64 $0, $1;", "=d,d")
-    return wide, refine_reciprocal(builder, wide, builder.call(rcp, [wide]))  # (b, a float32, is a normal float64)
+    return divisor64(builder, b, builder.call(rcp, [builder.fpext(b, F64)]))  # (b, a float32, is a normal float64)
 
 
-def refine_reciprocal(builder, y, estimate):
-    """``estimate`` of 1 / ``y`` (a float64; relative error ~2^-22) after two Newton steps, each
-    squaring the error (2^-44, then below float64's ulp), or ``estimate`` where ``y`` is 0, an
-    infinity or NaN."""
-    r, one, minus_y = estimate, ir.Constant(F64, 1.0), builder.fsub(ir.Constant(F64, -0.0), y)  # (NVVM: no fneg)
+def divisor64(builder, b, estimate) -> tuple:
+    """What dividing by a float32 ``b`` takes, as float64 values: (-b, 1 / b, whether b is
+    finite and not zero). 1 / b is ``estimate`` (relative error ~2^-22) after two Newton
+    steps, each squaring the error (2^-44, then below float64's ulp), or ``estimate`` itself
+    where ``b`` is 0, an infinity or NaN (IEEE's inf, 0 or NaN)."""
+    y = builder.fpext(b, F64)
+    minus_y, ordinary = builder.fsub(ir.Constant(F64, -0.0), y), _ordinary(builder, y)  # (NVVM: no fneg)
+    r = estimate
     for _ in range(2):
-        r = builder.fma(r, builder.fma(minus_y, r, one), r)
-    return builder.select(_ordinary(builder, y), r, estimate)
+        r = builder.fma(r, builder.fma(minus_y, r, ir.Constant(F64, 1.0)), r)
+    return minus_y, builder.select(ordinary, r, estimate), ordinary
 
 
 def _ordinary(builder, v):
@@ -147,16 +149,15 @@ def _ordinary(builder, v):
 
 
 def quotient_f32(builder, a, divisor):
-    """``a / b`` correctly rounded to float32, from ``divisor`` = :func:`reciprocal64` (b): the
+    """``a / b`` correctly rounded to float32, from ``divisor`` = :func:`divisor64` (b): the
     product with the reciprocal corrected once by an fma (the module docstring); where ``a``
     or ``b`` is a zero, an infinity or NaN, the product alone: IEEE's answer for each (the
     fmas would give NaN, or +0 for -0 / b)."""
-    b, reciprocal = divisor
+    minus_b, reciprocal, ordinary_b = divisor
     x = builder.fpext(a, F64)
     q = builder.fmul(x, reciprocal)
-    corrected = builder.fma(builder.fma(builder.fsub(ir.Constant(F64, -0.0), b), q, x), reciprocal, q)
-    ordinary = builder.and_(_ordinary(builder, a), _ordinary(builder, b))
-    return builder.fptrunc(builder.select(ordinary, corrected, q), F32)
+    corrected = builder.fma(builder.fma(minus_b, q, x), reciprocal, q)
+    return builder.fptrunc(builder.select(builder.and_(_ordinary(builder, a), ordinary_b), corrected, q), F32)
 
 
 def div_rn_f32(builder, a, b):
