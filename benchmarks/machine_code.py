@@ -138,6 +138,7 @@ def registers(cubin: bytes, tool: str) -> str:
 def row(name, ptx, cubin, tool, sass_dir):
     text, ops = opcodes(cubin, tool)
     if sass_dir:
+        os.makedirs(sass_dir, exist_ok=True)
         with open(os.path.join(sass_dir, name.replace(" ", "_") + ".sass"), "w") as f:
             f.write(text)
     counts = collections.Counter(ops)
