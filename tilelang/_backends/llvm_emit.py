@@ -158,8 +158,7 @@ class ThreadEmitter:
         if s.op == "pack16":
             return self.target.pack16(s.attr, self.get(s.args[0], r), self.get(s.args[1], r))
         if s.op == "pack8":  # (each float32 rounded as a store to the float8 would round it)
-            quad = memory.narrowed(self.builder, [self.get(a, r) for a in s.args], s.attr, self.host)
-            return memory.packed_word(self.builder, quad)
+            return memory.narrowed_words(self.builder, [self.get(a, r) for a in s.args], s.attr, self.host)[0]
         if s.op == "tf32":  # its bits (a word for the tensor cores), or the value
             word = self.target.tf32_bits(self.get(s.args[0], r))
             return word if s.dst.dtype.name == "uint32" else self.builder.bitcast(word, F32)
