@@ -17,6 +17,7 @@ float32 result to the narrow type (``cvt.rn``).
 from __future__ import annotations
 
 import functools
+import struct
 
 from llvmlite import ir
 
@@ -483,7 +484,7 @@ _F8X2 = {"float8_e4m3fn": "e4m3x2", "float8_e5m2": "e5m2x2"}
 # past these magnitudes float32 rounds to NaN (e4m3fn: no infinity) or infinity (e5m2), as in
 # ml_dtypes and torch; cvt.rn.satfinite, the only conversion to float8, gives the largest finite
 # value of the sign instead, whose bits are one less (0x7E: 0x7F NaN; 0x7B: 0x7C infinity)
-_F8_OVER = {"float8_e4m3fn": "gt.f32 o, a, 0f43E80000", "float8_e5m2": "ge.f32 o, a, 0f47700000"}  # 464, 61440
+F8_PAST = {"float8_e4m3fn": ("gt", 464.0), "float8_e5m2": ("ge", 61440.0)}  # |x| `compare` the limit
 
 
 def _float8_pair(builder, lo, hi, d: DType):
@@ -492,7 +493,8 @@ def _float8_pair(builder, lo, hi, d: DType):
     the range gets 1 added by a predicated add (a NaN fails the ordered test): 2.5
     instructions an element where selects of the bits and their merge took 3.5."""
     fn = ir.FunctionType(I16, [F32, F32])
-    past = _F8_OVER[d.name]
+    compare, limit = F8_PAST[d.name]
+    past = f"{compare}.f32 o, a, 0f{struct.unpack('<I', struct.pack('<f', limit))[0]:08X}"
     text = (
         "{\n\t.reg .pred o;\n\t.reg .f32 a;\n\t"
         f"cvt.rn.satfinite.{_F8X2[d.name]}.f32 $0, $1, $2;\n\t"  # (the first operand: the high byte)
