@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import tilelang as tl
 from tilelang import testing as tlt
+from tilelang._backends.cuda_intrinsics import F8_PAST
 from tilelang._ir.primitives import ftz_exponent
 from tilelang.dtypes import ALL_DTYPES
 
@@ -415,6 +416,31 @@ def test_float8_conversions_round_every_edge_to_nearest_even():
         for name, got, back in (("float8_e4m3fn", e4, back4), ("float8_e5m2", e5, back5)):
             assert_same_floats(got, want[name], f"float32 → {name} on {backend}")
             assert_same_floats(back, want[name], f"{name} → float32 on {backend}")
+
+
+def satfinite_fixed(x: float, name: str) -> float:
+    """What a CUDA store to float8 computes (cuda_intrinsics._float8_pair): the bits of
+    ``cvt.rn.satfinite`` (the nearest value; past the range, the largest finite one of the
+    sign), plus one where ``|x|`` is past ``F8_PAST``'s limit."""
+    compare, limit = F8_PAST[name]
+    codes = np.arange(256, dtype=np.uint8).view(tl.dtypes.dtype(name).np).astype(np.float64)
+    largest = codes[np.isfinite(codes)].max()
+    nearest = round_exactly(x, name)
+    saturated = nearest if abs(nearest) <= largest else math.copysign(largest, x)
+    bits = np.array([saturated], np.float32).astype(tl.dtypes.dtype(name).np).view(np.uint8)
+    past = abs(x) > limit if compare == "gt" else abs(x) >= limit
+    return float((bits + np.uint8(past)).view(tl.dtypes.dtype(name).np)[0])
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+def test_float8_stores_past_the_range_add_one_to_the_saturated_bits(name):
+    """The CUDA store's premise, checked without a GPU: on every float8 edge (NaN aside),
+    satfinite's bits plus one past the limit are the exact rounding's (NaN or infinity of the
+    sign), and the limit is where rounding leaves the range."""
+    for x in float8_edges(name).astype(np.float64):
+        if not math.isnan(x):
+            want = round_exactly(float(x), name)
+            assert_same_floats(np.array([satfinite_fixed(float(x), name)]), np.array([want]), f"{x} → {name}")
 
 
 def test_conversions_to_16_bit_floats_round_to_odd_first_in_ptx():
