@@ -437,7 +437,9 @@ def test_float8_stores_past_the_range_add_one_to_the_saturated_bits(name):
     """The CUDA store's premise, checked without a GPU: on every float8 edge (NaN aside),
     satfinite's bits plus one past the limit are the exact rounding's (NaN or infinity of the
     sign), and the limit is where rounding leaves the range."""
-    for x in float8_edges(name).astype(np.float64):
+    limit = np.float32(F8_PAST[name][1])  # (and the limit's float32 neighbours: its tie is no float8's midpoint)
+    near = [limit, np.nextafter(limit, np.float32(0)), np.nextafter(limit, np.float32(np.inf))]
+    for x in np.concatenate([float8_edges(name), near, np.negative(near)]).astype(np.float64):
         if not math.isnan(x):
             want = round_exactly(float(x), name)
             assert_same_floats(np.array([satfinite_fixed(float(x), name)]), np.array([want]), f"{x} → {name}")
