@@ -770,6 +770,31 @@ def test_threads_compiling_cpu_kernels_at_once_share_one_jit(cache):
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == "errors []", done.stderr[-2000:]
 
 
+def test_a_collected_cpu_kernel_leaves_the_jit_engine():
+    """The one MCJIT engine keeps each module it is given until it is taken out: a CPU
+    kernel's is, at the next compile after the kernel is collected."""
+    import gc
+
+    from tilelang._backends import cpu, host_llvm
+
+    x = np.zeros(4, np.uint8)
+    key, _ = add_to_bytes.specialize(add_to_bytes.bind((x, x, 3), {}))
+    program = add_to_bytes.compile(key, "cpu").backend_kernel.program
+
+    def compiled():
+        kernel = cpu.CpuKernel(program)
+        kernel.function()
+        return kernel
+
+    kernel = compiled()
+    assert not host_llvm._RELEASED
+    del kernel
+    gc.collect()
+    assert len(host_llvm._RELEASED) == 1
+    kept = compiled()  # (its compile takes the first one out)
+    assert not host_llvm._RELEASED and kept.function()
+
+
 @tl.tile_kernel
 def add_to_bytes(x, out, n):
     tl.store(out, tl.load(x, index=(0,), shape=(4,)) + n, index=(0,))

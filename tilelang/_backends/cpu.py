@@ -644,7 +644,7 @@ class CpuKernel:
     def function(self):
         """The compiled kernel (MCJIT, on first use)."""
         if self._function is None:
-            address = jit(self.module, self.entry)
+            address = jit(self.module, self.entry, owner=self)
             argtypes = [ctypes.c_int64] * 5 + [ctypes.c_void_p] + self._argtypes
             self._function = ctypes.CFUNCTYPE(ctypes.c_int32, *argtypes)(address)
         return self._function

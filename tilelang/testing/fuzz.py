@@ -217,7 +217,11 @@ def check(program: Program, backends=("interpret", "cpu"), directory=None) -> No
     invalid program, :class:`GeneratorError`; both name the reproducer file."""
     directory = directory or _scratch()
     path = write(program, directory)
-    check_module(load(path), tuple(backends), path)
+    module = load(path)
+    try:
+        check_module(module, tuple(backends), path)
+    finally:  # (a campaign checks thousands: each module kept its kernels, ~1 MB, for the process)
+        sys.modules.pop(module.__name__, None)
 
 
 _SCRATCH = []
