@@ -176,7 +176,7 @@ def divide_by_shared(builder, dividends: list, divisors: list) -> list:
     :data:`GROUP` leave the range where that is exact for its divisor (:func:`in_exact_range`),
     the group takes :func:`quotient_f32`. (A branch a group: one for all let ptxas interleave
     all the float64 fallbacks, which held the softmax at 42 registers.)"""
-    shared = {}  # a divisor (LLVM value) -> ((b, 1 / b) in float64, y = RN(1 / b), -b, start, span)
+    shared = {}  # a divisor (LLVM value) -> (its divisor64, y = RN(1 / b), -b in float32, start, span)
     for b in divisors:
         if id(b) not in shared:
             divisor = reciprocal64(builder, b)

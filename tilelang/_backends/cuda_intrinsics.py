@@ -517,8 +517,8 @@ def narrowed(builder, values, d: DType, host):
     """:func:`narrow` of each of ``values``; float8 two at a time (one ``cvt`` a pair)."""
     if host or not d.is_float8 or len(values) % 2:
         return [narrow(builder, v, d, host) for v in values]
-    pairs = (_float8_pair(builder, lo, hi, d) for lo, hi in zip(values[::2], values[1::2]))
-    return [builder.trunc(b, I8) for pair in pairs for b in (pair, builder.lshr(pair, ir.Constant(I16, 8)))]
+    halves = ((pair, builder.lshr(pair, ir.Constant(I16, 8))) for pair in _float8_pairs(builder, values, d))
+    return [builder.trunc(b, I8) for half in halves for b in half]
 
 
 def narrowed_words(builder, values, d: DType, host):
@@ -530,8 +530,13 @@ def narrowed_words(builder, values, d: DType, host):
         per = 4 // d.itemsize
         parts = narrowed(builder, values, d, host)
         return [packed_word(builder, parts[w : w + per]) for w in range(0, len(parts), per)]
-    pairs = [_float8_pair(builder, lo, hi, d) for lo, hi in zip(values[::2], values[1::2])]
+    pairs = _float8_pairs(builder, values, d)
     return [packed_word(builder, pairs[w : w + 2]) for w in range(0, len(pairs), 2)]
+
+
+def _float8_pairs(builder, values, d: DType) -> list:
+    """:func:`_float8_pair` of values 0 and 1, 2 and 3, ... (an even number of them)."""
+    return [_float8_pair(builder, lo, hi, d) for lo, hi in zip(values[::2], values[1::2])]
 
 
 def _widened(builder, raws, d: DType, host):
